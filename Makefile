@@ -1,0 +1,39 @@
+# keyshared: `make verify` runs the whole kit, `make test` runs the tests.
+# Both create (once) and reuse a local virtual environment in .venv with the pinned dependencies.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: verify test test-slow lint bench java-check clean
+
+verify: java-check $(STAMP)
+	$(BIN)/keyshared verify
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: java-check $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(BIN)/ruff check cli spec models reference conformance spark tests benchmarks
+	$(BIN)/mypy cli/keyshared spec/ks_spec models/ks_models reference/ks_reference conformance/ks_conformance spark/ks_spark
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "keyshared needs Python 3.11 or newer: run make PYTHON=python3.11 ...")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[spark,dev]'
+	touch $(STAMP)
+
+# Java 17+ runs TLC and Spark; fail early with one line saying how to get it.
+java-check:
+	@java -version 2>&1 | awk -F'"' '/version/ { split($$2, v, "."); major = (v[1] == "1") ? v[2] : v[1]; ok = (major + 0 >= 17) } END { exit ok ? 0 : 1 }' \
+	  || { echo "keyshared: Java 17+ is required for TLC and Spark: install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17) and put java on PATH" >&2; exit 69; }
+
+clean:
+	rm -rf $(VENV) build *.egg-info .hypothesis

@@ -1,0 +1,70 @@
+"""`keyshared spec`: check the specification and regenerate its requirement index."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from keyshared.ui import console, table
+
+
+def register(commands: Any) -> None:
+    """Add `spec check`, `spec index` and `spec list`."""
+    spec = commands.add_parser("spec", help="check the spec, regenerate requirements.json, list requirements")
+    actions = spec.add_subparsers(title="actions", metavar="ACTION", parser_class=type(spec))
+    actions.required = True
+    check = actions.add_parser("check", help="IDs well formed and unique, citations exist, index fresh")
+    check.set_defaults(handler=run_check)
+    index = actions.add_parser("index", help="regenerate spec/requirements.json from spec/key-shared.md")
+    index.set_defaults(handler=run_index)
+    listing = actions.add_parser("list", help="print the requirements as a table")
+    listing.add_argument("--area", help="only this area (e.g. ORD)")
+    listing.set_defaults(handler=run_list)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Print every problem with the spec; exit 1 if there is any."""
+    from ks_spec.requirements import check_spec
+
+    requirements, problems = check_spec()
+    for problem in problems:
+        console.print(f"[red]problem[/red] {problem}", highlight=False)
+    if problems:
+        return 1
+    console.print(f"spec ok: {len(requirements)} requirements, every cited ID defined, index fresh")
+    return 0
+
+
+def run_index(args: argparse.Namespace) -> int:
+    """Write spec/requirements.json atomically."""
+    from ks_spec import paths
+    from ks_spec.requirements import check_ids, parse_spec, read_retired, render_index
+    from ks_spec.trace import _atomic_target
+
+    requirements = parse_spec()
+    problems = check_ids(requirements, read_retired())
+    if problems:
+        for problem in problems:
+            console.print(f"[red]problem[/red] {problem}", highlight=False)
+        return 1
+    import os
+
+    fd, temporary = _atomic_target(paths.REQUIREMENTS_INDEX)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(render_index(requirements))
+    os.replace(temporary, paths.REQUIREMENTS_INDEX)
+    console.print(f"wrote {paths.REQUIREMENTS_INDEX} ({len(requirements)} requirements)")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """Print ID, level, profiles, kind and title of each requirement."""
+    from ks_spec.requirements import parse_spec
+
+    rows = [
+        (r.id, r.level, ", ".join(r.profiles), r.kind, r.title)
+        for r in parse_spec()
+        if args.area is None or r.area == args.area.upper()
+    ]
+    console.print(table("requirements", ("id", "level", "profiles", "kind", "title"), rows))
+    return 0

@@ -1,0 +1,436 @@
+"""The event trace format v1 (spec/trace.md): columns, reading, writing and validation.
+
+Everything here is derived from `spec/schemas/trace-event-v1.schema.json`, the single source
+of the format: the column list, each event kind's required and optional columns, and the
+Arrow schema used for Parquet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import fastjsonschema
+import jsonschema
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ks_spec import paths
+from ks_spec.errors import MissingInput, UserError
+
+Event = dict[str, Any]
+"""One trace event: a plain dict with the columns of spec/trace.md (absent means null)."""
+
+OP_EVENTS = frozenset(
+    {
+        "config",
+        "publish",
+        "consumer_added",
+        "consumer_removed",
+        "consumer_disconnected",
+        "tick",
+        "restart",
+        "key_released",
+        "key_skipped",
+        "segment_sealed",
+        "segment_created",
+    }
+)
+"""Events that record an operation (written by whoever drives the dispatcher)."""
+
+RESOLUTION_EVENTS = {"ack": "acked", "drop": "dropped", "dead_letter": "dead_lettered", "filter": "filtered"}
+"""Events that resolve a message, and the resolution kind each records."""
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The trace event JSON Schema (draft-07), loaded once."""
+    with open(paths.TRACE_EVENT_SCHEMA, encoding="utf-8") as handle:
+        loaded: dict[str, Any] = json.load(handle)
+    return loaded
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """What the schema says about one event kind."""
+
+    name: str
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+
+
+@cache
+def event_kinds() -> dict[str, EventKind]:
+    """Every event kind with its required and optional columns (beyond seq, tick, event)."""
+    kinds: dict[str, EventKind] = {}
+    for name, definition in schema()["definitions"].items():
+        if not name.startswith("event_"):
+            continue
+        kind = name.removeprefix("event_")
+        required = tuple(c for c in definition["required"] if c not in ("seq", "tick", "event"))
+        used = [
+            c
+            for c, spec in definition["properties"].items()
+            if spec != {"type": "null"} and c not in ("seq", "tick", "event")
+        ]
+        optional = tuple(c for c in used if c not in required)
+        kinds[kind] = EventKind(kind, required, optional)
+    return kinds
+
+
+def _column_types() -> dict[str, Any]:
+    columns: dict[str, Any] = {}
+    for definition in schema()["definitions"].values():
+        if "properties" not in definition:
+            continue
+        for column, spec in definition["properties"].items():
+            if spec != {"type": "null"} and "type" in spec:
+                columns.setdefault(column, spec)
+    return columns
+
+
+@cache
+def columns() -> tuple[str, ...]:
+    """All columns in their canonical order (the order of spec/trace.md)."""
+    order = [
+        "seq",
+        "tick",
+        "event",
+        "offset",
+        "key",
+        "consumer",
+        "attempt",
+        "capacity",
+        "filters",
+        "ranges",
+        "reason",
+        "cursor",
+        "segment",
+        "bucket",
+        "buckets",
+        "range_lo",
+        "range_hi",
+        "predecessor",
+        "detail",
+    ]
+    known = set(_column_types()) | {"event"}
+    if set(order) != known:
+        raise AssertionError(f"trace columns drifted from the schema: {sorted(set(order) ^ known)}")
+    return tuple(order)
+
+
+def _arrow_type(spec: dict[str, Any]) -> pa.DataType:
+    kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+    base = next(k for k in kinds if k != "null")
+    if base == "integer":
+        return pa.int64()
+    if base == "string":
+        return pa.string()
+    if base == "array":
+        items = spec["items"]
+        if items.get("type") == "string":
+            return pa.list_(pa.string())
+        return pa.list_(pa.list_(pa.int64()))
+    raise AssertionError(f"no Arrow type for {spec}")
+
+
+@cache
+def arrow_schema() -> pa.Schema:
+    """The Parquet/Arrow schema of a trace: one nullable column per trace column."""
+    types = _column_types()
+    fields = []
+    for column in columns():
+        arrow = pa.string() if column == "event" else _arrow_type(types[column])
+        fields.append(pa.field(column, arrow, nullable=column not in ("seq", "tick", "event")))
+    return pa.schema(fields, metadata={b"keyshared.trace_version": b"1"})
+
+
+@cache
+def _fast_validator(kind: str) -> Callable[[Event], Any]:
+    definitions = schema()["definitions"]
+    return fastjsonschema.compile({"definitions": definitions, "$ref": f"#/definitions/event_{kind}"})
+
+
+@cache
+def _detailed_validator(kind: str) -> jsonschema.Draft7Validator:
+    definitions = schema()["definitions"]
+    return jsonschema.Draft7Validator({"definitions": definitions, "$ref": f"#/definitions/event_{kind}"})
+
+
+def schema_problem(event: Any) -> str | None:
+    """None if `event` matches the schema, else "field 'x': problem" for its first problem."""
+    if not isinstance(event, dict):
+        return f"field '(event)': expected a JSON object, got {type(event).__name__}"
+    kind = event.get("event")
+    if not isinstance(kind, str) or kind not in event_kinds():
+        return f"field 'event': unknown event kind {kind!r}"
+    try:
+        _fast_validator(kind)(event)
+        return None
+    except fastjsonschema.JsonSchemaException:
+        pass
+    errors = sorted(_detailed_validator(kind).iter_errors(event), key=lambda e: list(e.absolute_path))
+    if not errors:  # the two libraries disagree; trust the slower, reference one
+        return None
+    error = errors[0]
+    if error.validator == "required":
+        missing = str(error.message).split("'")[1]
+        return f"field '{missing}': required for a '{kind}' event but missing"
+    if error.validator == "additionalProperties":
+        return f"field '(event)': {error.message}"
+    place = ".".join(str(p) for p in error.absolute_path) or "(event)"
+    if list(error.absolute_path) and error.validator == "type" and error.validator_value == "null":
+        return f"field '{place}': not used by a '{kind}' event, must be null or absent"
+    return f"field '{place}': {error.message}"
+
+
+@dataclass
+class SequenceRules:
+    """The rules of spec/trace.md section 2 that span events, checked one event at a time."""
+
+    next_seq: int = 0
+    tick: int = 0
+    next_offset: int = 0
+    seen_config: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    def check(self, event: Event) -> str | None:
+        """None if `event` may follow the events seen so far, else "field 'x': problem"."""
+        kind = event["event"]
+        if self.next_seq == 0 and kind != "config":
+            return f"field 'event': the first event must be 'config', got '{kind}'"
+        if kind == "config" and self.seen_config:
+            return "field 'event': a trace has exactly one 'config' event, at seq 0"
+        if kind == "config":
+            problem = _config_detail_problem(event["detail"])
+            if problem:
+                return problem
+        self.seen_config = True
+        if event["seq"] != self.next_seq:
+            return f"field 'seq': expected {self.next_seq}, got {event['seq']}"
+        self.next_seq += 1
+        expected_tick = self.tick + 1 if kind == "tick" else self.tick
+        if event["tick"] != expected_tick:
+            why = (
+                "a 'tick' event advances time by exactly 1" if kind == "tick" else "time advances only at 'tick' events"
+            )
+            return f"field 'tick': expected {expected_tick}, got {event['tick']} ({why})"
+        self.tick = expected_tick
+        offset = event.get("offset")
+        if kind == "publish":
+            if offset != self.next_offset:
+                return f"field 'offset': publish offsets are dense from 0; expected {self.next_offset}, got {offset}"
+            self.next_offset += 1
+        elif offset is not None and offset >= self.next_offset:
+            if not (kind in ("ack_ignored", "nack_ignored") and event.get("reason") == "unknown-offset"):
+                return f"field 'offset': {offset} has not been published"
+        return None
+
+
+def _config_detail_problem(detail: str) -> str | None:
+    try:
+        parsed = json.loads(detail)
+    except json.JSONDecodeError as error:
+        return f"field 'detail': not valid JSON ({error.msg})"
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("config"), dict):
+        return "field 'detail': must be a JSON object with a 'config' object"
+    if parsed.get("trace_version") != 1:
+        return f"field 'detail': trace_version must be 1, got {parsed.get('trace_version')!r}"
+    return None
+
+
+def _atomic_target(path: Path) -> tuple[int, str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
+
+def write_jsonl(events: Iterable[Event], path: Path) -> int:
+    """Write events as JSON lines atomically (all or nothing); return the number written."""
+    fd, temporary = _atomic_target(path)
+    count = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            for event in events:
+                handle.write(json.dumps(compact(event), ensure_ascii=False, separators=(",", ":")))
+                handle.write("\n")
+                count += 1
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return count
+
+
+def compact(event: Event) -> Event:
+    """The event without null columns, in canonical column order (the JSON lines form)."""
+    return {c: event[c] for c in columns() if event.get(c) is not None}
+
+
+def to_table(events: Iterable[Event]) -> pa.Table:
+    """Events as an Arrow table with the trace schema."""
+    data: dict[str, list[Any]] = {c: [] for c in columns()}
+    for event in events:
+        for column in columns():
+            data[column].append(event.get(column))
+    return pa.Table.from_pydict(data, schema=arrow_schema())
+
+
+def write_parquet(events: Iterable[Event], path: Path, rows_per_group: int = 1_000_000) -> int:
+    """Write events as one Parquet file atomically; return the number written."""
+    fd, temporary = _atomic_target(path)
+    os.close(fd)
+    count = 0
+    try:
+        with pq.ParquetWriter(temporary, arrow_schema(), compression="zstd") as writer:
+            batch: list[Event] = []
+            for event in events:
+                batch.append(event)
+                if len(batch) >= rows_per_group:
+                    writer.write_table(to_table(batch))
+                    count += len(batch)
+                    batch = []
+            if batch:
+                writer.write_table(to_table(batch))
+                count += len(batch)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return count
+
+
+def write_trace(events: Iterable[Event], path: Path) -> int:
+    """Write a trace, as Parquet when the name ends in .parquet, else as JSON lines."""
+    if path.suffix == ".parquet":
+        return write_parquet(events, path)
+    return write_jsonl(events, path)
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The files of a trace: the file itself, or a folder's Parquet files in name order."""
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix == ".parquet" and not p.name.startswith("."))
+        if not files:
+            raise MissingInput(f"{path}: folder holds no .parquet files")
+        return files
+    if not path.exists():
+        raise MissingInput(f"{path}: no such file or folder")
+    return [path]
+
+
+def is_parquet(path: Path) -> bool:
+    """True if the file starts with Parquet's magic bytes."""
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"PAR1"
+
+
+def read_events(path: Path) -> Iterator[tuple[str, Event]]:
+    """Yield ("file:line", event) for every event of a trace file or folder.
+
+    Raises UserError naming the file and line for input that is not JSON or not Parquet; the
+    events themselves are not validated here (see `validate_trace`).
+    """
+    for file in trace_files(path):
+        if is_parquet(file):
+            yield from _read_parquet(file)
+        else:
+            yield from _read_jsonl(file)
+
+
+def _read_jsonl(file: Path) -> Iterator[tuple[str, Event]]:
+    with open(file, encoding="utf-8", errors="strict") as handle:
+        line_no = 0
+        try:
+            for line_no, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise UserError(f"{file}:{line_no}: field '(line)': not valid JSON ({error.msg})") from None
+                yield f"{file}:{line_no}", event
+        except UnicodeDecodeError:
+            raise UserError(f"{file}:{line_no + 1}: field '(line)': not valid UTF-8") from None
+
+
+def _read_parquet(file: Path) -> Iterator[tuple[str, Event]]:
+    try:
+        parquet = pq.ParquetFile(file)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise UserError(f"{file}: not a readable Parquet file ({_first_line(error)})") from None
+    names = set(parquet.schema_arrow.names)
+    missing = [c for c in ("seq", "tick", "event") if c not in names]
+    if missing:
+        raise UserError(f"{file}: field '{missing[0]}': required column is missing")
+    unknown = sorted(names - set(columns()))
+    if unknown:
+        raise UserError(f"{file}: field '{unknown[0]}': not a column of the trace format v1")
+    for name in names:
+        expected = arrow_schema().field(name).type
+        actual = parquet.schema_arrow.field(name).type
+        if actual != expected and not (pa.types.is_integer(actual) and pa.types.is_integer(expected)):
+            if not (pa.types.is_large_string(actual) and pa.types.is_string(expected)):
+                raise UserError(f"{file}: field '{name}': column type {actual}, expected {expected}")
+    row = 0
+    try:
+        for batch in parquet.iter_batches(batch_size=65536):
+            for record in batch.to_pylist():
+                row += 1
+                yield f"{file}:{row}", {k: v for k, v in record.items() if v is not None}
+    except (pa.ArrowInvalid, OSError) as error:
+        raise UserError(f"{file}:{row + 1}: not a readable Parquet file ({_first_line(error)})") from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def validate_trace(path: Path) -> tuple[int, str | None]:
+    """Check a trace against the schema and the sequence rules.
+
+    Returns (events read, None) when well formed, or (events read, "file:line: field 'x':
+    problem") for the first problem.
+    """
+    rules = SequenceRules()
+    count = 0
+    try:
+        for where, event in read_events(path):
+            count += 1
+            problem = schema_problem(event) or rules.check(event)
+            if problem:
+                return count, f"{where}: {problem}"
+    except UserError as error:
+        return count, str(error)
+    if count == 0:
+        return 0, f"{path}: the trace is empty (it needs at least a 'config' event)"
+    return count, None
+
+
+def load_trace(path: Path) -> list[Event]:
+    """Read a whole trace into memory, validating it; raise UserError on the first problem."""
+    rules = SequenceRules()
+    events: list[Event] = []
+    for where, event in read_events(path):
+        problem = schema_problem(event) or rules.check(event)
+        if problem:
+            raise UserError(f"{where}: {problem}")
+        events.append(event)
+    if not events:
+        raise UserError(f"{path}: the trace is empty (it needs at least a 'config' event)")
+    return events
+
+
+def config_of(events: list[Event]) -> dict[str, Any]:
+    """The configuration recorded in a trace's `config` event."""
+    detail = json.loads(events[0]["detail"])
+    config = detail.get("config", {})
+    if not isinstance(config, dict):
+        raise UserError("seq 0: field 'detail': 'config' must be a JSON object")
+    return config

@@ -1,0 +1,50 @@
+"""The packages are ruff clean and mypy --strict clean."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = [
+    "cli/keyshared",
+    "spec/ks_spec",
+    "models/ks_models",
+    "reference/ks_reference",
+    "conformance/ks_conformance",
+    "spark/ks_spark",
+]
+
+
+def _tool(name: str) -> str:
+    path = Path(sys.executable).parent / name
+    found = str(path) if path.exists() else shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (make installs it with the dev extra)")
+    return found
+
+
+def test_ruff_clean() -> None:
+    completed = subprocess.run(
+        [_tool("ruff"), "check", "--no-cache", *PACKAGES, "tests", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def test_mypy_strict_clean() -> None:
+    completed = subprocess.run(
+        [_tool("mypy"), "--strict", "--no-incremental", "--cache-dir", "/dev/null", *PACKAGES],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
