@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from ks_spec.errors import UserError
@@ -14,12 +15,17 @@ from keyshared import __version__
 
 EX_USAGE = 64
 
-# Each module defines register(subparsers); handlers import heavy dependencies lazily.
-COMMAND_MODULES = (
-    "keyshared.cmd_verify",
-    "keyshared.cmd_spec",
-    "keyshared.cmd_trace",
-)
+# Every module keyshared/cmd_*.py defines register(subparsers); they are found, not listed, so that
+# each part of the kit adds its commands in its own file. Handlers import heavy dependencies lazily.
+PACKAGE_DIR = Path(__file__).resolve().parent
+FIRST_COMMANDS = ("cmd_verify",)
+
+
+def command_modules() -> list[str]:
+    """The command modules, `verify` first, then by name."""
+    names = sorted(p.stem for p in PACKAGE_DIR.glob("cmd_*.py"))
+    ordered = [n for n in FIRST_COMMANDS if n in names] + [n for n in names if n not in FIRST_COMMANDS]
+    return [f"keyshared.{name}" for name in ordered]
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"keyshared {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)
     commands.required = True
-    for module_name in COMMAND_MODULES:
+    for module_name in command_modules():
         importlib.import_module(module_name).register(commands)
     return parser
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from keyshared.ui import console, table
@@ -21,12 +23,17 @@ class StepResult:
 
 @dataclass(frozen=True)
 class Step:
-    """One part of `keyshared verify`: a name, what it shows, and how to run it."""
+    """One part of `keyshared verify`: a name, what it shows, and how to run it.
+
+    `order` places it among the steps of other parts (spec 10, models 20, reference 30,
+    conformance 40, Spark 50).
+    """
 
     name: str
     shows: str
     run: Callable[[argparse.Namespace], StepResult]
     needs_java: bool = False
+    order: int = 50
 
 
 def _spec_step(args: argparse.Namespace) -> StepResult:
@@ -50,13 +57,22 @@ def _trace_examples_step(args: argparse.Namespace) -> StepResult:
 
 
 def steps() -> list[Step]:
-    """Every step, in the order they run. Later parts of the kit append theirs here."""
+    """Every step, in the order they run: ours, plus `steps()` of each keyshared/steps_*.py."""
+    found = _spec_steps()
+    for path in sorted(Path(__file__).resolve().parent.glob("steps_*.py")):
+        module = importlib.import_module(f"keyshared.{path.stem}")
+        found += module.steps()
+    return sorted(found, key=lambda step: step.order)
+
+
+def _spec_steps() -> list[Step]:
     return [
-        Step("spec", "the spec's requirements are well formed, cited IDs exist, index fresh", _spec_step),
+        Step("spec", "the spec's requirements are well formed, cited IDs exist, index fresh", _spec_step, order=10),
         Step(
             "trace format",
             "sample traces validate; malformed ones are rejected with file, line and field",
             _trace_examples_step,
+            order=11,
         ),
     ]
 
