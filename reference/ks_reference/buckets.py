@@ -1,0 +1,298 @@
+"""Buckets and segments (spec section 17, PIP-486): placement, layout changes, handoffs, checkpoints.
+
+`BucketLayout` is the bucket part of the dispatcher's state. It places each message by its
+32-bit hash, tracks which member each bucket was handed to and which handoffs are withheld,
+which segments still hold unresolved messages (for the predecessor rule) and the per-(segment,
+bucket) checkpoints, which it derives from the durable cursor only, so that they never regress.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+from ks_reference.hashing import bucket_of, bucket_owner_index, murmur3_32, split_hash
+from ks_reference.store import SegmentRecord
+
+BucketId = tuple[int, int]
+"""(segment, bucket)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a message lives: its hash H, its segment and its bucket (KS-BKT-1)."""
+
+    hash: int
+    segment: int
+    bucket: int
+
+    def as_dict(self) -> dict[str, int]:
+        """The adapter protocol's `placement` object."""
+        return {"hash": self.hash, "segment": self.segment, "bucket": self.bucket}
+
+
+@dataclass
+class Segment:
+    """A contiguous range of the 16-bit ring with a fixed number of buckets (KS-BKT-2)."""
+
+    number: int
+    range_lo: int
+    range_hi: int
+    buckets: int
+    predecessor: int | None = None
+    sealed: bool = False
+
+    def covers(self, high: int) -> bool:
+        """True when the high 16 bits of a hash fall in this segment's range."""
+        return self.range_lo <= high <= self.range_hi
+
+    def record(self) -> SegmentRecord:
+        """The store's form of this segment."""
+        return SegmentRecord(self.number, self.range_lo, self.range_hi, self.buckets, self.predecessor, self.sealed)
+
+
+class LayoutRefusal(ValueError):
+    """A rollover or split the spec refuses (`invalid_argument`)."""
+
+
+class BucketLayout:
+    """Segments, bucket ownership and handoffs, and checkpoints."""
+
+    def __init__(self, budget: int, maximum: int, segments: list[SegmentRecord] | None = None) -> None:
+        self.maximum = maximum
+        if segments:
+            self.segments = {
+                s.number: Segment(s.number, s.range_lo, s.range_hi, s.buckets, s.predecessor, s.sealed)
+                for s in segments
+            }
+        else:
+            self.segments = {0: Segment(0, 0x0000, 0xFFFF, budget)}
+        self.assigned: dict[BucketId, str] = {}
+        """Who each bucket was last handed to (volatile: empty after a restart)."""
+        self.withheld: dict[BucketId, str] = {}
+        """Buckets withheld from their new target while the prior owner drains (KS-BKT-4)."""
+        self.outstanding: dict[BucketId, Counter[str]] = {}
+        """Outstanding entries per bucket and holder."""
+        self.unresolved_high: dict[int, Counter[int]] = {}
+        """Per segment, its unresolved messages counted by the high 16 bits of their hash (KS-BKT-5)."""
+        self.undurable: dict[BucketId, deque[int]] = {}
+        """Per bucket, its offsets the store does not yet record as resolved, in order (for checkpoints)."""
+        self.last_offset: dict[BucketId, int] = {}
+        self.checkpoints: dict[BucketId, int] = {}
+        self.needs_reconcile = True
+        self.reassignments_total = 0
+        self.rollovers_total = 0
+
+    # --- placement (KS-BKT-1) ---
+
+    def place(self, key: str) -> Placement:
+        """The active segment whose range holds `H >> 16`, and the bucket `floor(hashB * N / 65536)`."""
+        hash32 = murmur3_32(key)
+        high, hash_b = split_hash(hash32)
+        for segment in self.segments.values():
+            if not segment.sealed and segment.covers(high):
+                # req: KS-BKT-1
+                return Placement(hash32, segment.number, bucket_of(hash_b, segment.buckets))
+        raise AssertionError(f"no active segment covers {high:#06x}; the layout lost coverage")
+
+    def on_publish(self, offset: int, placement: Placement) -> None:
+        """Track a new message as unresolved and not yet durably resolved."""
+        self.track_unresolved(offset, placement)
+        bucket = (placement.segment, placement.bucket)
+        self.undurable.setdefault(bucket, deque()).append(offset)
+        self.last_offset[bucket] = offset
+
+    def track_unresolved(self, offset: int, placement: Placement) -> None:
+        """Count a message as unresolved in its segment (at publish, and again after a restart)."""
+        self.unresolved_high.setdefault(placement.segment, Counter())[placement.hash >> 16] += 1
+
+    def on_resolve(self, placement: Placement) -> None:
+        """A message left the subscription: it no longer holds back successor segments."""
+        counts = self.unresolved_high[placement.segment]
+        high = placement.hash >> 16
+        counts[high] -= 1
+        if counts[high] == 0:
+            del counts[high]
+
+    # --- the predecessor rule (KS-BKT-5) ---
+
+    def predecessor_pending(self, segment_number: int) -> bool:
+        """True while an ancestor segment has an unresolved message in this segment's range.
+
+        The rule is applied to every ancestor, not only the direct predecessor: a rollover of a
+        segment that received nothing must not let its successor overtake the grandparent.
+        """
+        segment = self.segments[segment_number]
+        ancestor = segment.predecessor
+        while ancestor is not None:
+            for high in self.unresolved_high.get(ancestor, ()):
+                if segment.covers(high):
+                    # req: KS-BKT-5
+                    return True
+            ancestor = self.segments[ancestor].predecessor
+        return False
+
+    # --- ownership and handoffs (KS-BKT-3, KS-BKT-4) ---
+
+    def target(self, placement: Placement, members_by_name: list[str]) -> str | None:
+        """The bucket's owner by position among the members sorted by name (KS-BKT-3)."""
+        if not members_by_name:
+            return None
+        buckets = self.segments[placement.segment].buckets
+        # req: KS-BKT-3
+        return members_by_name[bucket_owner_index(placement.bucket, buckets, len(members_by_name))]
+
+    def live_buckets(self) -> list[BucketId]:
+        """Buckets that can still receive or deliver: every bucket of active segments and of undrained ones."""
+        live: list[BucketId] = []
+        for segment in self.segments.values():
+            if not segment.sealed or self.unresolved_high.get(segment.number):
+                live += [(segment.number, b) for b in range(segment.buckets)]
+        return live
+
+    def reconcile(self, members_by_name: list[str]) -> list[tuple[str, BucketId, str]]:
+        """Hand buckets to their targets, or withhold them while the prior owner drains (KS-BKT-4).
+
+        Returns the events to emit: ("bucket_assigned" | "bucket_withheld", bucket, consumer).
+        """
+        events: list[tuple[str, BucketId, str]] = []
+        if not self.needs_reconcile:
+            return events
+        self.needs_reconcile = False
+        if not members_by_name:
+            return events
+        for bucket in self.live_buckets():
+            segment = self.segments[bucket[0]]
+            target = members_by_name[bucket_owner_index(bucket[1], segment.buckets, len(members_by_name))]
+            prior = self.assigned.get(bucket)
+            if prior == target:
+                if self.withheld.pop(bucket, None) is not None:
+                    events.append(("bucket_assigned", bucket, target))
+                continue
+            if prior is not None and self.outstanding.get(bucket, Counter())[prior] > 0:
+                if self.withheld.get(bucket) != target:
+                    # req: KS-BKT-4
+                    self.withheld[bucket] = target
+                    events.append(("bucket_withheld", bucket, target))
+                continue
+            self.withheld.pop(bucket, None)
+            self.assigned[bucket] = target
+            if prior is not None:
+                self.reassignments_total += 1
+            events.append(("bucket_assigned", bucket, target))
+        return events
+
+    def is_withheld(self, placement: Placement) -> bool:
+        """True while the message's bucket is withheld for a handoff."""
+        return (placement.segment, placement.bucket) in self.withheld
+
+    def on_deliver(self, placement: Placement, consumer: str) -> None:
+        """Count an outstanding entry of the bucket at its holder."""
+        self.outstanding.setdefault((placement.segment, placement.bucket), Counter())[consumer] += 1
+
+    def on_end_delivery(self, placement: Placement, consumer: str) -> None:
+        """An outstanding entry ended; a withheld bucket may now be handed over."""
+        bucket = (placement.segment, placement.bucket)
+        counts = self.outstanding[bucket]
+        counts[consumer] -= 1
+        if counts[consumer] == 0:
+            del counts[consumer]
+            if bucket in self.withheld:
+                self.needs_reconcile = True
+
+    def forget_volatile(self) -> None:
+        """Drop what a restart loses: assignments, handoffs, outstanding entries."""
+        self.assigned.clear()
+        self.withheld.clear()
+        self.outstanding.clear()
+        self.needs_reconcile = True
+
+    # --- layout changes (KS-BKT-2) ---
+
+    def _active(self, number: object) -> Segment:
+        if not isinstance(number, int) or isinstance(number, bool):
+            raise LayoutRefusal(f"segment must be an integer, got {number!r}")
+        segment = self.segments.get(number)
+        if segment is None or segment.sealed:
+            raise LayoutRefusal(f"segment {number} is not an active segment")
+        return segment
+
+    def _unused(self, number: object, name: str) -> int:
+        if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+            raise LayoutRefusal(f"{name} must be a non-negative integer, got {number!r}")
+        if number in self.segments:
+            raise LayoutRefusal(f"{name} {number} is already in use")
+        return number
+
+    def check_rollover(self, segment: object, successor: object, buckets: object) -> None:
+        """Raise LayoutRefusal unless `rollover(segment, successor, buckets)` is allowed."""
+        self._active(segment)
+        self._unused(successor, "successor")
+        if not isinstance(buckets, int) or isinstance(buckets, bool) or not 1 <= buckets <= self.maximum:
+            # req: KS-BKT-2
+            raise LayoutRefusal(f"buckets must be between 1 and bucket_max {self.maximum}, got {buckets!r}")
+
+    def rollover(self, segment_number: object, successor: object, buckets: object) -> Segment:
+        """Seal a segment and create its successor over the same range with a new N; refuse a bad request."""
+        self.check_rollover(segment_number, successor, buckets)
+        segment = self.segments[cast(int, segment_number)]
+        segment.sealed = True
+        created = Segment(cast(int, successor), segment.range_lo, segment.range_hi, cast(int, buckets), segment.number)
+        self.segments[created.number] = created
+        self.rollovers_total += 1
+        self.needs_reconcile = True
+        return created
+
+    def check_split(self, segment: object, lower: object, upper: object) -> None:
+        """Raise LayoutRefusal unless `split(segment, lower, upper)` is allowed."""
+        active = self._active(segment)
+        self._unused(lower, "lower")
+        self._unused(upper, "upper")
+        if lower == upper:
+            raise LayoutRefusal("lower and upper must be two different segment numbers")
+        if active.range_lo == active.range_hi:
+            raise LayoutRefusal(f"segment {active.number} covers one slot and cannot be split")
+
+    def split(self, segment_number: object, lower: object, upper: object) -> tuple[Segment, Segment]:
+        """Seal a segment and create two children over its halves, each with max(1, N / 2) buckets."""
+        self.check_split(segment_number, lower, upper)
+        segment = self.segments[cast(int, segment_number)]
+        segment.sealed = True
+        middle = (segment.range_lo + segment.range_hi) // 2
+        buckets = max(1, segment.buckets // 2)
+        low_child = Segment(cast(int, lower), segment.range_lo, middle, buckets, segment.number)
+        high_child = Segment(cast(int, upper), middle + 1, segment.range_hi, buckets, segment.number)
+        self.segments[low_child.number] = low_child
+        self.segments[high_child.number] = high_child
+        self.needs_reconcile = True
+        return low_child, high_child
+
+    def records(self) -> list[SegmentRecord]:
+        """The layout in the store's form."""
+        return [segment.record() for segment in self.segments.values()]
+
+    def drain_mode(self) -> int:
+        """Sealed segments that still hold unresolved messages (the `drain_mode` gauge)."""
+        return sum(1 for s in self.segments.values() if s.sealed and self.unresolved_high.get(s.number))
+
+    # --- checkpoints (KS-BKT-6) ---
+
+    def advance_checkpoints(self, durably_resolved: Callable[[int], bool]) -> dict[BucketId, int]:
+        """Move each bucket's checkpoint to its first offset the store does not record as resolved.
+
+        A bucket with none left checkpoints one past its last message. Derived from the durable
+        cursor only, a checkpoint never passes a message that a restart would deliver again, and
+        never moves back (KS-BKT-6). Returns the checkpoints that changed.
+        """
+        changed: dict[BucketId, int] = {}
+        for bucket, offsets in self.undurable.items():
+            while offsets and durably_resolved(offsets[0]):
+                offsets.popleft()
+            position = offsets[0] if offsets else self.last_offset[bucket] + 1
+            if self.checkpoints.get(bucket, 0) < position:
+                # req: KS-BKT-6
+                self.checkpoints[bucket] = position
+                changed[bucket] = position
+        return changed

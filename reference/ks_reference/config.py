@@ -1,0 +1,106 @@
+"""The subscription configuration (spec section 20), validated at construction (KS-CFG-1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ks_spec.errors import UserError
+
+PROFILES = ("strict", "owner", "best-effort")
+SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets")
+POISON_POLICIES = ("drop", "dead-letter", "block")
+BUCKET_FIELDS = ("bucket_budget", "bucket_max")
+
+
+class ConfigError(UserError):
+    """A configuration the spec refuses (`invalid_config`), naming the offending field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"config field '{field}': {message}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Config:
+    """A valid configuration; build it with `Config.parse` so that every field is checked."""
+
+    profile: str = "strict"
+    selector: str = "ring"
+    points: int = 100
+    window: int = 10000
+    ack_timeout: int = 0
+    max_redeliveries: int = 5
+    backoff_base: int = 1
+    backoff_max: int = 60
+    poison_policy: str = "block"
+    evict_after: int = 6
+    persist_interval: int = 0
+    persist_ack_holes: bool = False
+    bucket_budget: int = 4
+    bucket_max: int = 1024
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None = None) -> Config:
+        """Check a JSON configuration object and fill in the defaults; raise ConfigError naming the field."""
+        raw = dict(raw or {})
+        known = set(cls.__dataclass_fields__)
+        for field in raw:
+            if field not in known:
+                # req: KS-CFG-1
+                raise ConfigError(field, f"unknown field (known: {', '.join(sorted(known))})")
+        _choice(raw, "profile", PROFILES)
+        _choice(raw, "selector", SELECTORS)
+        _choice(raw, "poison_policy", POISON_POLICIES)
+        for field in ("points", "window", "bucket_budget", "bucket_max"):
+            _integer(raw, field, minimum=1)
+        for field in ("ack_timeout", "max_redeliveries", "backoff_base", "backoff_max", "evict_after"):
+            _integer(raw, field, minimum=0)
+        _integer(raw, "persist_interval", minimum=0)
+        if "persist_ack_holes" in raw and not isinstance(raw["persist_ack_holes"], bool):
+            raise ConfigError("persist_ack_holes", f"must be true or false, got {raw['persist_ack_holes']!r}")
+        config = cls(**raw)
+        if config.backoff_base > config.backoff_max:
+            # req: KS-CFG-1
+            raise ConfigError("backoff_base", f"{config.backoff_base} is above backoff_max {config.backoff_max}")
+        if config.selector != "buckets":
+            for field in BUCKET_FIELDS:
+                if field in raw:
+                    # req: KS-CFG-1
+                    raise ConfigError(field, f"only applies to selector 'buckets', not '{config.selector}'")
+        elif config.bucket_budget > config.bucket_max:
+            raise ConfigError(
+                "bucket_budget", f"{config.bucket_budget} buckets exceed bucket_max {config.bucket_max} (KS-BKT-2)"
+            )
+        return config
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field with its value, defaults included (what the trace's `config` event records)."""
+        values = asdict(self)
+        if self.selector != "buckets":
+            for field in BUCKET_FIELDS:
+                values.pop(field)
+        return values
+
+    @property
+    def reliable(self) -> bool:
+        """True for the strict and owner profiles; False for best-effort (spec section 18)."""
+        return self.profile != "best-effort"
+
+
+def _choice(raw: Mapping[str, Any], field: str, allowed: tuple[str, ...]) -> None:
+    if field in raw and raw[field] not in allowed:
+        # req: KS-CFG-1
+        raise ConfigError(field, f"{raw[field]!r} is not one of {', '.join(allowed)}")
+
+
+def _integer(raw: Mapping[str, Any], field: str, minimum: int) -> None:
+    if field not in raw:
+        return
+    value = raw[field]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(field, f"must be an integer, got {value!r}")
+    if value < minimum:
+        # req: KS-CFG-1
+        raise ConfigError(field, f"must be >= {minimum}, got {value}")

@@ -1,0 +1,295 @@
+"""The dispatcher's state (spec section 1) and the transitions every section shares.
+
+`Core` holds the whole state of one subscription; the section modules (dispatch, acks,
+retries, poison, membership, persistence, best_effort) add the operations as mixins, and
+`ks_reference.dispatcher.Dispatcher` puts them together. Only the durable store outlives a
+restart; everything here is volatile and rebuilt from it by `load_from_store`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from ks_reference.buckets import BucketLayout, Placement
+from ks_reference.config import Config
+from ks_reference.cursor import Cursor
+from ks_reference.filters import accepts
+from ks_reference.selectors import Range, Selector, make_selector
+from ks_reference.store import LogEntry, Store
+
+Event = dict[str, Any]
+"""An event in the trace format v1 (without `seq` and `tick` until it is recorded)."""
+
+
+class MessageState(Enum):
+    """The states of a read, unresolved message (spec section 1); unread and resolved messages have no object."""
+
+    PENDING = "pending"
+    OUTSTANDING = "outstanding"
+    RETRYING = "retrying"
+    BLOCKED = "blocked"
+
+
+@dataclass(eq=False)
+class Member:
+    """One consumer incarnation: a name between its join and its leave, eviction or a restart (KS-GEN-3).
+
+    Members compare by identity, so a reused name is a different member.
+    """
+
+    name: str
+    capacity: int
+    filters: tuple[str, ...]
+    ranges: tuple[Range, ...]
+    connected: bool = True
+    disconnected_at: int = 0
+    outstanding: set[int] = field(default_factory=set)
+    """Offsets of the deliveries it holds (best-effort: delivered, not yet received)."""
+
+
+@dataclass(eq=False)
+class Message:
+    """A read, unresolved message: its state, its delivery and failure history since the last restart."""
+
+    offset: int
+    key: str
+    placement: Placement | None = None
+    state: MessageState = MessageState.PENDING
+    attempts: int = 0
+    """Deliveries since the last restart (KS-RTY-5)."""
+    failures: int = 0
+    """Failures since the last restart or operator release (spec section 10)."""
+    last_failure: str | None = None
+    holder: Member | None = None
+    delivered_at: int = 0
+    retry_at: int = 0
+    awaiting_redelivery: bool = False
+    """Pending after a failure or after its holder left (KS-ORD-3)."""
+    held: tuple[str, str | None] | None = None
+    """The last hold reported for it: (reason, target), so a hold is reported once per change (KS-OBS-3)."""
+    held_since: int = 0
+    blocked_at: int = 0
+
+
+class Refusal(Exception):
+    """An operation the spec refuses (KS-GEN-4): nothing happened."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Core:
+    """The state of one subscription and the transitions shared by every section."""
+
+    config: Config
+    store: Store
+    selector: Selector
+    layout: BucketLayout | None
+
+    def __init__(self, config: Config, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self.now = 0
+        self._effects: list[Event] = []
+        self.load_from_store()
+
+    # --- state lifecycle (spec section 14: what a restart keeps and loses) ---
+
+    def load_from_store(self) -> None:
+        """(Re)build every piece of volatile state from the durable store, as a fresh process would."""
+        snapshot = self.store.load()
+        self.now = max(self.now, snapshot.clock)
+        self.log: list[LogEntry] = snapshot.log
+        self.cursor = Cursor(snapshot.cursor, snapshot.holes)
+        self.persisted_position = snapshot.cursor
+        self.persisted_at: int | None = snapshot.persisted_at
+        self.read_position = snapshot.cursor
+        self.selector = make_selector(self.config.selector, self.config.points, self.config.bucket_budget)
+        self.members: dict[str, Member] = {}
+        self.messages: dict[int, Message] = {}
+        self.queues: dict[str, list[int]] = {}
+        """Per key, its read unresolved offsets in offset order."""
+        self.pending_counts: Counter[str] = Counter()
+        """Per key, how many of its messages are pending (keys the dispatch pass visits)."""
+        self.retrying: set[int] = set()
+        self.key_holders: dict[str, Counter[Member]] = {}
+        """Per key, its outstanding deliveries by holder (KS-DRN-1)."""
+        self.blocked: dict[str, int] = {}
+        self.holds: dict[str, int] = {}
+        """Per key, the message the last dispatch pass held (the key's head that could not go)."""
+        self._target_cache: dict[str, str | None] = {}
+        self._eligible_cache: dict[str, tuple[str, ...] | None] = {}
+        self.members_by_name: list[str] = []
+        self.best_effort_holder: dict[int, Member] = {}
+        self.reset_counters()
+        self.layout = None
+        if self.config.selector == "buckets":
+            self.layout = BucketLayout(self.config.bucket_budget, self.config.bucket_max, snapshot.segments)
+            if not snapshot.segments:
+                self.store.save_segments(self.layout.records())
+            self.layout.checkpoints = dict(snapshot.checkpoints)
+            for offset, entry in enumerate(self.log):
+                placement = placement_of(entry)
+                bucket = (placement.segment, placement.bucket)
+                self.layout.last_offset[bucket] = offset
+                if not self.cursor.is_resolved(offset):
+                    self.layout.track_unresolved(offset, placement)
+                    self.layout.undurable.setdefault(bucket, deque()).append(offset)
+
+    def reset_counters(self) -> None:
+        """Counters are totals since the last restart (spec section 16)."""
+        self.delivered_total = 0
+        self.redelivered_total = 0
+        self.resolved_total: Counter[str] = Counter()
+        self.dropped_total: Counter[str] = Counter()
+        self.ack_ignored_total: Counter[str] = Counter()
+        self.evicted_total = 0
+        self.draining_cleared_total = 0
+
+    # --- events ---
+
+    def emit(self, event: str, **columns: Any) -> None:
+        """Record an effect event of the current operation (nulls left out)."""
+        self._effects.append({"event": event, **{k: v for k, v in columns.items() if v is not None}})
+
+    # --- assignment (spec section 4 and 5) ---
+
+    def membership_changed(self) -> None:
+        """Forget cached targets: they are a function of the membership epoch (KS-ASN-1)."""
+        self._target_cache.clear()
+        self._eligible_cache.clear()
+        self.members_by_name = sorted(self.members)
+        if self.layout is not None:
+            self.layout.needs_reconcile = True
+
+    def eligible(self, key: str) -> tuple[str, ...] | None:
+        """The key's eligible members in join order, or None when every member accepts it (spec section 5)."""
+        if key in self._eligible_cache:
+            return self._eligible_cache[key]
+        if all(not member.filters for member in self.members.values()):
+            result: tuple[str, ...] | None = None
+        else:
+            # req: KS-FLT-2
+            result = tuple(name for name, member in self.members.items() if accepts(member.filters, key))
+        self._eligible_cache[key] = result
+        return result
+
+    def target_name(self, key: str, placement: Placement | None) -> str | None:
+        """The member the selector picks for a message among the key's eligible members (KS-FLT-5)."""
+        if self.layout is not None and placement is not None:
+            return self.layout.target(placement, self.members_by_name)
+        if key not in self._target_cache:
+            eligible = self.eligible(key)
+            # req: KS-ASN-1, KS-FLT-5
+            self._target_cache[key] = self.selector.target(key, eligible) if eligible != () else None
+        return self._target_cache[key]
+
+    # --- message transitions ---
+
+    def set_state(self, message: Message, state: MessageState) -> None:
+        """Move a message between the unresolved states, keeping the per-key and retry indexes right."""
+        self._unindex(message)
+        message.state = state
+        if state is MessageState.PENDING:
+            self.pending_counts[message.key] += 1
+        if state is MessageState.RETRYING:
+            self.retrying.add(message.offset)
+
+    def _unindex(self, message: Message) -> None:
+        if message.state is MessageState.PENDING:
+            self.pending_counts[message.key] -= 1
+            if self.pending_counts[message.key] == 0:
+                del self.pending_counts[message.key]
+        elif message.state is MessageState.RETRYING:
+            self.retrying.discard(message.offset)
+
+    def deliver(self, message: Message, member: Member) -> None:
+        """Make a delivery: the message becomes outstanding at `member` with the next attempt number."""
+        # req: KS-RTY-5
+        message.attempts += 1
+        self.set_state(message, MessageState.OUTSTANDING)
+        message.holder = member
+        message.delivered_at = self.now
+        message.awaiting_redelivery = False
+        message.held = None
+        member.outstanding.add(message.offset)
+        self.key_holders.setdefault(message.key, Counter())[member] += 1
+        if self.layout is not None and message.placement is not None:
+            self.layout.on_deliver(message.placement, member.name)
+        self.delivered_total += 1
+        if message.attempts > 1:
+            self.redelivered_total += 1
+        self.emit("deliver", offset=message.offset, key=message.key, consumer=member.name, attempt=message.attempts)
+
+    def end_delivery(self, message: Message) -> Member:
+        """End a message's outstanding delivery (ack, nack, timeout or its holder leaving); return the holder."""
+        holder = message.holder
+        if holder is None:
+            raise AssertionError(f"offset {message.offset} has no outstanding delivery to end")
+        message.holder = None
+        holder.outstanding.discard(message.offset)
+        holders = self.key_holders[message.key]
+        holders[holder] -= 1
+        if holders[holder] == 0:
+            del holders[holder]
+            if not holders:
+                del self.key_holders[message.key]
+            if self.target_name(message.key, message.placement) not in (None, holder.name):
+                self.draining_cleared_total += 1  # the old owner of a draining key holds nothing more of it
+        if self.layout is not None and message.placement is not None:
+            self.layout.on_end_delivery(message.placement, holder.name)
+        return holder
+
+    def resolve(self, message: Message, kind: str, event: str, **columns: Any) -> None:
+        """Resolve a message: it leaves the subscription, counts for the cursor, and its event is recorded."""
+        if message.state is MessageState.OUTSTANDING:
+            self.end_delivery(message)
+        self._unindex(message)
+        del self.messages[message.offset]
+        queue = self.queues[message.key]
+        if queue[0] == message.offset:
+            queue.pop(0)
+        else:
+            queue.remove(message.offset)
+        if not queue:
+            del self.queues[message.key]
+        if self.blocked.get(message.key) == message.offset:
+            del self.blocked[message.key]
+        if self.holds.get(message.key) == message.offset:
+            del self.holds[message.key]
+        # req: KS-RES-1, KS-RES-3
+        self.cursor.resolve(message.offset)
+        if self.layout is not None and message.placement is not None:
+            self.layout.on_resolve(message.placement)
+        self.resolved_total[kind] += 1
+        if kind == "dropped":
+            self.dropped_total[str(columns.get("reason"))] += 1
+        self.emit(event, offset=message.offset, key=message.key, **columns)
+
+    def return_to_pending(self, message: Message) -> None:
+        """A message whose holder left is pending at once, with no back-off and no failure counted (KS-RTY-7)."""
+        self.end_delivery(message)
+        # req: KS-RTY-7, KS-MEM-1
+        self.set_state(message, MessageState.PENDING)
+        message.awaiting_redelivery = True
+
+    # --- operation helpers ---
+
+    def member(self, name: object) -> Member:
+        """The member of that name, or a refusal with `unknown_consumer` (KS-GEN-4)."""
+        if not isinstance(name, str) or name not in self.members:
+            # req: KS-GEN-4
+            raise Refusal("unknown_consumer", f"no member named {name!r}")
+        return self.members[name]
+
+
+def placement_of(entry: LogEntry) -> Placement:
+    """A log entry's placement (selector `buckets` only)."""
+    if entry.hash is None or entry.segment is None or entry.bucket is None:
+        raise AssertionError("a log entry of a buckets subscription lacks its placement")
+    return Placement(entry.hash, entry.segment, entry.bucket)

@@ -1,0 +1,152 @@
+"""The dispatch pass (spec section 3) with the ordering, draining and flow-control rules (sections 6 to 8).
+
+A pass repeats (a) read while the window has room and (b) deliver: for every key with a
+pending message, in order of the key's earliest pending offset, take its messages in offset
+order and deliver each that the rules allow, stopping at the first that they do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ks_reference.core import Core, Member, Message, MessageState, placement_of
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the rules say about one pending message: deliver to `member`, hold for `reason`, or filter it."""
+
+    action: str  # "deliver", "hold" or "filter"
+    member: Member | None = None
+    reason: str | None = None
+    target: str | None = None
+
+
+class DispatchPass(Core):
+    """The dispatch pass and the rules that decide each delivery."""
+
+    def dispatch_pass(self) -> None:
+        """Run reads and deliveries until nothing changes (KS-GEN-6)."""
+        while True:
+            self.read_into_window()
+            self.reconcile_buckets()
+            resolved_before = self.cursor.position, self.cursor.hole_count()
+            self.deliver_step()
+            room = len(self.messages) < self.config.window and self.read_position < len(self.log)
+            if not room or (self.cursor.position, self.cursor.hole_count()) == resolved_before:
+                return
+
+    def read_into_window(self) -> None:
+        """Read the next messages in offset order while fewer than `window` are read and unresolved (KS-FLW-2)."""
+        while len(self.messages) < self.config.window and self.read_position < len(self.log):
+            # req: KS-ISO-2, KS-FLW-2
+            offset = self.read_position
+            self.read_position += 1
+            if self.cursor.is_resolved(offset):
+                continue  # req: KS-CUR-4 (a persisted ack hole is not read again)
+            entry = self.log[offset]
+            message = Message(offset, entry.key)
+            if self.layout is not None:
+                message.placement = placement_of(entry)
+            self.messages[offset] = message
+            self.queues.setdefault(entry.key, []).append(offset)
+            self.pending_counts[entry.key] += 1
+
+    def reconcile_buckets(self) -> None:
+        """Hand over or withhold buckets whose target changed (KS-BKT-4); emitted in the pass (phase 5)."""
+        if self.layout is None:
+            return
+        for event, (segment, bucket), consumer in self.layout.reconcile(self.members_by_name):
+            self.emit(event, segment=segment, bucket=bucket, consumer=consumer)
+
+    def deliver_step(self) -> None:
+        """Visit every key with a pending message, earliest pending offset first."""
+        self.holds = {}
+        candidates = []
+        for key in self.pending_counts:
+            first = self.first_candidate(key)
+            if first is not None:
+                candidates.append((first, key))
+        candidates.sort()
+        for _, key in candidates:
+            self.deliver_key(key)
+
+    def first_candidate(self, key: str) -> int | None:
+        """The key's first message a delivery could start from, or None when an earlier one makes it wait."""
+        strict = self.config.profile == "strict"
+        for offset in self.queues[key]:
+            state = self.messages[offset].state
+            if state is MessageState.PENDING:
+                return offset
+            if state is MessageState.OUTSTANDING and not strict:
+                continue
+            return None
+        return None
+
+    def deliver_key(self, key: str) -> None:
+        """Deliver the key's messages in offset order, stopping at the first the rules hold back."""
+        for offset in list(self.queues.get(key, ())):
+            message = self.messages.get(offset)
+            if message is None:
+                continue  # resolved earlier in this loop
+            if message.state is MessageState.OUTSTANDING:
+                if self.config.profile == "strict":
+                    return  # req: KS-ORD-2 (nothing of a key while an earlier one is unresolved)
+                continue
+            if message.state is not MessageState.PENDING:
+                return  # req: KS-ORD-3, KS-POI-3 (queued behind a retrying or blocked message)
+            decision = self.decide(message)
+            if decision.action == "filter":
+                # req: KS-FLT-3
+                self.resolve(message, "filtered", "filter")
+                continue
+            if decision.action == "hold":
+                self.hold(message, decision.reason or "", decision.target)
+                return  # req: KS-FLW-3, KS-ORD-1 (a held message keeps its place; nothing later overtakes it)
+            if decision.member is None:
+                raise AssertionError("a delivery decision without a member")
+            self.deliver(message, decision.member)
+            if self.config.profile == "strict":
+                return  # req: KS-ORD-2
+
+    def decide(self, message: Message) -> Decision:
+        """Apply the rules of sections 4 to 17 to one pending message."""
+        if not self.members:
+            # req: KS-FLT-4
+            return Decision("hold", reason="no-consumer")
+        if self.eligible(message.key) == ():
+            return Decision("filter")
+        target_name = self.target_name(message.key, message.placement)
+        if target_name is None:
+            # req: KS-ASN-7 (no declared range covers the slot)
+            return Decision("hold", reason="no-consumer")
+        target = self.members[target_name]
+        if self.layout is not None and message.placement is not None:
+            if self.layout.predecessor_pending(message.placement.segment):
+                # req: KS-BKT-5
+                return Decision("hold", reason="predecessor", target=target_name)
+            if self.layout.is_withheld(message.placement):
+                # req: KS-BKT-4
+                return Decision("hold", reason="handoff", target=target_name)
+        holders = self.key_holders.get(message.key)
+        if holders and any(holder is not target for holder in holders):
+            # req: KS-DRN-1, KS-ASN-9 (a redelivery goes to the current target, after the drain)
+            return Decision("hold", reason="draining", target=target_name)
+        if not target.connected:
+            # req: KS-MEM-3
+            return Decision("hold", reason="inactive", target=target_name)
+        if len(target.outstanding) >= target.capacity:
+            # req: KS-FLW-1
+            return Decision("hold", reason="capacity", target=target_name)
+        return Decision("deliver", member=target)
+
+    def hold(self, message: Message, reason: str, target: str | None) -> None:
+        """Hold a message in place; report it when it becomes held and when the reason changes (KS-OBS-3)."""
+        self.holds[message.key] = message.offset
+        if message.held == (reason, target):
+            return
+        if message.held is None:
+            message.held_since = self.now
+        message.held = (reason, target)
+        # req: KS-OBS-3
+        self.emit("held", offset=message.offset, key=message.key, reason=reason, consumer=target)

@@ -1,0 +1,322 @@
+"""The reference dispatcher: every operation of spec section 3, in one deterministic object.
+
+Each operation validates its arguments first (a refusal changes nothing, KS-GEN-4), records its
+op event when a trace is kept, performs its effects, ends with a dispatch pass (KS-GEN-6) and
+the cursor persistence that is due, and returns the effect events it caused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ks_spec.errors import UserError
+
+from ks_reference import __version__
+from ks_reference.best_effort import BestEffort
+from ks_reference.buckets import BucketLayout, LayoutRefusal, Placement, Segment
+from ks_reference.config import Config
+from ks_reference.core import Event, Refusal
+from ks_reference.dispatch import DispatchPass
+from ks_reference.membership import Membership
+from ks_reference.persistence import Persistence
+from ks_reference.poison import Poison
+from ks_reference.stats import collect_stats
+from ks_reference.store import LogEntry, MemoryStore, Store
+from ks_reference.trace import TraceRecorder
+
+IMPLEMENTATION = {"name": "keyshared-reference", "version": __version__, "language": "python"}
+OPS = (
+    "publish",
+    "add_consumer",
+    "remove_consumer",
+    "disconnect",
+    "ack",
+    "nack",
+    "tick",
+    "release",
+    "skip",
+    "restart",
+    "rollover",
+    "split",
+)
+
+
+@dataclass
+class Outcome:
+    """What one operation caused: its effect events, and for a `buckets` publish the message's placement."""
+
+    events: list[Event] = field(default_factory=list)
+    placement: Placement | None = None
+
+
+class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
+    """A Key-Shared subscription driven by method calls, in logical time, with no threads and no clock.
+
+    `store` defaults to a `MemoryStore`; pass a `SqliteStore` for a durable one. With `trace`,
+    every operation's op event and effect events are recorded, starting with `config`.
+    """
+
+    def __init__(
+        self,
+        config: Config | Mapping[str, Any] | None = None,
+        store: Store | None = None,
+        trace: TraceRecorder | None = None,
+    ) -> None:
+        parsed = config if isinstance(config, Config) else Config.parse(config)
+        super().__init__(parsed, store if store is not None else MemoryStore())
+        self.trace = trace
+        if trace is not None:
+            if self.log:
+                raise UserError("a trace starts from an empty store; this store already holds published messages")
+            detail = {"trace_version": 1, "config": parsed.as_dict(), "implementation": IMPLEMENTATION}
+            trace.record({"event": "config", "detail": json.dumps(detail, sort_keys=True)}, self.now)
+            if self.layout is not None:
+                for segment in self.layout.segments.values():
+                    trace.record(_segment_created(segment), self.now)
+
+    # --- the operation frame ---
+
+    def _begin(self, *op_events: Event) -> None:
+        self._effects = []
+        if self.trace is not None:
+            for event in op_events:
+                self.trace.record(event, self.now)
+
+    def _end(self, run_pass: bool = True, placement: Placement | None = None) -> Outcome:
+        if run_pass and self.config.reliable:
+            # req: KS-GEN-6
+            self.dispatch_pass()
+            self.persist_if_due(in_tick_phase_6=False)
+        effects, self._effects = self._effects, []
+        if self.trace is not None:
+            for event in effects:
+                self.trace.record(event, self.now)
+        return Outcome(effects, placement)
+
+    # --- operations (spec section 3) ---
+
+    def publish(self, key: object, offset: object = None) -> Outcome:
+        """Append a message with this routing key; `offset`, when given, must be the next one."""
+        text = _text(key, "key")
+        expected = len(self.log)
+        if offset is not None and (not _is_int(offset) or offset != expected):
+            raise Refusal("invalid_argument", f"offset must be the next offset {expected}, got {offset!r}")
+        placement = self.layout.place(text) if self.layout is not None else None
+        op: Event = {"event": "publish", "offset": expected, "key": text}
+        entry = LogEntry(text)
+        if placement is not None:
+            op.update(placement.as_dict())
+            entry = LogEntry(text, placement.hash, placement.segment, placement.bucket)
+        self._begin(op)
+        self.store.append(expected, entry)
+        self.log.append(entry)
+        if self.layout is not None and placement is not None:
+            self.layout.on_publish(expected, placement)
+        if not self.config.reliable:
+            self.best_effort_publish(expected, text)
+        return self._end(placement=placement)
+
+    def add_consumer(
+        self, consumer: object, capacity: object, filters: object = None, ranges: object = None
+    ) -> Outcome:
+        """A consumer joins with a capacity, optional glob filters and (pulsar-sticky only) slot ranges."""
+        member = self.check_join(consumer, capacity, filters, ranges)
+        op: Event = {
+            "event": "consumer_added",
+            "consumer": member.name,
+            "capacity": member.capacity,
+            "filters": list(member.filters),
+        }
+        if member.ranges:
+            op["ranges"] = [[lo, hi] for lo, hi in member.ranges]
+        self._begin(op)
+        self.on_join(member)
+        return self._end()
+
+    def remove_consumer(self, consumer: object) -> Outcome:
+        """A member leaves; what it held is delivered again (KS-MEM-1)."""
+        member = self.member(consumer)
+        self._begin({"event": "consumer_removed", "consumer": member.name})
+        self.on_leave(member)
+        return self._end()
+
+    def disconnect(self, consumer: object) -> Outcome:
+        """A member's connection is lost: it stays a member, receives nothing, and is evicted later."""
+        member = self.member(consumer)
+        self._begin({"event": "consumer_disconnected", "consumer": member.name})
+        self.on_disconnect(member)
+        return self._end()
+
+    def ack(self, consumer: object, offset: object) -> Outcome:
+        """An acknowledgement from a member (ignored and recorded unless it holds the delivery)."""
+        member = self.member(consumer)
+        position = _offset(offset)
+        self._begin()
+        if self.config.reliable:
+            self.on_ack(member, position)
+        else:
+            self.best_effort_ack(member, position, "ack")
+        return self._end()
+
+    def nack(self, consumer: object, offset: object) -> Outcome:
+        """A negative acknowledgement from a member (ignored and recorded unless it holds the delivery)."""
+        member = self.member(consumer)
+        position = _offset(offset)
+        self._begin()
+        if self.config.reliable:
+            self.on_nack(member, position)
+        else:
+            self.best_effort_ack(member, position, "nack")
+        return self._end()
+
+    def tick(self) -> Outcome:
+        """Advance time by one and run the phases of KS-GEN-7 in order."""
+        self.now += 1
+        self._begin({"event": "tick"})
+        self.store.record_clock(self.now)
+        if self.config.reliable:
+            # req: KS-GEN-7
+            self.phase_timeouts()  # 1
+            self.phase_poison()  # 2
+            self.phase_retry_ready()  # 3
+            self.phase_eviction()  # 4
+            self.dispatch_pass()  # 5
+            self.persist_if_due(in_tick_phase_6=True)  # 6
+        else:
+            self.phase_eviction()  # best-effort has no timeouts, retries, poison or cursor (spec section 18)
+        return self._end(run_pass=False)
+
+    def release(self, key: object) -> Outcome:
+        """Operator: retry a blocked key's message with a fresh failure budget (KS-POI-4)."""
+        message = self.blocked_message(key)
+        self._begin({"event": "key_released", "key": message.key})
+        self.on_release(message)
+        return self._end()
+
+    def skip(self, key: object) -> Outcome:
+        """Operator: resolve a blocked key's message as dropped (KS-POI-5)."""
+        message = self.blocked_message(key)
+        self._begin({"event": "key_skipped", "key": message.key})
+        self.on_skip(message)
+        return self._end()
+
+    def restart(self) -> Outcome:
+        """Crash and restart: lose all volatile state, resume from the durable store (spec section 14)."""
+        self._begin({"event": "restart"})
+        self.on_restart()
+        return self._end()
+
+    def rollover(self, segment: object, successor: object, buckets: object) -> Outcome:
+        """Seal an active segment; a successor over the same range with `buckets` buckets takes new messages."""
+        layout = self._layout()
+        try:
+            created = layout.rollover(segment, successor, buckets)
+        except LayoutRefusal as refusal:
+            raise Refusal("invalid_argument", str(refusal)) from None
+        self._begin({"event": "segment_sealed", "segment": created.predecessor}, _segment_created(created))
+        self.store.save_segments(layout.records())
+        return self._end()
+
+    def split(self, segment: object, lower: object, upper: object) -> Outcome:
+        """Seal an active segment; two children over its lower and upper halves take new messages."""
+        layout = self._layout()
+        try:
+            low, high = layout.split(segment, lower, upper)
+        except LayoutRefusal as refusal:
+            raise Refusal("invalid_argument", str(refusal)) from None
+        sealed = {"event": "segment_sealed", "segment": low.predecessor}
+        self._begin(sealed, _segment_created(low), _segment_created(high))
+        self.store.save_segments(layout.records())
+        return self._end()
+
+    def _layout(self) -> BucketLayout:
+        if self.layout is None:
+            raise Refusal("invalid_argument", f"layout changes need selector 'buckets', not '{self.config.selector}'")
+        return self.layout
+
+    def quiescent(self) -> Outcome:
+        """The driver declares the run quiescent (spec section 19); recorded, changes nothing."""
+        self._begin({"event": "quiescent"})
+        return self._end(run_pass=False)
+
+    def stats(self) -> dict[str, Any]:
+        """The stats of spec section 16."""
+        return collect_stats(self)
+
+    # --- operations as data (the adapter protocol's op objects) ---
+
+    def apply(self, op: Mapping[str, Any]) -> Outcome:
+        """Perform an operation given as an adapter-protocol op object, e.g. {"op": "ack", "consumer": "c1", ...}."""
+        name = op.get("op")
+
+        def arg(field_name: str, default: object = _REQUIRED) -> Any:
+            if field_name in op:
+                return op[field_name]
+            if default is _REQUIRED:
+                raise Refusal("invalid_argument", f"op '{name}' needs the argument '{field_name}'")
+            return default
+
+        if name == "publish":
+            return self.publish(arg("key"), arg("offset", None))
+        if name == "add_consumer":
+            return self.add_consumer(arg("consumer"), arg("capacity"), arg("filters", None), arg("ranges", None))
+        if name == "remove_consumer":
+            return self.remove_consumer(arg("consumer"))
+        if name == "disconnect":
+            return self.disconnect(arg("consumer"))
+        if name == "ack":
+            return self.ack(arg("consumer"), arg("offset"))
+        if name == "nack":
+            return self.nack(arg("consumer"), arg("offset"))
+        if name == "tick":
+            return self.tick()
+        if name == "release":
+            return self.release(arg("key"))
+        if name == "skip":
+            return self.skip(arg("key"))
+        if name == "restart":
+            return self.restart()
+        if name == "rollover":
+            return self.rollover(arg("segment"), arg("successor"), arg("buckets"))
+        if name == "split":
+            return self.split(arg("segment"), arg("lower"), arg("upper"))
+        raise Refusal("invalid_argument", f"unknown op {name!r} (known: {', '.join(OPS)})")
+
+
+_REQUIRED = object()
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _offset(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise Refusal("invalid_argument", f"offset must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise Refusal("invalid_argument", f"{name} must be a string, got {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Refusal("invalid_argument", f"{name} is not valid Unicode (it holds a lone surrogate)") from None
+    return value
+
+
+def _segment_created(segment: Segment) -> Event:
+    event: Event = {
+        "event": "segment_created",
+        "segment": segment.number,
+        "buckets": segment.buckets,
+        "range_lo": segment.range_lo,
+        "range_hi": segment.range_hi,
+    }
+    if segment.predecessor is not None:
+        event["predecessor"] = segment.predecessor
+    return event

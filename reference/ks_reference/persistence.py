@@ -1,0 +1,64 @@
+"""The cursor's persistence and restart (spec section 14), and the bucket checkpoints (KS-BKT-6)."""
+
+from __future__ import annotations
+
+from ks_reference.core import Core
+
+
+class Persistence(Core):
+    """When the cursor is due for persistence, writing it (with the holes) to the store, and restart."""
+
+    def persistence_due(self, in_tick_phase_6: bool) -> bool:
+        """True when section 14 says the cursor must be persisted now (KS-CUR-5)."""
+        if not self.config.reliable:
+            return False
+        changed = self.cursor.position != self.persisted_position or (
+            self.config.persist_ack_holes and self.cursor.changed
+        )
+        if not changed:
+            return False
+        interval = self.config.persist_interval
+        if interval == 0:
+            return True  # req: KS-CUR-5 (0: at the end of every operation that changed it)
+        # req: KS-CUR-5 (debounced: in phase 6, at least `persist_interval` ticks after the last persistence)
+        return in_tick_phase_6 and (self.persisted_at is None or self.now - self.persisted_at >= interval)
+
+    def persist(self) -> None:
+        """Write the cursor, and with `persist_ack_holes` every changed hole chunk, in one transaction."""
+        position = self.cursor.position
+        dirty = self.cursor.take_dirty_chunks()
+        chunks: dict[int, bytes | None] = {}
+        ranges = None
+        if self.config.persist_ack_holes:
+            for number in sorted(dirty):
+                bits = self.cursor.chunk(number)
+                chunks[number] = bits.serialize() if bits else None
+            ranges = self.cursor.ranges()  # req: KS-CUR-6 (every hole, no cap)
+        # req: KS-CUR-1, KS-CUR-2 (the cursor is the contiguous resolved prefix; it only grows)
+        self.store.persist_cursor(position, chunks, self.now)
+        self.persisted_position = position
+        self.persisted_at = self.now
+        self.emit("cursor_persisted", cursor=position, ranges=ranges)
+        if self.layout is not None:
+            holes = self.cursor.holes if self.config.persist_ack_holes else None
+
+            def durably_resolved(offset: int) -> bool:
+                return offset < position or (holes is not None and offset in holes)
+
+            changed = self.layout.advance_checkpoints(durably_resolved)
+            if changed:
+                self.store.save_checkpoints(changed)
+                for (segment, bucket), checkpoint in sorted(changed.items()):
+                    # req: KS-BKT-6
+                    self.emit("checkpoint", segment=segment, bucket=bucket, cursor=checkpoint)
+
+    def persist_if_due(self, in_tick_phase_6: bool) -> None:
+        """Phase 6 of a tick, or the end of any other operation."""
+        if self.persistence_due(in_tick_phase_6):
+            self.persist()
+
+    def on_restart(self) -> None:
+        """Crash and restart: drop all volatile state and resume from the store (KS-CUR-3, KS-CUR-4)."""
+        # req: KS-CUR-3
+        self.store.reopen()
+        self.load_from_store()
