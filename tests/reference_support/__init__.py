@@ -1,0 +1,1 @@
+"""Shared helpers for the reference's tests (imported explicitly: pytest runs with importlib mode)."""
