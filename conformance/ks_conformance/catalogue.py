@@ -1,0 +1,570 @@
+"""The anomaly catalogue of spec/checking.md as data: every anomaly's name, requirement and when it is judged.
+
+This module is the single place that names anomalies. The trace checker, the conformance harness, the
+reports and (later) the Spark validator all import it, so it must stay free of heavy dependencies:
+standard library only. tests/test_checker_catalogue.py keeps it equal to the tables of checking.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+
+
+class Stage(Enum):
+    """When a checker judges an anomaly (the subsections of spec/checking.md section 2)."""
+
+    EVENT = "event"
+    """2.1: at the event that shows it."""
+    OP = "op"
+    """2.2: at the end of an op (or at a phase boundary inside a tick)."""
+    QUIESCENT = "quiescent"
+    """2.3: at a `quiescent` event."""
+    HARNESS = "harness"
+    """2.4: by the conformance harness, from what the adapter answered; not from a trace."""
+
+
+@dataclass(frozen=True)
+class AnomalyKind:
+    """One row of the catalogue: what the anomaly is called, what it violates, and when it is looked for."""
+
+    name: str
+    requirement: str
+    stage: Stage
+    condition: str
+    witness: str
+    exercised: str
+
+
+def _kind(
+    name: str, requirement: str, stage: Stage, condition: str, witness: str = "", exercised: str = ""
+) -> AnomalyKind:
+    return AnomalyKind(name, requirement, stage, condition, witness, exercised)
+
+
+_E, _O, _Q, _H = Stage.EVENT, Stage.OP, Stage.QUIESCENT, Stage.HARNESS
+
+CATALOGUE: tuple[AnomalyKind, ...] = (
+    # 2.1 checked at each event
+    _kind(
+        "key-reorder",
+        "KS-ORD-1",
+        _E,
+        "a first delivery of m while an earlier message of m's key is unresolved and has no delivery since restart",
+        "publish of the earlier message, publish of m, the delivery",
+        "a first delivery while an earlier message of its key is unresolved",
+    ),
+    _kind(
+        "overtaken-hold",
+        "KS-FLW-3",
+        _E,
+        "as key-reorder, and the earlier message had been reported held",
+        "the held event, publish of m, the delivery",
+        "a first delivery while an earlier message of its key has been held",
+    ),
+    _kind(
+        "strict-overlap",
+        "KS-ORD-2",
+        _E,
+        "strict profile: a delivery of m while an earlier message of m's key is unresolved",
+        "publish of the earlier message, the delivery",
+        "a delivery while another message of its key is unresolved",
+    ),
+    _kind(
+        "retry-overtaken",
+        "KS-ORD-3",
+        _E,
+        "a delivery of m while an earlier message of its key is retrying or returned",
+        "the failure of the earlier message, the delivery",
+        "a delivery while an earlier message of its key awaits redelivery",
+    ),
+    _kind(
+        "split-owner",
+        "KS-DRN-1",
+        _E,
+        "a delivery of m to c while another incarnation holds an outstanding delivery of a message of m's key",
+        "that other delivery, the delivery",
+        "a delivery while a membership change moved its key",
+    ),
+    _kind(
+        "blocked-key-leak",
+        "KS-POI-3",
+        _E,
+        "a delivery of a message whose key has a blocked message",
+        "the key_blocked event, the delivery",
+        "a key is blocked while later messages of it are unresolved",
+    ),
+    _kind(
+        "duplicate",
+        "KS-RES-2",
+        _E,
+        "a delivery of a message that is resolved or has an outstanding delivery",
+        "the resolution or the outstanding delivery, the delivery",
+        "a delivery of a message that was delivered before",
+    ),
+    _kind(
+        "resurrected",
+        "KS-CUR-4",
+        _E,
+        "after a restart, a delivery of an offset below the persisted cursor or in the persisted holes",
+        "the cursor_persisted, the restart, the delivery",
+        "a delivery after a restart",
+    ),
+    _kind(
+        "filter-violation",
+        "KS-FLT-2",
+        _E,
+        "a delivery to a consumer that does not accept the key",
+        "the consumer_added, the delivery",
+        "a delivery to a consumer with filters",
+    ),
+    _kind(
+        "inactive-delivery",
+        "KS-MEM-3",
+        _E,
+        "a delivery to a consumer that is not a member, or is disconnected",
+        "the consumer_disconnected (or removal), the delivery",
+        "a delivery while some member is disconnected",
+    ),
+    _kind(
+        "capacity-overrun",
+        "KS-FLW-1",
+        _E,
+        "a delivery that leaves its consumer holding more outstanding deliveries than its capacity",
+        "the consumer_added, the outstanding deliveries, the delivery",
+        "a delivery to a consumer at capacity minus one",
+    ),
+    _kind(
+        "window-overrun",
+        "KS-FLW-2",
+        _E,
+        "a first delivery of offset o while window or more offsets below o are unresolved",
+        "the delivery",
+        "a first delivery while at least window - 1 earlier offsets are unresolved",
+    ),
+    _kind(
+        "attempt-miscount",
+        "KS-RTY-5",
+        _E,
+        "a delivery whose attempt is not 1 + deliveries since restart",
+        "the previous delivery, the delivery",
+        "a redelivery",
+    ),
+    _kind(
+        "key-moved",
+        "KS-ASN-1",
+        _E,
+        "a delivery of key k to c when k was delivered to another consumer in the same membership epoch",
+        "the earlier delivery, the delivery",
+        "a second delivery of a key within one epoch",
+    ),
+    _kind(
+        "unstable-assignment",
+        "KS-ASN-2",
+        _E,
+        "key k was last delivered in epoch e to c1 and is delivered in epoch e + 1 to c2, and the change between "
+        "them was neither the join of c2 nor the leave of c1",
+        "both deliveries, the membership event",
+        "a key delivered in two consecutive epochs",
+    ),
+    _kind(
+        "early-retry",
+        "KS-RTY-4",
+        _E,
+        "a delivery of a retrying message that is not yet ready",
+        "the failure, the delivery",
+        "a redelivery after a failure",
+    ),
+    _kind(
+        "retry-overrun",
+        "KS-RTY-6",
+        _E,
+        "a delivery of a message whose failures exceed max_redeliveries",
+        "the failures, the delivery",
+        "a message fails max_redeliveries + 1 times",
+    ),
+    _kind(
+        "stale-ack-accepted",
+        "KS-ACK-2",
+        _E,
+        "an ack from a consumer incarnation without an outstanding delivery of the message",
+        "the last delivery of the message, the ack",
+        "an ack from a consumer that does not hold the message",
+    ),
+    _kind(
+        "holder-ack-ignored",
+        "KS-ACK-1",
+        _E,
+        "an ack_ignored from the incarnation that holds the outstanding delivery",
+        "the delivery, the ack_ignored",
+        "an ack from the holder",
+    ),
+    _kind(
+        "stale-nack-accepted",
+        "KS-RTY-1",
+        _E,
+        "a nack from an incarnation without an outstanding delivery of the message",
+        "the last delivery, the nack",
+        "a nack from a consumer that does not hold the message",
+    ),
+    _kind(
+        "holder-nack-ignored",
+        "KS-RTY-1",
+        _E,
+        "a nack_ignored from the incarnation that holds the outstanding delivery",
+        "the delivery, the nack_ignored",
+        "a nack from the holder",
+    ),
+    _kind(
+        "premature-timeout",
+        "KS-RTY-2",
+        _E,
+        "a timeout of a delivery that is not outstanding at that consumer, or at a tick before its delivery tick + "
+        "ack_timeout, or with ack_timeout 0",
+        "the delivery, the timeout",
+        "a timeout",
+    ),
+    _kind(
+        "double-resolution",
+        "KS-RES-1",
+        _E,
+        "a resolution event for a message that is already resolved",
+        "both resolutions",
+        "a resolution",
+    ),
+    _kind(
+        "unjustified-resolution",
+        "KS-RES-1",
+        _E,
+        "a drop or dead_letter that no rule allows",
+        "the event",
+        "a drop or dead letter",
+    ),
+    _kind(
+        "unjustified-filter",
+        "KS-FLT-3",
+        _E,
+        "a filter of a message whose key some member accepts",
+        "the consumer_added of that member, the filter",
+        "a filter",
+    ),
+    _kind(
+        "filtered-without-members",
+        "KS-FLT-4",
+        _E,
+        "a filter while the subscription has no member",
+        "the filter",
+        "a filter",
+    ),
+    _kind(
+        "dead-letter-mismatch",
+        "KS-POI-2",
+        _E,
+        "a dead_letter whose attempt is not the message's deliveries since restart, or whose reason is not its last "
+        "failure",
+        "the last failure, the dead_letter",
+        "a dead letter",
+    ),
+    _kind(
+        "cursor-skip",
+        "KS-CUR-1",
+        _E,
+        "a cursor_persisted above an unresolved offset, or whose holes include an unresolved offset",
+        "the publish of the smallest such offset, the cursor_persisted",
+        "a persist while some offset is unresolved",
+    ),
+    _kind(
+        "cursor-regress",
+        "KS-CUR-2",
+        _E,
+        "a cursor_persisted below the previous one",
+        "both",
+        "a second persist",
+    ),
+    _kind(
+        "phase-order",
+        "KS-GEN-7",
+        _E,
+        "within a tick op, an effect of an earlier phase after one of a later phase",
+        "both events",
+        "a tick with effects of two phases",
+    ),
+    _kind(
+        "premature-eviction",
+        "KS-MEM-2",
+        _E,
+        "a consumer_evicted of a connected member, of a non-member, with evict_after 0, or before its disconnection "
+        "tick + evict_after",
+        "the consumer_disconnected, the eviction",
+        "an eviction",
+    ),
+    _kind(
+        "misrouted-bucket",
+        "KS-BKT-1",
+        _E,
+        "selector buckets: a publish whose segment is not the active segment containing hash >> 16, or whose bucket "
+        "is not floor((hash & 0xFFFF) * N / 65536)",
+        "the segment_created, the publish",
+        "a publish",
+    ),
+    _kind(
+        "bucket-misassigned",
+        "KS-BKT-3",
+        _E,
+        "selector buckets: a delivery of a bucket to a consumer other than its owner among the members sorted by name",
+        "the delivery",
+        "a delivery",
+    ),
+    _kind(
+        "bucket-split-owner",
+        "KS-BKT-4",
+        _E,
+        "selector buckets: a delivery of an entry of (segment, bucket) while another incarnation holds an "
+        "outstanding entry of that bucket",
+        "the other delivery, the delivery",
+        "a delivery of a bucket that moved",
+    ),
+    _kind(
+        "successor-first",
+        "KS-BKT-5",
+        _E,
+        "selector buckets: a delivery of a message of a segment while a predecessor segment has an unresolved "
+        "message whose hash >> 16 lies in the segment's range",
+        "the predecessor's publish, the delivery",
+        "a delivery from a segment with a predecessor",
+    ),
+    _kind(
+        "checkpoint-skip",
+        "KS-BKT-6",
+        _E,
+        "a checkpoint above an unresolved message of its (segment, bucket), or below the previous checkpoint of it",
+        "the publish or the earlier checkpoint, the checkpoint",
+        "a checkpoint",
+    ),
+    _kind(
+        "best-effort-redelivery",
+        "KS-BEF-1",
+        _E,
+        "best-effort: a second outcome (delivery, drop or filter) for a message, or an outcome in another op than "
+        "its publish",
+        "both events",
+        "a best-effort publish",
+    ),
+    # 2.2 checked at the end of each op
+    _kind(
+        "missed-timeout",
+        "KS-RTY-3",
+        _O,
+        "after phase 1 of tick t, a delivery made at tick d is still outstanding with ack_timeout > 0 and "
+        "d + ack_timeout <= t",
+        "the delivery, the tick",
+        "a delivery is outstanding when its timeout is due",
+    ),
+    _kind(
+        "poison-ignored",
+        "KS-RTY-6",
+        _O,
+        "after phase 2 of a tick, a message whose failures exceed max_redeliveries is neither resolved nor blocked",
+        "the failures, the tick",
+        "a message fails max_redeliveries + 1 times",
+    ),
+    _kind(
+        "missed-eviction",
+        "KS-MEM-2",
+        _O,
+        "after phase 4 of tick t, a member disconnected at tick d with evict_after > 0 and d + evict_after <= t is "
+        "still a member",
+        "the consumer_disconnected, the tick",
+        "a member is disconnected",
+    ),
+    _kind(
+        "skip-ignored",
+        "KS-POI-5",
+        _O,
+        "a key_skipped op whose key had a blocked message that it did not resolve",
+        "the key_blocked, the key_skipped",
+        "a skip",
+    ),
+    _kind(
+        "persist-late",
+        "KS-CUR-5",
+        _O,
+        "at the end of an op, the cursor (or the resolved offsets above it) differs from the persisted one although "
+        "persistence was due",
+        "the last resolution, the op",
+        "an op that advanced the cursor",
+    ),
+    _kind(
+        "persist-early",
+        "KS-CUR-5",
+        _O,
+        "with persist_interval > 0, a cursor_persisted outside a tick's phase 6, or fewer than persist_interval "
+        "ticks after the previous one",
+        "both persists",
+        "a persist",
+    ),
+    _kind(
+        "idle-while-ready",
+        "KS-ISO-1",
+        _O,
+        "at the end of an op, a message in the window is undelivered although nothing allowed by the spec holds it",
+        "the publish of m, the op",
+        "an op ends with an undelivered message in the window",
+    ),
+    _kind(
+        "missing-outcome",
+        "KS-BEF-1",
+        _O,
+        "best-effort: a publish op without an outcome (delivery, drop or filter) for its message",
+        "the publish",
+        "a best-effort publish",
+    ),
+    # 2.3 checked at a quiescent event
+    _kind(
+        "lost",
+        "KS-MEM-1",
+        _Q,
+        "an unresolved message whose last delivery ended because its holder left or was evicted, with no delivery "
+        "since",
+        "its last delivery, the leave or eviction, the quiescent",
+        "a holder leaves with outstanding deliveries",
+    ),
+    _kind(
+        "drain-stuck",
+        "KS-DRN-2",
+        _Q,
+        "an unresolved message whose last hold had reason draining",
+        "the held, the quiescent",
+        "a message is held for draining",
+    ),
+    _kind(
+        "stuck-key",
+        "KS-LIV-1",
+        _Q,
+        "any other unresolved message",
+        "the publish, its last event, the quiescent",
+        "a quiescent point with messages published",
+    ),
+    _kind(
+        "cursor-stall",
+        "KS-LIV-2",
+        _Q,
+        "every message is resolved but the persisted cursor is not the number of published messages",
+        "the last cursor_persisted, the quiescent",
+        "a quiescent point",
+    ),
+    # 2.4 checked by the conformance harness, not from a trace
+    _kind(
+        "missing-refusal",
+        "KS-GEN-4",
+        _H,
+        "an operation the spec refuses was accepted",
+        "the operation",
+        "an operation the spec refuses",
+    ),
+    _kind(
+        "refusal-with-effects",
+        "KS-GEN-4",
+        _H,
+        "a refused operation reported events",
+        "the operation",
+        "a refusal",
+    ),
+    _kind(
+        "spurious-refusal",
+        "KS-GEN-4",
+        _H,
+        "a valid operation was refused",
+        "the operation",
+        "a valid operation",
+    ),
+    _kind(
+        "config-accepted",
+        "KS-CFG-1",
+        _H,
+        "a configuration the spec refuses was accepted",
+        "the configuration",
+        "a configuration the spec refuses",
+    ),
+    _kind(
+        "stats-mismatch",
+        "KS-OBS-1",
+        _H,
+        "a stats gauge disagrees with the checker's state",
+        "the stats, the op",
+        "a stats query",
+    ),
+    _kind(
+        "blocked-key-hidden",
+        "KS-OBS-2",
+        _H,
+        "a blocked key is missing from blocked_keys or stuck_keys",
+        "the key_blocked, the stats",
+        "a stats query while a key is blocked",
+    ),
+    _kind(
+        "drop-uncounted",
+        "KS-BEF-2",
+        _H,
+        "best-effort: dropped_total disagrees with the drop events",
+        "the stats",
+        "a best-effort stats query",
+    ),
+    _kind(
+        "nondeterministic",
+        "KS-GEN-5",
+        _H,
+        "the same operations gave different events",
+        "the first differing event",
+        "a scenario replayed twice",
+    ),
+)
+"""Every anomaly, in the order of spec/checking.md."""
+
+BY_NAME: dict[str, AnomalyKind] = {kind.name: kind for kind in CATALOGUE}
+
+
+def kind(name: str) -> AnomalyKind:
+    """The catalogue entry of an anomaly name (KeyError names the unknown anomaly)."""
+    return BY_NAME[name]
+
+
+def checks_of(requirement: str) -> tuple[AnomalyKind, ...]:
+    """The anomalies that judge one requirement (empty for requirements without a check of their own)."""
+    return tuple(k for k in CATALOGUE if k.requirement == requirement)
+
+
+@cache
+def checked_requirements() -> tuple[str, ...]:
+    """The requirement IDs with at least one check, in catalogue order."""
+    return tuple(dict.fromkeys(k.requirement for k in CATALOGUE))
+
+
+INDIRECT: dict[str, str] = {
+    "KS-GEN-1": "a definition: a trace declares its profile by construction",
+    "KS-GEN-2": "a definition: a trace counts in ticks by construction",
+    "KS-GEN-3": "checked through incarnations: an ack of a reused name's predecessor's delivery is stale-ack-accepted",
+    "KS-GEN-6": "checked through idle-while-ready",
+    "KS-ASN-3": "statistical; tested on the reference's selectors, not judged per trace",
+    "KS-ASN-4": "exact routing of a named selector; tested against published values by the reference's tests",
+    "KS-ASN-5": "exact routing of a named selector; tested against published values by the reference's tests",
+    "KS-ASN-6": "exact routing of a named selector; tested against published values by the reference's tests",
+    "KS-ASN-7": "exact routing of a named selector; tested against published values by the reference's tests",
+    "KS-ASN-8": "exact routing of a named selector; tested against published values by the reference's tests",
+    "KS-ASN-9": "checked through key-moved: a redelivery goes to the epoch's target",
+    "KS-FLT-1": "a definition the checker uses itself; tested on the reference",
+    "KS-FLT-5": "a definition the checker uses itself; tested on the reference",
+    "KS-ORD-4": "a permission, not an obligation",
+    "KS-RTY-7": "checked through idle-while-ready, poison-ignored and unjustified-resolution",
+    "KS-POI-1": "checked through unjustified-resolution and stuck-key",
+    "KS-POI-4": "checked through retry-overrun and idle-while-ready",
+    "KS-RES-3": "checked through persist-late and cursor-stall",
+    "KS-CUR-3": "checked through stuck-key after a restart",
+    "KS-CUR-6": "a property of the store; tested on the reference with a million holes",
+    "KS-ISO-2": "observed only through idle-while-ready",
+    "KS-BKT-2": "a property of the layout operations; misrouted-bucket shows its violations",
+    "KS-BKT-7": "observability without a fixed value to compare",
+    "KS-OBS-3": "observability without a fixed value to compare",
+}
+"""spec/checking.md section 3: requirements without a check of their own, and why."""

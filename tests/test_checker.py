@@ -1,0 +1,859 @@
+"""The trace checker on hand-written traces: for every anomaly of spec/checking.md, a trace that must show it
+and a close valid counterpart that must not (and that is valid as a whole)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from ks_conformance.anomalies import Verdict
+from ks_conformance.builder import TraceBuilder
+from ks_conformance.catalogue import BY_NAME, CATALOGUE, Stage
+from ks_conformance.checker import Checker, check_events
+
+Pair = tuple[Callable[[], TraceBuilder], Callable[[], TraceBuilder]]
+CASES: dict[str, list[Pair]] = {}
+
+
+def case(name: str) -> Callable[[Callable[[bool], TraceBuilder]], Callable[[bool], TraceBuilder]]:
+    """Register a trace recipe: called with bad=True it must show `name`, with bad=False it must be valid."""
+
+    def register(recipe: Callable[[bool], TraceBuilder]) -> Callable[[bool], TraceBuilder]:
+        CASES.setdefault(name, []).append((lambda: recipe(True), lambda: recipe(False)))
+        return recipe
+
+    return register
+
+
+def owner(**config: object) -> TraceBuilder:
+    return TraceBuilder(profile="owner", selector="ring", **config)
+
+
+def strict(**config: object) -> TraceBuilder:
+    return TraceBuilder(profile="strict", selector="ring", **config)
+
+
+# --- 2.1 checked at each event ------------------------------------------------------------------
+
+
+@case("key-reorder")
+def _key_reorder(bad: bool) -> TraceBuilder:
+    t = owner().add("c1", capacity=2)
+    if bad:
+        t.publish("k")
+        t.publish("k")
+        t.deliver(1, "c1")
+    else:
+        t.deliver(t.publish("k"), "c1")
+        t.deliver(t.publish("k"), "c1")
+    return t
+
+
+@case("overtaken-hold")
+def _overtaken_hold(bad: bool) -> TraceBuilder:
+    t = owner().add("c1", capacity=1)
+    t.deliver(t.publish("x"), "c1")
+    t.held(t.publish("k"), "capacity", "c1")
+    t.ack(0, "c1")
+    if not bad:
+        t.deliver(1, "c1")
+    t.persisted(1)
+    two = t.publish("k")
+    if bad:
+        t.deliver(two, "c1")
+    else:
+        t.held(two, "capacity", "c1")
+    return t
+
+
+@case("strict-overlap")
+def _strict_overlap(bad: bool) -> TraceBuilder:
+    t = strict().add("c1", capacity=2)
+    t.deliver(t.publish("k"), "c1")
+    one = t.publish("k")
+    if bad:
+        t.deliver(one, "c1")
+    else:
+        t.ack(0, "c1").deliver(one, "c1").persisted(1)
+    return t
+
+
+@case("retry-overtaken")
+def _retry_overtaken(bad: bool) -> TraceBuilder:
+    t = owner().add("c1", capacity=3)
+    t.deliver(t.publish("k"), "c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    two = t.publish("k")
+    if bad:
+        t.deliver(two, "c1")
+    else:
+        t.tick().deliver(0, "c1", attempt=2).deliver(two, "c1")
+    return t
+
+
+@case("split-owner")
+def _split_owner(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.add("c2")
+    one = t.publish("k")
+    if bad:
+        t.deliver(one, "c2")
+    else:
+        t.held(one, "draining", "c2").ack(0, "c1").deliver(one, "c2").persisted(1)
+    return t
+
+
+@case("blocked-key-leak")
+def _blocked_key_leak(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=0, poison_policy="block").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().blocked(0, attempt=1)
+    one = t.publish("k")
+    if bad:
+        t.deliver(one, "c1")
+    return t
+
+
+@case("duplicate")
+def _duplicate(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    if not bad:
+        t.nack(0, "c1")
+    t.tick().deliver(0, "c1", attempt=2)
+    return t
+
+
+@case("resurrected")
+def _resurrected(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    if bad:
+        t.ack(0, "c1").persisted(1)
+    t.restart().add("c1")
+    if bad:
+        t.deliver(0, "c1")
+    else:
+        t.deliver(0, "c1", attempt=1)
+    return t
+
+
+@case("filter-violation")
+def _filter_violation(bad: bool) -> TraceBuilder:
+    t = owner().add("c1", filters=["a*"])
+    t.deliver(t.publish("b1" if bad else "a1"), "c1")
+    return t
+
+
+@case("inactive-delivery")
+def _inactive_delivery(bad: bool) -> TraceBuilder:
+    t = owner(evict_after=0).add("c1").disconnect("c1")
+    zero = t.publish("k")
+    if bad:
+        t.deliver(zero, "c1")
+    else:
+        t.held(zero, "inactive", "c1")
+    return t
+
+
+@case("inactive-delivery")
+def _delivery_to_a_consumer_that_left(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").add("c2").remove("c1")
+    t.deliver(t.publish("k"), "c1" if bad else "c2")
+    return t
+
+
+@case("capacity-overrun")
+def _capacity_overrun(bad: bool) -> TraceBuilder:
+    t = owner().add("c1", capacity=1)
+    t.deliver(t.publish("a"), "c1")
+    one = t.publish("b")
+    if bad:
+        t.deliver(one, "c1")
+    else:
+        t.held(one, "capacity", "c1")
+    return t
+
+
+@case("window-overrun")
+def _window_overrun(bad: bool) -> TraceBuilder:
+    t = owner(window=1).add("c1")
+    t.deliver(t.publish("a"), "c1")
+    one = t.publish("b")
+    if bad:
+        t.deliver(one, "c1")
+    return t
+
+
+@case("attempt-miscount")
+def _attempt_miscount(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().deliver(0, "c1", attempt=3 if bad else 2)
+    return t
+
+
+@case("key-moved")
+def _key_moved(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1").persisted(1)
+    t.deliver(t.publish("k"), "c2" if bad else "c1")
+    return t
+
+
+@case("unstable-assignment")
+def _unstable_assignment(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1").persisted(1)
+    t.add("c3")
+    t.deliver(t.publish("k"), "c2" if bad else "c3")
+    return t
+
+
+@case("unstable-assignment")
+def _unstable_after_a_leave(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").add("c2").add("c3")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1").persisted(1)
+    t.remove("c2" if bad else "c1")
+    t.deliver(t.publish("k"), "c3")
+    return t
+
+
+@case("early-retry")
+def _early_retry(bad: bool) -> TraceBuilder:
+    t = owner(backoff_base=2).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick()
+    if not bad:
+        t.tick()
+    t.deliver(0, "c1", attempt=2)
+    return t
+
+
+@case("retry-overrun")
+def _retry_overrun(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=0, poison_policy="drop").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    if bad:
+        t.tick().deliver(0, "c1", attempt=2)
+    else:
+        t.tick().drop(0, "poison").persisted(1)
+    return t
+
+
+@case("stale-ack-accepted")
+def _stale_ack_accepted(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    if bad:
+        t.ack(0, "c2").persisted(1)
+    else:
+        t.ack_ignored(0, "c2")
+    return t
+
+
+@case("stale-ack-accepted")
+def _ack_from_a_reused_name(bad: bool) -> TraceBuilder:
+    """KS-GEN-3: a consumer that rejoins under an old name is a new consumer."""
+    t = owner().add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1").deliver(0, "c2", attempt=2).add("c1")
+    if bad:
+        t.ack(0, "c1").persisted(1)
+    else:
+        t.ack_ignored(0, "c1")
+    return t
+
+
+@case("holder-ack-ignored")
+def _holder_ack_ignored(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    if bad:
+        t.ack_ignored(0, "c1")
+    else:
+        t.ack(0, "c1").persisted(1)
+    return t
+
+
+@case("stale-nack-accepted")
+def _stale_nack_accepted(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    if bad:
+        t.nack(0, "c2")
+    else:
+        t.nack_ignored(0, "c2")
+    return t
+
+
+@case("holder-nack-ignored")
+def _holder_nack_ignored(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    if bad:
+        t.nack_ignored(0, "c1")
+    else:
+        t.nack(0, "c1")
+    return t
+
+
+@case("premature-timeout")
+def _premature_timeout(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=2).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.tick()
+    if not bad:
+        t.tick()
+    t.timeout(0, "c1")
+    return t
+
+
+@case("premature-timeout")
+def _timeout_without_ack_timeout(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=0 if bad else 1).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.tick().timeout(0, "c1")
+    return t
+
+
+@case("double-resolution")
+def _double_resolution(bad: bool) -> TraceBuilder:
+    t = owner().add("c1", filters=["x*"])
+    t.filter(t.publish("k"))
+    if bad:
+        t.filter(0)
+    t.persisted(1)
+    return t
+
+
+@case("unjustified-resolution")
+def _poison_drop_under_block(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=0, poison_policy="block" if bad else "drop").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().drop(0, "poison").persisted(1)
+    return t
+
+
+@case("unjustified-resolution")
+def _poison_drop_within_budget(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=1 if bad else 0, poison_policy="drop").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().drop(0, "poison").persisted(1)
+    return t
+
+
+@case("unjustified-resolution")
+def _operator_drop_without_skip(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=0, poison_policy="block").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().blocked(0, attempt=1)
+    if bad:
+        t.tick().drop(0, "operator").persisted(1)
+    else:
+        t.skip("k").drop(0, "operator").persisted(1)
+    return t
+
+
+@case("unjustified-resolution")
+def _best_effort_reason_outside_best_effort(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").disconnect("c1")
+    zero = t.publish("k")
+    if bad:
+        t.drop(zero, "inactive").persisted(1)
+    else:
+        t.held(zero, "inactive", "c1")
+    return t
+
+
+@case("unjustified-resolution")
+def _dead_letter_while_outstanding(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=0, poison_policy="dead-letter", ack_timeout=1).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.tick()
+    if not bad:
+        t.timeout(0, "c1")
+    t.dead_letter(0, attempt=1, reason="timeout").persisted(1)
+    return t
+
+
+@case("unjustified-filter")
+def _unjustified_filter(bad: bool) -> TraceBuilder:
+    t = owner().add("c1", filters=["a*"])
+    t.filter(t.publish("a1" if bad else "b1")).persisted(1)
+    return t
+
+
+@case("filtered-without-members")
+def _filtered_without_members(bad: bool) -> TraceBuilder:
+    t = owner()
+    zero = t.publish("k")
+    if bad:
+        t.filter(zero).persisted(1)
+    else:
+        t.held(zero, "no-consumer")
+    return t
+
+
+@case("dead-letter-mismatch")
+def _dead_letter_attempt(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=0, poison_policy="dead-letter").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().dead_letter(0, attempt=2 if bad else 1, reason="nack").persisted(1)
+    return t
+
+
+@case("dead-letter-mismatch")
+def _dead_letter_reason(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=0, poison_policy="dead-letter").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().dead_letter(0, attempt=1, reason="timeout" if bad else "nack").persisted(1)
+    return t
+
+
+@case("cursor-skip")
+def _cursor_skip(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("a"), "c1")
+    t.deliver(t.publish("b"), "c1")
+    t.ack(1, "c1")
+    if bad:
+        t.persisted(2)
+    return t
+
+
+@case("cursor-skip")
+def _hole_skip(bad: bool) -> TraceBuilder:
+    t = owner(persist_ack_holes=True).add("c1")
+    t.deliver(t.publish("a"), "c1")
+    t.deliver(t.publish("b"), "c1")
+    t.ack(1, "c1").persisted(0, [[0, 1]] if bad else [[1, 1]])
+    return t
+
+
+@case("cursor-regress")
+def _cursor_regress(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("a"), "c1")
+    t.ack(0, "c1").persisted(1)
+    t.deliver(t.publish("b"), "c1")
+    t.ack(1, "c1").persisted(0 if bad else 2)
+    return t
+
+
+@case("phase-order")
+def _phase_order(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=1).add("c1", capacity=1)
+    t.deliver(t.publish("a"), "c1")
+    t.held(t.publish("b"), "capacity", "c1")
+    t.tick()
+    if bad:
+        t.deliver(1, "c1").timeout(0, "c1")
+    else:
+        t.timeout(0, "c1").deliver(1, "c1")
+    return t
+
+
+@case("premature-eviction")
+def _premature_eviction(bad: bool) -> TraceBuilder:
+    t = owner(evict_after=2).add("c1").disconnect("c1")
+    t.tick()
+    if not bad:
+        t.tick()
+    return t.evicted("c1")
+
+
+@case("premature-eviction")
+def _eviction_of_a_connected_member(bad: bool) -> TraceBuilder:
+    t = owner(evict_after=1).add("c1")
+    if not bad:
+        t.disconnect("c1")
+    return t.tick().evicted("c1")
+
+
+@case("misrouted-bucket")
+def _misrouted_bucket(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4)
+    t.publish("k", hash=0xC000, segment=0, bucket=1 if bad else 3)
+    return t
+
+
+@case("bucket-misassigned")
+def _bucket_misassigned(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c1").add("c2")
+    t.deliver(t.publish("k", hash=0xC000, segment=0, bucket=3), "c1" if bad else "c2")
+    return t
+
+
+@case("bucket-split-owner")
+def _bucket_split_owner(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c2")
+    t.deliver(t.publish("a", hash=0x10000, segment=0, bucket=0), "c2")
+    t.add("c1")
+    one = t.publish("b", hash=0x20000, segment=0, bucket=0)
+    if bad:
+        t.deliver(one, "c1")
+    else:
+        t.emit("bucket_withheld", segment=0, bucket=0, consumer="c1").held(one, "handoff", "c1")
+    return t
+
+
+@case("successor-first")
+def _successor_first(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c1")
+    t.deliver(t.publish("k", hash=0x10000, segment=0, bucket=0), "c1")
+    t.seal(0).segment(1, 4, 0, 0xFFFF, predecessor=0)
+    one = t.publish("k", hash=0x10000, segment=1, bucket=0)
+    if bad:
+        t.deliver(one, "c1")
+    else:
+        t.held(one, "predecessor", "c1").ack(0, "c1").deliver(one, "c1").persisted(1)
+    return t
+
+
+@case("checkpoint-skip")
+def _checkpoint_skip(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c1")
+    t.deliver(t.publish("k", hash=0x10000, segment=0, bucket=0), "c1")
+    if not bad:
+        t.ack(0, "c1").persisted(1)
+    t.checkpoint(0, 0, 1)
+    return t
+
+
+@case("checkpoint-skip")
+def _checkpoint_regress(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c1")
+    t.deliver(t.publish("k", hash=0x10000, segment=0, bucket=0), "c1")
+    t.ack(0, "c1").persisted(1).checkpoint(0, 0, 1)
+    t.deliver(t.publish("k", hash=0x10000, segment=0, bucket=0), "c1")
+    t.ack(1, "c1").persisted(2).checkpoint(0, 0, 0 if bad else 2)
+    return t
+
+
+@case("best-effort-redelivery")
+def _best_effort_redelivery(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="best-effort", selector="ring").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    if bad:
+        t.tick().deliver(0, "c1")
+    else:
+        t.ack(0, "c1")
+    return t
+
+
+@case("best-effort-redelivery")
+def _best_effort_late_outcome(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="best-effort", selector="ring").add("c1")
+    zero = t.publish("k")
+    if bad:
+        t.tick()
+    t.deliver(zero, "c1")
+    return t
+
+
+# --- 2.2 checked at the end of each op -------------------------------------------------------------
+
+
+@case("missed-timeout")
+def _missed_timeout(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=1).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.tick()
+    if not bad:
+        t.timeout(0, "c1")
+    return t
+
+
+@case("poison-ignored")
+def _poison_ignored(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=0, poison_policy="drop").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick()
+    if not bad:
+        t.drop(0, "poison").persisted(1)
+    return t
+
+
+@case("missed-eviction")
+def _missed_eviction(bad: bool) -> TraceBuilder:
+    t = owner(evict_after=1).add("c1").disconnect("c1").tick()
+    if not bad:
+        t.evicted("c1")
+    return t
+
+
+@case("skip-ignored")
+def _skip_ignored(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=0, poison_policy="block").add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().blocked(0, attempt=1).skip("k")
+    if not bad:
+        t.drop(0, "operator").persisted(1)
+    return t
+
+
+@case("persist-late")
+def _persist_late(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1")
+    if not bad:
+        t.persisted(1)
+    return t.tick()
+
+
+@case("persist-late")
+def _persist_late_debounced(bad: bool) -> TraceBuilder:
+    t = owner(persist_interval=2).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1").tick()
+    if not bad:
+        t.persisted(1)
+    return t
+
+
+@case("persist-late")
+def _persist_late_holes(bad: bool) -> TraceBuilder:
+    t = owner(persist_ack_holes=True).add("c1")
+    t.deliver(t.publish("a"), "c1")
+    t.deliver(t.publish("b"), "c1")
+    t.ack(1, "c1")
+    if not bad:
+        t.persisted(0, [[1, 1]])
+    return t.tick()
+
+
+@case("persist-early")
+def _persist_early(bad: bool) -> TraceBuilder:
+    t = owner(persist_interval=2).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1")
+    if not bad:
+        t.tick()
+    return t.persisted(1)
+
+
+@case("persist-early")
+def _persist_too_often(bad: bool) -> TraceBuilder:
+    t = owner(persist_interval=2).add("c1")
+    t.deliver(t.publish("a"), "c1")
+    t.ack(0, "c1").tick().persisted(1)
+    t.deliver(t.publish("b"), "c1")
+    t.ack(1, "c1").tick()
+    if bad:
+        t.persisted(2)
+    else:
+        t.tick().persisted(2)
+    return t
+
+
+@case("idle-while-ready")
+def _idle_while_ready(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    zero = t.publish("k")
+    if not bad:
+        t.deliver(zero, "c1")
+    return t
+
+
+@case("idle-while-ready")
+def _idle_after_a_leave(bad: bool) -> TraceBuilder:
+    """KS-RTY-7: messages returned by a leaving consumer are pending at once."""
+    t = owner().add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1")
+    if not bad:
+        t.deliver(0, "c2", attempt=2)
+    return t
+
+
+@case("missing-outcome")
+def _missing_outcome(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="best-effort", selector="ring").add("c1")
+    zero = t.publish("k")
+    if not bad:
+        t.deliver(zero, "c1")
+    return t
+
+
+# --- 2.3 checked at a quiescent event ------------------------------------------------------------
+
+
+@case("lost")
+def _lost(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1")
+    if not bad:
+        t.deliver(0, "c2", attempt=2).ack(0, "c2").persisted(1)
+    return t.quiescent()
+
+
+@case("drain-stuck")
+def _drain_stuck(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.add("c2")
+    t.held(t.publish("k"), "draining", "c2")
+    t.ack(0, "c1")
+    if not bad:
+        t.deliver(1, "c2")
+    t.persisted(1)
+    if not bad:
+        t.ack(1, "c2").persisted(2)
+    return t.quiescent()
+
+
+@case("stuck-key")
+def _stuck_key(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    if not bad:
+        t.ack(0, "c1").persisted(1)
+    return t.quiescent()
+
+
+@case("cursor-stall")
+def _cursor_stall(bad: bool) -> TraceBuilder:
+    t = owner(persist_interval=5).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1")
+    if not bad:
+        t.tick().persisted(1)
+    return t.quiescent()
+
+
+def _anomaly_names(trace: TraceBuilder) -> list[str]:
+    return [a.name for a in check_events(trace.events).anomalies]
+
+
+ALL_CASES = [(name, n, pair) for name, pairs in CASES.items() for n, pair in enumerate(pairs)]
+
+
+@pytest.mark.parametrize(("name", "number", "pair"), ALL_CASES, ids=[f"{c[0]}-{c[1]}" for c in ALL_CASES])
+def test_bad_trace_shows_the_anomaly(name: str, number: int, pair: Pair) -> None:
+    checker = check_events(pair[0]().events)
+    found = [a for a in checker.anomalies if a.name == name]
+    assert found, f"expected {name}, got {[a.name for a in checker.anomalies]}"
+    anomaly = found[0]
+    assert anomaly.requirement == BY_NAME[name].requirement
+    assert anomaly.witness and all(0 <= s <= anomaly.seq for s in anomaly.witness)
+    text = anomaly.explanation.text()
+    assert text.startswith(("Let ", "Then ")) and text.endswith(": a contradiction.")
+    assert anomaly.requirement in text
+    assert checker.verdict is Verdict.INVALID
+    assert checker.exercised[name] > 0
+
+
+@pytest.mark.parametrize(("name", "number", "pair"), ALL_CASES, ids=[f"{c[0]}-{c[1]}" for c in ALL_CASES])
+def test_close_valid_trace_does_not(name: str, number: int, pair: Pair) -> None:
+    checker = check_events(pair[1]().events)
+    assert [a.explanation.text() for a in checker.anomalies] == []
+    assert checker.problems == []
+    assert checker.verdict is Verdict.VALID
+
+
+def test_every_trace_anomaly_has_a_case() -> None:
+    judged_from_traces = {k.name for k in CATALOGUE if k.stage is not Stage.HARNESS}
+    assert judged_from_traces - set(CASES) == set()
+
+
+def test_found_at_the_event_that_shows_it_when_fed_one_at_a_time() -> None:
+    """Incremental: an event-level anomaly is reported by the time its last witness event is fed."""
+    for _, pairs in CASES.items():
+        for bad, _good in pairs:
+            events = bad().events
+            checker = Checker()
+            for event in events:
+                before = len(checker.anomalies)
+                checker.feed(event)
+                for anomaly in checker.anomalies[before:]:
+                    if BY_NAME[anomaly.name].stage is Stage.EVENT:
+                        assert anomaly.seq == event["seq"]
+            checker.finish()
+            assert [a.name for a in checker.anomalies] == _anomaly_names(bad())
+
+
+def test_the_op_after_a_tick_does_not_smear_its_phases() -> None:
+    """An ack right after a tick that persisted is its own op: its delivery is not a phase-order anomaly."""
+    t = owner(persist_interval=1).add("c1", capacity=1)
+    t.deliver(t.publish("a"), "c1")
+    t.held(t.publish("b"), "capacity", "c1")
+    t.ack(0, "c1").deliver(1, "c1").tick().persisted(1)
+    t.ack(1, "c1").tick().persisted(2)
+    checker = check_events(t.events)
+    assert checker.anomalies == []
+
+
+def test_a_key_other_than_the_published_one_makes_the_verdict_unknown() -> None:
+    t = owner().add("c1")
+    t.publish("k")
+    t.emit("deliver", offset=0, key="other", consumer="c1", attempt=1)
+    checker = check_events(t.events)
+    assert checker.verdict is Verdict.UNKNOWN
+    assert "key" in checker.problems[0].message
+
+
+def test_invalid_outranks_unknown_and_judging_stops_at_a_contradiction() -> None:
+    t = owner().add("c1")
+    t.publish("k")
+    t.publish("k")
+    t.deliver(1, "c1")
+    t.add("c1")
+    t.publish("k")
+    t.deliver(2, "c1")
+    checker = check_events(t.events)
+    assert checker.problems and checker.verdict is Verdict.INVALID
+    assert max(a.seq for a in checker.anomalies) < checker.problems[0].seq, "nothing is judged after a contradiction"
+
+
+def test_requirements_that_do_not_apply_to_the_profile_are_not_reported() -> None:
+    """KS-ORD-2 binds only the strict profile: the same overlap in the owner profile is fine."""
+    t = owner().add("c1", capacity=2)
+    t.deliver(t.publish("k"), "c1")
+    t.deliver(t.publish("k"), "c1")
+    checker = check_events(t.events)
+    assert checker.anomalies == []
+    assert "strict-overlap" not in {n for n, c in checker.exercised.items() if c}
+
+
+def test_restart_makes_unpersisted_resolutions_unresolved_again() -> None:
+    """KS-CUR-3: after a restart, a message resolved above the persisted cursor is owed again."""
+    t = owner(persist_ack_holes=True).add("c1")
+    t.deliver(t.publish("a"), "c1")
+    t.deliver(t.publish("b"), "c1")
+    t.ack(1, "c1").persisted(0, [[1, 1]])
+    t.restart().add("c1").deliver(0, "c1")
+    t.ack(0, "c1").persisted(2, [])
+    assert check_events(t.events).anomalies == []
+    stuck = owner().add("c1")
+    stuck.deliver(stuck.publish("a"), "c1")
+    stuck.ack(0, "c1").restart().add("c1").quiescent()
+    assert "stuck-key" in [a.name for a in check_events(stuck.events).anomalies]
+
+
+def test_glob_filters_are_literal_except_star_and_question_mark() -> None:
+    """KS-FLT-1: `a[1]` matches only the key `a[1]`; the checker does not use fnmatch."""
+    t = owner().add("c1", filters=["a[1]", "eu-west-?"])
+    t.deliver(t.publish("a[1]"), "c1")
+    t.deliver(t.publish("eu-west-1"), "c1")
+    t.filter(t.publish("a1"))
+    t.filter(t.publish("eu-west-12"))
+    assert check_events(t.events).anomalies == []
