@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ks_spec.errors import MissingInput, UserError
-from ks_spec.trace import SequenceRules, read_events, schema_problem
+from ks_spec.trace import Event, SequenceRules, read_events, schema_problem
 
-from ks_conformance.anomalies import Anomaly, Verdict
+from ks_conformance import report
+from ks_conformance.anomalies import Anomaly, Verdict, merge_verdicts
 from ks_conformance.checker import Checker, Problem
 
 
@@ -54,7 +56,10 @@ def check_trace(path: Path) -> TraceCheck:
         result.malformed = str(error)
     if result.events == 0 and result.malformed is None:
         result.malformed = f"{path}: the trace is empty (it needs at least a 'config' event)"
-    checker.finish()
+    if result.malformed is None:
+        checker.finish()
+    else:
+        checker.abandon()
     result.anomalies = list(checker.anomalies)
     result.problems = list(checker.problems)
     result.exercised = {name: count for name, count in checker.exercised.items() if checker.applies(name)}
@@ -63,3 +68,77 @@ def check_trace(path: Path) -> TraceCheck:
     if result.malformed is not None and result.verdict is Verdict.VALID:
         result.verdict = Verdict.UNKNOWN
     return result
+
+
+def witness_events(path: Path, seqs: set[int]) -> dict[int, Event]:
+    """The events with these seqs, read again from the trace (witnesses are printed with their events)."""
+    found: dict[int, Event] = {}
+    if not seqs:
+        return found
+    last = max(seqs)
+    try:
+        for _, event in read_events(path):
+            seq = event.get("seq")
+            if isinstance(seq, int) and seq in seqs:
+                found[seq] = event
+            if isinstance(seq, int) and seq >= last:
+                break
+    except UserError:
+        pass
+    return found
+
+
+def report_lines(results: list[TraceCheck], max_witnesses: int) -> list[dict[str, Any]]:
+    """A check-trace report (spec/report-format.md): header, a line per trace, its violations, a footer."""
+    lines: list[dict[str, Any]] = [report.header("check-trace")]
+    observed: dict[str, None] = {}
+    for result in results:
+        counts: dict[str, int] = {}
+        for anomaly in result.anomalies:
+            counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
+            observed[anomaly.name] = None
+        lines.append(
+            {
+                "type": "trace",
+                "path": str(result.path),
+                "events": result.events,
+                "verdict": result.verdict.value,
+                "anomalies": counts,
+                "exercised": result.exercised,
+                "malformed": result.malformed,
+                "problems": [{"seq": p.seq, "message": p.message} for p in result.problems],
+                "profile": str(result.config.get("profile", "strict")),
+            }
+        )
+        shown = select_witnesses(result.anomalies, max_witnesses)
+        events = witness_events(result.path, {s for a in shown for s in a.witness})
+        for anomaly in shown:
+            line = {"type": "violation", **anomaly.to_json(), "trace": str(result.path)}
+            line["events"] = [events[s] for s in anomaly.witness if s in events]
+            lines.append(line)
+    verdict = merge_verdicts(r.verdict for r in results)
+    lines.append(
+        {
+            "type": "footer",
+            "verdict": verdict.value,
+            "counts": {v.value: sum(1 for r in results if r.verdict is v) for v in Verdict},
+            "observed_anomalies": list(observed),
+            "violated": sorted({a.requirement for r in results for a in r.anomalies if a.level == "MUST"}),
+            "warnings": sorted({a.requirement for r in results for a in r.anomalies if a.level != "MUST"}),
+            "finished": report.now_iso(),
+        }
+    )
+    return lines
+
+
+def select_witnesses(anomalies: list[Anomaly], per_anomaly: int) -> list[Anomaly]:
+    """The first `per_anomaly` anomalies of each name, in the order found (0: all of them)."""
+    if per_anomaly <= 0:
+        return list(anomalies)
+    seen: dict[str, int] = {}
+    chosen: list[Anomaly] = []
+    for anomaly in anomalies:
+        if seen.get(anomaly.name, 0) < per_anomaly:
+            seen[anomaly.name] = seen.get(anomaly.name, 0) + 1
+            chosen.append(anomaly)
+    return chosen
