@@ -1,0 +1,114 @@
+"""The anomalies of spec/checking.md that the Spark validator computes, with their requirements.
+
+Names and requirement IDs follow the anomaly catalogue; profiles and levels come from
+spec/requirements.json, so a check applies exactly where its requirement does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from ks_spec.requirements import load_index
+
+
+@dataclass(frozen=True)
+class Check:
+    """One anomaly kind: its name, the requirement it violates, and where the validator computes it."""
+
+    anomaly: str
+    requirement: str
+    stage: str  # "key" (per-key pass), "capacity", "window", "cursor", "sequence" (physical-order pass)
+    situation: str  # when the check is exercised (spec/checking.md, last column)
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("key-reorder", "KS-ORD-1", "key", "a first delivery while an earlier message of its key is unresolved"),
+    Check("overtaken-hold", "KS-FLW-3", "key", "a first delivery while an earlier message of its key has been held"),
+    Check("strict-overlap", "KS-ORD-2", "key", "a delivery while another message of its key is unresolved"),
+    Check("retry-overtaken", "KS-ORD-3", "key", "a delivery while an earlier message of its key awaits redelivery"),
+    Check(
+        "split-owner",
+        "KS-DRN-1",
+        "key",
+        "a delivery while its key has deliveries outstanding from an earlier epoch",
+    ),
+    Check("duplicate", "KS-RES-2", "key", "a delivery of a message that was delivered before"),
+    Check("key-moved", "KS-ASN-1", "key", "a second delivery of a key within one epoch"),
+    Check("stale-ack-accepted", "KS-ACK-2", "key", "an ack from a consumer that does not hold the message"),
+    Check("capacity-overrun", "KS-FLW-1", "capacity", "a delivery to a consumer at capacity minus one"),
+    Check(
+        "window-overrun",
+        "KS-FLW-2",
+        "window",
+        "a first delivery while at least window - 1 earlier offsets are unresolved",
+    ),
+    Check("cursor-skip", "KS-CUR-1", "cursor", "a persist while some offset is unresolved"),
+    Check("cursor-regress", "KS-CUR-2", "sequence", "a second persist"),
+    Check("lost", "KS-MEM-1", "key", "a holder leaves with outstanding deliveries"),
+    Check("drain-stuck", "KS-DRN-2", "key", "a message is held for draining"),
+    Check("stuck-key", "KS-LIV-1", "key", "a quiescent point with messages published"),
+    Check("cursor-stall", "KS-LIV-2", "sequence", "a quiescent point"),
+)
+"""Every anomaly kind the Spark validator computes, in catalogue order."""
+
+BY_NAME: dict[str, Check] = {check.anomaly: check for check in CHECKS}
+
+NOT_COMPUTED: dict[str, str] = {
+    "blocked-key-leak": "not yet ported to the per-key pass",
+    "resurrected": "not yet ported (needs the persisted holes joined per key)",
+    "filter-violation": "needs glob evaluation of every member's filters per delivery; left to the Python checker",
+    "inactive-delivery": "needs connection state per delivery; left to the Python checker",
+    "attempt-miscount": "not yet ported to the per-key pass",
+    "unstable-assignment": "needs the membership diff between epochs per key; left to the Python checker",
+    "early-retry": "needs back-off arithmetic in ticks; left to the Python checker",
+    "retry-overrun": "not yet ported to the per-key pass",
+    "holder-ack-ignored": "ack_ignored events may lack a key; left to the Python checker",
+    "stale-nack-accepted": "not yet ported to the per-key pass",
+    "holder-nack-ignored": "nack_ignored events may lack a key; left to the Python checker",
+    "premature-timeout": "needs tick arithmetic; left to the Python checker",
+    "double-resolution": "not yet ported to the per-key pass",
+    "unjustified-resolution": "needs the poison policy and operator ops per message; left to the Python checker",
+    "unjustified-filter": "needs every member's filters per key; left to the Python checker",
+    "filtered-without-members": "left to the Python checker",
+    "dead-letter-mismatch": "left to the Python checker",
+    "phase-order": "a per-op check over the physical order; left to the Python checker",
+    "premature-eviction": "left to the Python checker",
+    "misrouted-bucket": "selector buckets: left to the Python checker",
+    "bucket-misassigned": "selector buckets: left to the Python checker",
+    "bucket-split-owner": "selector buckets: left to the Python checker",
+    "successor-first": "selector buckets: left to the Python checker",
+    "checkpoint-skip": "selector buckets: left to the Python checker",
+    "best-effort-redelivery": "left to the Python checker",
+    "missed-timeout": "an end-of-op state check over all messages; globally sequential",
+    "poison-ignored": "an end-of-op state check; globally sequential",
+    "missed-eviction": "an end-of-op state check; globally sequential",
+    "skip-ignored": "left to the Python checker",
+    "persist-late": "an end-of-op check of the cursor after every op; globally sequential",
+    "persist-early": "left to the Python checker",
+    "idle-while-ready": "an end-of-op check over the whole window and every member; globally sequential",
+    "missing-outcome": "left to the Python checker",
+}
+"""Anomaly kinds of spec/checking.md section 2.1-2.3 that the Spark validator does not compute, and why."""
+
+
+@cache
+def _requirements() -> dict[str, dict[str, object]]:
+    return {str(r["id"]): r for r in load_index()}
+
+
+def applies(check: Check, profile: str) -> bool:
+    """True when the check's requirement lists this profile (a check applies only where its requirement does)."""
+    profiles = _requirements()[check.requirement]["profiles"]
+    assert isinstance(profiles, list)
+    return profile in profiles
+
+
+def level(check: Check) -> str:
+    """MUST or SHOULD: anomalies of SHOULD requirements are warnings."""
+    return str(_requirements()[check.requirement]["level"])
+
+
+def active_checks(profile: str) -> frozenset[str]:
+    """The anomaly names that apply to a profile."""
+    return frozenset(check.anomaly for check in CHECKS if applies(check, profile))

@@ -1,0 +1,136 @@
+"""Starting Spark for keyshared: embedded `local[*]` by default, any master by URL, or under spark-submit.
+
+Only this package imports pyspark. Settings that must be fixed before the JVM starts (bind
+addresses, GC flags, memory) are applied here, once, so every command and test gets the same
+well-behaved session on a laptop and on a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ks_spec.errors import Unavailable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """How to start (or join) a Spark session.
+
+    `master=None` means: keep the master spark-submit chose, else run embedded on every core.
+    `quick=True` trades peak JIT speed for a faster start (tests, `keyshared verify`).
+    """
+
+    master: str | None = None
+    app_name: str = "keyshared"
+    shuffle_partitions: int | None = None
+    driver_memory: str | None = None
+    quick: bool = False
+    ui: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def under_spark_submit() -> bool:
+    """True when this Python process was launched by spark-submit (which owns the master and the JVM)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def require_pyspark() -> None:
+    """Raise Unavailable with one line when pyspark is not installed."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise Unavailable(
+            "pyspark is not installed: run `make test` or `pip install -e '.[spark]'` to get the pinned version"
+        ) from None
+
+
+def get_session(options: SessionOptions | None = None) -> SparkSession:
+    """A SparkSession configured for keyshared; reuses an active one (spark-submit, tests) if any."""
+    from ks_spec.java import require_java
+
+    require_pyspark()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    options = options or SessionOptions()
+    if not under_spark_submit():
+        require_java()
+    builder = SparkSession.builder.appName(options.app_name)
+    master = options.master
+    if master is None and not under_spark_submit():
+        master = "local[*]"
+    if master is not None:
+        builder = builder.master(master)
+    local = master is not None and master.startswith("local")
+    # Python workers must run this interpreter (the one with keyshared installed), not whatever is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if local:
+        # The hostname may resolve to a loopback address; bind explicitly so Spark neither warns nor
+        # picks an interface other processes can reach.
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        builder = builder.config("spark.driver.host", LOOPBACK).config("spark.driver.bindAddress", LOOPBACK)
+        warehouse = tempfile.mkdtemp(prefix="ks-spark-warehouse-")
+        builder = builder.config("spark.sql.warehouse.dir", warehouse)
+    settings = {
+        "spark.ui.enabled": "true" if options.ui else "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+        "spark.python.worker.reuse": "true",
+    }
+    if options.shuffle_partitions is not None:
+        settings["spark.sql.shuffle.partitions"] = str(options.shuffle_partitions)
+    if options.driver_memory is not None:
+        settings["spark.driver.memory"] = options.driver_memory
+    if options.quick:
+        flags = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+        settings["spark.driver.extraJavaOptions"] = flags
+        settings["spark.executor.extraJavaOptions"] = flags
+    settings.update(options.extra)
+    for name, value in settings.items():
+        builder = builder.config(name, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    if not local:
+        ship_packages(session)
+    return session
+
+
+SHIPPED_PACKAGES = ("ks_spark", "ks_spec", "ks_reference")
+"""The packages whose code runs inside Spark tasks (mapInArrow bodies and what they import)."""
+
+
+def ship_packages(session: SparkSession) -> None:
+    """Zip keyshared's task-side packages and add them to the session, so executors elsewhere can import them."""
+    import importlib
+    import zipfile
+
+    folder = tempfile.mkdtemp(prefix="ks-spark-py-")
+    archive = os.path.join(folder, "keyshared_tasks.zip")
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name in SHIPPED_PACKAGES:
+            package_dir = os.path.dirname(importlib.import_module(name).__file__ or "")
+            for root, _, files in os.walk(package_dir):
+                for file in files:
+                    if file.endswith(".py"):
+                        full = os.path.join(root, file)
+                        bundle.write(full, os.path.join(name, os.path.relpath(full, package_dir)))
+    session.sparkContext.addPyFile(archive)
+
+
+def default_parallelism(session: SparkSession) -> int:
+    """How many tasks can run at once (cores of a local master, executors' cores on a cluster)."""
+    return max(1, int(session.sparkContext.defaultParallelism))

@@ -1,0 +1,474 @@
+"""Spark replay validation: judge a trace with DataFrame jobs, never collecting it to the driver.
+
+The stages, each a Spark job over the whole trace:
+
+1. the sequence pass (`ks_spark.sequence`): the format rules over the physical order, and the small
+   timeline every key needs (membership, restarts, quiescent points, the configuration);
+2. the per-key pass (`ks_spark.keystate`): events partitioned by key and sorted by seq, judged per key;
+3. the global checks (`ks_spark.globalchecks`): capacity per incarnation, the window and the cursor.
+
+What reaches the driver: per-split summaries, the timeline, counts per anomaly and exercised check,
+and the first few anomalies of each kind with their witness events.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ks_conformance.anomalies import Anomaly, Explanation, Verdict
+from ks_spec.errors import UserError
+
+from ks_spark import catalogue, explain
+from ks_spark.globalchecks import UNIFIED_COLUMNS, capacity_anomalies, window_and_cursor
+from ks_spark.keypass import run_key_pass
+from ks_spark.keystate import (
+    QUIESCENT_MARK,
+    ROW_ANOMALY,
+    ROW_CONTRADICTION,
+    ROW_ERA,
+    ROW_EXERCISED,
+    ROW_INTERVAL,
+    ROW_RETURN,
+)
+from ks_spark.reader import TraceSource, read, resolve
+from ks_spark.sequence import META, OUTPUT_DDL, PERSIST, PROBLEM, REGRESS, RUN, kind_rules, sequence_function
+from ks_spark.session import default_parallelism
+from ks_spark.timeline import MalformedTrace, Timeline, build_timeline
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Stage = Callable[[str], None]
+"""Called with a short description before each Spark stage (progress display)."""
+
+DEFAULT_WITNESSES = 3
+MAX_WITNESSES = 8
+
+
+@dataclass
+class Finding:
+    """One anomaly found by the Spark validator, with the witness events themselves."""
+
+    anomaly: Anomaly
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ValidationResult:
+    """The verdict on one trace and what supports it."""
+
+    trace: str
+    verdict: Verdict
+    events: int = 0
+    profile: str = "strict"
+    config: dict[str, Any] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    exercised: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    malformed: str | None = None
+    problems: list[tuple[int, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    all_anomalies: list[tuple[str, int, tuple[int, ...]]] | None = None
+    """With `everything=True`: every anomaly as (name, seq, witness), for the differential tests."""
+
+    @property
+    def total(self) -> int:
+        """How many anomalies in all."""
+        return sum(self.counts.values())
+
+
+def validate(
+    session: SparkSession,
+    trace: str,
+    witnesses: int = DEFAULT_WITNESSES,
+    stage: Stage | None = None,
+    everything: bool = False,
+) -> ValidationResult:
+    """Judge one trace (a .jsonl or .parquet file, a folder of .parquet files, or a URL Spark can read).
+
+    Raises MissingInput for a trace that does not exist. A malformed or unreadable trace gives the
+    verdict unknown with `malformed` set to one line naming the file, the line and the problem.
+    """
+    started = time.perf_counter()
+    say = stage or (lambda _: None)
+    if not 0 <= witnesses <= MAX_WITNESSES:
+        raise UserError(f"--witnesses: between 0 and {MAX_WITNESSES}", exit_code=64)
+    source = resolve(trace)
+    result = ValidationResult(trace, Verdict.UNKNOWN)
+    try:
+        _judge(session, source, result, witnesses, say, everything)
+    except MalformedTrace as error:
+        result.malformed = str(error)
+        result.verdict = Verdict.UNKNOWN
+    except UserError as error:
+        result.malformed = str(error)
+        result.verdict = Verdict.UNKNOWN
+    except Exception as error:
+        problem = _read_failure(error)
+        if problem is None:
+            raise
+        result.malformed = f"{trace}: {problem}"
+        result.verdict = Verdict.UNKNOWN
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _read_failure(error: BaseException) -> str | None:
+    """A one-line description when a Spark job failed because the input could not be read."""
+    text = str(error)
+    markers = ("Parquet", "parquet", "FileNotFound", "EOFException", "Malformed", "corrupt", "Could not read footer")
+    if not any(marker in text for marker in markers):
+        return None
+    for line in text.splitlines():
+        line = line.strip()
+        if any(marker in line for marker in markers):
+            return f"not a readable trace ({line[:300]})"
+    return "not a readable trace"
+
+
+def _judge(
+    session: SparkSession, source: TraceSource, result: ValidationResult, witnesses: int, say: Stage, everything: bool
+) -> None:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    parallelism = default_parallelism(session)
+    events = read(session, source)
+    say("checking the format and reading the timeline")
+    sequence = events.mapInArrow(sequence_function(kind_rules()), OUTPUT_DDL).persist(StorageLevel.MEMORY_AND_DISK)
+    small = sequence.where(F.col("rtype").isin(RUN, PROBLEM, META)).collect()
+    timeline = build_timeline(small, list(source.files), source.format)
+    result.events = timeline.events
+    result.profile = timeline.profile
+    result.config = timeline.config
+    result.problems = list(timeline.contradictions)
+    context = timeline.context
+    if timeline.keyless_ignored:
+        events = _fill_ignored_keys(events)
+    partitions = max(1, min(4 * parallelism, -(-timeline.events // 400_000)))
+    say(f"judging every key ({partitions} partitions)")
+    broadcast = session.sparkContext.broadcast(context)
+    key_rows = run_key_pass(events, broadcast, partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    counters = key_rows.where(F.col("r") == ROW_EXERCISED).groupBy("name").agg(F.sum("a").alias("n")).collect()
+    exercised: dict[str, int] = {}
+    unresolved_at: dict[int, int] = {}
+    for row in counters:
+        if row.name.startswith(QUIESCENT_MARK):
+            unresolved_at[int(row.name.removeprefix(QUIESCENT_MARK))] = int(row.n)
+        else:
+            exercised[row.name] = int(row.n)
+    contradictions = key_rows.where(F.col("r") == ROW_CONTRADICTION).orderBy("seq").limit(20).collect()
+    result.problems += [(int(row.seq), str(row.text)) for row in contradictions]
+    result.problems.sort()
+    say("checking capacity per consumer")
+    capacity, capacity_exercised = capacity_anomalies(session, key_rows, context)
+    exercised["capacity-overrun"] = int(capacity_exercised.collect()[0].n)
+    exercised["lost"] = key_rows.where(F.col("r") == ROW_RETURN).select("seq").distinct().count()
+    say("checking the window and the persisted cursor")
+    window = timeline.window if catalogue.BY_NAME["window-overrun"].anomaly in context.active else 0
+    if window > timeline.published:
+        window = 0  # fewer messages than the window: it cannot be overrun, nor nearly
+    persists = sequence.where(F.col("rtype") == PERSIST)
+    sweep, holes = window_and_cursor(
+        session,
+        key_rows,
+        persists,
+        timeline.pub_bases(),
+        context,
+        timeline.published,
+        window,
+        parallelism,
+    )
+    sweep = sweep.persist(StorageLevel.MEMORY_AND_DISK)
+    sweep_counts = {row.name: int(row.n) for row in sweep.groupBy("name").agg(F.count("*").alias("n")).collect()}
+    exercised["window-overrun"] = sweep_counts.get("window-overrun:exercised", 0)
+    exercised["cursor-skip"] = sweep_counts.get("cursor-skip:exercised", 0)
+    exercised["cursor-regress"] = max(0, timeline.persists - 1)
+    exercised["cursor-stall"] = len(timeline.quiescents)
+    exercised["stuck-key"] = sum(1 for q in timeline.quiescents if q.published > 0)
+    # Every anomaly in one shape.
+    key_anomalies = key_rows.where(F.col("r") == ROW_ANOMALY).select(
+        "name",
+        "seq",
+        "w",
+        "key",
+        F.col("a").alias("offset"),
+        "text",
+        F.lit(None).cast("string").alias("consumer"),
+        F.lit(None).cast("long").alias("x"),
+        F.lit(None).cast("long").alias("y"),
+        F.lit(None).cast("long").alias("era"),
+    )
+    window_anomalies = sweep.where(F.col("name") == "window-overrun").select(
+        "name",
+        "seq",
+        F.array(F.col("seq")).alias("w"),
+        F.lit(None).cast("string").alias("key"),
+        F.col("a").alias("offset"),
+        F.lit(None).cast("string").alias("text"),
+        F.lit(None).cast("string").alias("consumer"),
+        F.lit(None).cast("long").alias("x"),
+        F.lit(None).cast("long").alias("y"),
+        "era",
+    )
+    passed = sweep.where(F.col("name") == "cursor-skip").select("era", F.col("seq").alias("pseq"), "q")
+    skip = (
+        passed.join(holes, ["era", "pseq"], "full_outer")
+        .join(
+            persists.select(F.col("seq").alias("pseq"), F.col("a").alias("cursor")),
+            "pseq",
+        )
+        .select(
+            F.lit("cursor-skip").alias("name"),
+            F.col("pseq").alias("seq"),
+            F.array(F.col("pseq")).alias("w"),
+            F.lit(None).cast("string").alias("key"),
+            F.when(F.col("q").isNull(), F.col("offset")).alias("offset"),
+            F.lit(None).cast("string").alias("text"),
+            F.lit(None).cast("string").alias("consumer"),
+            F.col("cursor").alias("x"),
+            F.when(F.col("q").isNotNull(), F.lit(1)).otherwise(F.lit(0)).cast("long").alias("y"),
+            "era",
+        )
+    )
+    regress = sequence.where(F.col("rtype") == REGRESS).select(
+        F.lit("cursor-regress").alias("name"),
+        "seq",
+        F.array(F.col("b"), F.col("seq")).alias("w"),
+        F.lit(None).cast("string").alias("key"),
+        F.lit(None).cast("long").alias("offset"),
+        F.lit(None).cast("string").alias("text"),
+        F.lit(None).cast("string").alias("consumer"),
+        F.col("a").alias("x"),
+        F.col("d").alias("y"),
+        F.lit(None).cast("long").alias("era"),
+    )
+    active = context.active
+    parts = [key_anomalies, window_anomalies]
+    if "capacity-overrun" in active:
+        parts.append(capacity)
+    if "cursor-skip" in active:
+        parts.append(skip)
+    if "cursor-regress" in active:
+        parts.append(regress)
+    anomalies = parts[0]
+    for part in parts[1:]:
+        anomalies = anomalies.unionByName(part.select(*UNIFIED_COLUMNS))
+    anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
+    say("counting anomalies")
+    counts = {row.name: int(row.n) for row in anomalies.groupBy("name").agg(F.count("*").alias("n")).collect()}
+    driver_found = _driver_anomalies(timeline, unresolved_at)
+    for anomaly in driver_found:
+        counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
+    result.counts = dict(sorted(counts.items()))
+    result.exercised = {name: count for name, count in sorted(exercised.items()) if name in active}
+    say("explaining the witnesses")
+    limit = witnesses if not everything else None
+    chosen = _first_per_name(anomalies, limit)
+    rows = [row.asDict() for row in chosen]
+    found = _complete(session, rows, key_rows, timeline, window) + [
+        a for a in driver_found if limit is None or _rank(driver_found, a) < limit
+    ]
+    found.sort(key=lambda a: (a.seq, a.name))
+    if everything:
+        result.all_anomalies = [(a.name, a.seq, a.witness) for a in found]
+    shown = _select(found, witnesses)
+    witness_seqs = sorted({s for a in shown for s in a.witness})
+    witness_events = _events_by_seq(events, witness_seqs)
+    result.findings = [Finding(a, [witness_events[s] for s in a.witness if s in witness_events]) for a in shown]
+    violated = any(catalogue.level(catalogue.BY_NAME[name]) == "MUST" for name in counts if name in catalogue.BY_NAME)
+    result.verdict = Verdict.INVALID if violated else Verdict.UNKNOWN if result.problems else Verdict.VALID
+    for frame in (sequence, key_rows, sweep, anomalies):
+        frame.unpersist()
+    broadcast.unpersist()
+
+
+def _fill_ignored_keys(events: DataFrame) -> DataFrame:
+    """Give ack_ignored/nack_ignored events without a key their message's key (the checker places them)."""
+    from pyspark.sql import functions as F
+
+    keys = events.where(F.col("event") == "publish").select(F.col("offset").alias("_o"), F.col("key").alias("_k"))
+    ignored = F.col("event").isin("ack_ignored", "nack_ignored") & F.col("key").isNull()
+    needing = events.where(ignored).join(keys, F.col("offset") == F.col("_o"), "left")
+    fixed = needing.withColumn("key", F.col("_k")).drop("_o", "_k")
+    return events.where(~ignored | F.col("key").isNotNull()).unionByName(fixed)
+
+
+def _rank(found: list[Anomaly], anomaly: Anomaly) -> int:
+    same = [a for a in found if a.name == anomaly.name]
+    return same.index(anomaly)
+
+
+def _select(found: list[Anomaly], per_name: int) -> list[Anomaly]:
+    seen: dict[str, int] = {}
+    chosen = []
+    for anomaly in found:
+        if per_name and seen.get(anomaly.name, 0) >= per_name:
+            continue
+        seen[anomaly.name] = seen.get(anomaly.name, 0) + 1
+        chosen.append(anomaly)
+    return chosen
+
+
+def _first_per_name(anomalies: DataFrame, limit: int | None) -> list[Any]:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if limit is None:
+        return anomalies.orderBy("seq", "name", "offset").collect()
+    if limit == 0:
+        return []
+    ranked = anomalies.withColumn(
+        "_rank", F.row_number().over(Window.partitionBy("name").orderBy("seq", "offset"))
+    ).where(F.col("_rank") <= limit)
+    return ranked.drop("_rank").collect()
+
+
+def _driver_anomalies(timeline: Timeline, unresolved_at: dict[int, int]) -> list[Anomaly]:
+    """cursor-regress across splits and cursor-stall: found from the timeline alone."""
+    found: list[Anomaly] = []
+    active = timeline.context.active
+    if "cursor-regress" in active:
+        for regression in timeline.regressions:
+            let, then, details = explain.cursor_regress(
+                regression.cursor, regression.previous_cursor, regression.previous_seq, regression.seq
+            )
+            found.append(
+                Anomaly(
+                    "cursor-regress",
+                    regression.seq,
+                    (regression.previous_seq, regression.seq),
+                    Explanation(tuple(let), then),
+                    details,
+                )
+            )
+    if "cursor-stall" in active:
+        for point in timeline.quiescents:
+            if unresolved_at.get(point.seq, 0) == 0 and point.persist_cursor != point.published:
+                persist_seq = point.persist_seq if point.persist_seq >= 0 else None
+                # req: KS-LIV-2
+                let, then, details = explain.cursor_stall(point.published, point.persist_cursor, persist_seq, point.seq)
+                witness = tuple(s for s in (persist_seq, point.seq) if s is not None)
+                found.append(Anomaly("cursor-stall", point.seq, witness, Explanation(tuple(let), then), details))
+    return found
+
+
+def _complete(
+    session: SparkSession, rows: list[dict[str, Any]], key_rows: DataFrame, timeline: Timeline, window: int
+) -> list[Anomaly]:
+    """Turn the chosen anomaly rows into Anomaly records, fetching the facts the global ones need."""
+    from pyspark.sql import functions as F
+
+    found: list[Anomaly] = []
+    eras = key_rows.where(F.col("r") == ROW_ERA).select(
+        F.col("a").alias("era"),
+        F.col("b").alias("offset"),
+        F.col("c").alias("end"),
+        F.col("seq").alias("pub"),
+        "key",
+    )
+    # Facts about messages: key and publish seq of every offset a global anomaly names.
+    wanted_offsets = {int(r["offset"]) for r in rows if r["offset"] is not None and r["text"] is None}
+    skips = [r for r in rows if r["name"] == "cursor-skip"]
+    windows = [r for r in rows if r["name"] == "window-overrun"]
+    capacities = [r for r in rows if r["name"] == "capacity-overrun"]
+    smallest: dict[int, int] = {}
+    if skips:
+        # The smallest offset unresolved at the persist (the checker's witness), for the persists that passed one.
+        queries = session.createDataFrame(
+            [(int(r["era"]), int(r["seq"])) for r in skips if r["y"] == 1] or [(-1, -1)], "qera long, qseq long"
+        )
+        for row in (
+            eras.join(F.broadcast(queries), F.col("era") == F.col("qera"))
+            .where((F.col("end") > F.col("qseq")) & (F.col("pub") < F.col("qseq")))
+            .groupBy("qseq")
+            .agg(F.min("offset").alias("offset"))
+            .collect()
+        ):
+            smallest[int(row.qseq)] = int(row.offset)
+        for r in skips:
+            if r["y"] == 1 and int(r["seq"]) in smallest:
+                r["offset"] = smallest[int(r["seq"])]
+            wanted_offsets.add(int(r["offset"]))
+    below: dict[tuple[int, int], int] = {}
+    if windows and window > 0:
+        queries = session.createDataFrame(
+            [(int(r["era"]), int(r["offset"]), int(r["seq"])) for r in windows], "qera long, qoffset long, qseq long"
+        )
+        for row in (
+            eras.join(F.broadcast(queries), F.col("era") == F.col("qera"))
+            .where((F.col("offset") < F.col("qoffset")) & (F.col("end") > F.col("qseq")))
+            .groupBy("qoffset", "qseq")
+            .agg(F.count("*").alias("n"))
+            .collect()
+        ):
+            below[(int(row.qoffset), int(row.qseq))] = int(row.n)
+    outstanding: dict[tuple[int, int], list[int]] = {}
+    if capacities:
+        queries = session.createDataFrame([(int(r["x"]), int(r["seq"])) for r in capacities], "qinc long, qseq long")
+        intervals = key_rows.where(F.col("r") == ROW_INTERVAL)
+        for row in (
+            intervals.join(F.broadcast(queries), F.col("a") == F.col("qinc"))
+            .where((F.col("b") < F.col("qseq")) & (F.col("c").isNull() | (F.col("c") > F.col("qseq"))))
+            .groupBy("qinc", "qseq")
+            .agg(F.sort_array(F.collect_list("b")).alias("held"))
+            .collect()
+        ):
+            outstanding[(int(row.qinc), int(row.qseq))] = [int(s) for s in row.held]
+    facts: dict[int, tuple[str, int]] = {}
+    if wanted_offsets:
+        for row in (
+            eras.where(F.col("offset").isin(sorted(wanted_offsets)))
+            .groupBy("offset")
+            .agg(F.first("key").alias("key"), F.min("pub").alias("pub"))
+            .collect()
+        ):
+            facts[int(row.offset)] = (str(row.key), int(row.pub))
+    incs = {inc.inc_id: inc for incs in timeline.context.incarnations.values() for inc in incs}
+    for r in rows:
+        name, seq = str(r["name"]), int(r["seq"])
+        witness = tuple(int(w) for w in r["w"] or ())
+        if r["text"] is not None:
+            parsed = json.loads(r["text"])
+            found.append(
+                Anomaly(name, seq, witness, Explanation(tuple(parsed["let"]), parsed["then"]), parsed["details"])
+            )
+            continue
+        offset = int(r["offset"]) if r["offset"] is not None else -1
+        key, pub = facts.get(offset, ("", -1))
+        explained: explain.Explained
+        if name == "cursor-skip":
+            explained = explain.cursor_skip(key, offset, pub, int(r["x"]), r["y"] == 1, seq)
+            witness = tuple(sorted({pub, seq}))
+        elif name == "window-overrun":
+            explained = explain.window_overrun(key, offset, pub, window, below.get((offset, seq), window), seq)
+        elif name == "capacity-overrun":
+            inc = incs[int(r["x"])]
+            held = outstanding.get((inc.inc_id, seq), [])
+            explained = explain.capacity_overrun(key, offset, pub, inc.name, inc.capacity, inc.added, held, seq)
+            witness = tuple(sorted({inc.added, *held, seq}))
+        elif name == "cursor-regress":
+            explained = explain.cursor_regress(int(r["x"]), int(r["y"]), witness[0], seq)
+        else:  # a key anomaly beyond the ones its task explained: name, seq and witness are exact
+            explained = ([], "(explained only for the first anomalies of each kind)", {})
+        let, then, details = explained
+        found.append(Anomaly(name, seq, witness, Explanation(tuple(let), then), details))
+    return found
+
+
+def _events_by_seq(events: DataFrame, seqs: list[int]) -> dict[int, dict[str, Any]]:
+    from ks_spec.trace import columns
+    from pyspark.sql import functions as F
+
+    if not seqs:
+        return {}
+    rows = events.where(F.col("seq").isin(seqs)).select(*columns()).collect()
+    found: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        event = {k: v for k, v in row.asDict(recursive=True).items() if v is not None}
+        found[int(event["seq"])] = event
+    return found
