@@ -119,7 +119,8 @@ class Core:
         self.retrying: set[int] = set()
         self.key_holders: dict[str, Counter[Member]] = {}
         """Per key, its outstanding deliveries by holder (KS-DRN-1)."""
-        self.blocked: dict[str, int] = {}
+        self.blocked: dict[str, list[int]] = {}
+        """Per blocked key, its blocked offsets in order (the owner profile can poison several at one tick)."""
         self.holds: dict[str, int] = {}
         """Per key, the message the last dispatch pass held (the key's head that could not go)."""
         self._target_cache: dict[str, str | None] = {}
@@ -258,8 +259,11 @@ class Core:
             queue.remove(message.offset)
         if not queue:
             del self.queues[message.key]
-        if self.blocked.get(message.key) == message.offset:
-            del self.blocked[message.key]
+        blocked = self.blocked.get(message.key)
+        if blocked is not None and message.offset in blocked:
+            blocked.remove(message.offset)
+            if not blocked:
+                del self.blocked[message.key]
         if self.holds.get(message.key) == message.offset:
             del self.holds[message.key]
         # req: KS-RES-1, KS-RES-3

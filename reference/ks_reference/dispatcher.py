@@ -191,16 +191,16 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
 
     def release(self, key: object) -> Outcome:
         """Operator: retry a blocked key's message with a fresh failure budget (KS-POI-4)."""
-        message = self.blocked_message(key)
-        self._begin({"event": "key_released", "key": message.key})
-        self.on_release(message)
+        blocked = self.blocked_messages(key)
+        self._begin({"event": "key_released", "key": blocked[0].key})
+        self.on_release(blocked[0].key)
         return self._end()
 
     def skip(self, key: object) -> Outcome:
         """Operator: resolve a blocked key's message as dropped (KS-POI-5)."""
-        message = self.blocked_message(key)
-        self._begin({"event": "key_skipped", "key": message.key})
-        self.on_skip(message)
+        blocked = self.blocked_messages(key)
+        self._begin({"event": "key_skipped", "key": blocked[0].key})
+        self.on_skip(blocked[0].key)
         return self._end()
 
     def restart(self) -> Outcome:

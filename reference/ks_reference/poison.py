@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 from ks_reference.core import Message, MessageState, Refusal
 from ks_reference.retries import Retries
 
@@ -31,25 +33,31 @@ class Poison(Retries):
             # req: KS-POI-3
             self.set_state(message, MessageState.BLOCKED)
             message.blocked_at = self.now
-            self.blocked[message.key] = message.offset
+            bisect.insort(self.blocked.setdefault(message.key, []), message.offset)
             self.emit("key_blocked", offset=message.offset, key=message.key, attempt=message.attempts)
 
-    def blocked_message(self, key: object) -> Message:
-        """The key's blocked message, or a refusal with `not_blocked` (KS-GEN-4)."""
+    def blocked_messages(self, key: object) -> list[Message]:
+        """The key's blocked messages, or a refusal with `not_blocked` (KS-GEN-4)."""
         if not isinstance(key, str) or key not in self.blocked:
             # req: KS-GEN-4
             raise Refusal("not_blocked", f"key {key!r} is not blocked")
-        return self.messages[self.blocked[key]]
+        return [self.messages[offset] for offset in self.blocked[key]]
 
-    def on_release(self, message: Message) -> None:
-        """The blocked message is pending again with a fresh failure budget; attempts continue (KS-POI-4)."""
-        del self.blocked[message.key]
-        # req: KS-POI-4
-        message.failures = 0
-        self.set_state(message, MessageState.PENDING)
-        message.awaiting_redelivery = True
+    def on_release(self, key: str) -> None:
+        """The blocked messages are pending again with a fresh failure budget; attempts continue (KS-POI-4).
 
-    def on_skip(self, message: Message) -> None:
-        """The blocked message is resolved as dropped by the operator and the key unblocked (KS-POI-5)."""
-        # req: KS-POI-5
-        self.resolve(message, "dropped", "drop", reason="operator")
+        In the owner profile several messages of a key can be poisoned at the same tick; a release
+        covers all of them, so that the key is unblocked afterwards.
+        """
+        for offset in self.blocked.pop(key):
+            message = self.messages[offset]
+            # req: KS-POI-4
+            message.failures = 0
+            self.set_state(message, MessageState.PENDING)
+            message.awaiting_redelivery = True
+
+    def on_skip(self, key: str) -> None:
+        """The blocked messages are resolved as dropped by the operator and the key unblocked (KS-POI-5)."""
+        for offset in list(self.blocked[key]):
+            # req: KS-POI-5
+            self.resolve(self.messages[offset], "dropped", "drop", reason="operator")

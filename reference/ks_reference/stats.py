@@ -65,11 +65,12 @@ def _behind(state: Core, key: str, offset: int) -> int:
 def _held_and_stuck(state: Core) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     held_by_key: dict[str, Any] = {}
     stuck: list[dict[str, Any]] = []
-    for key, offset in sorted(state.blocked.items()):
-        count = _behind(state, key, offset)
+    for key, offsets in sorted(state.blocked.items()):
+        count = _behind(state, key, offsets[0])
         held_by_key[key] = {"held": count, "reason": "blocked"}
+        since = min(state.messages[offset].blocked_at for offset in offsets)
         # req: KS-OBS-2
-        stuck.append({"key": key, "reason": "blocked", "held": count, "since": state.messages[offset].blocked_at})
+        stuck.append({"key": key, "reason": "blocked", "held": count, "since": since})
     for key, offset in sorted(state.holds.items()):
         message = state.messages[offset]
         if message.held is None or key in held_by_key:

@@ -158,7 +158,7 @@ class TraceChecker:
             self.op_index += 1
             self.phase = 0
             self.skipped_keys = set()
-        if self.op == "tick" and kind in PHASE or kind == "drop" and self.op == "tick":
+        if self.op == "tick" and (kind in PHASE or kind == "drop"):
             phase = 2 if kind == "drop" and event.get("reason") == "poison" else PHASE.get(kind, 5)
             if self.phase == 0 or phase >= self.phase:
                 if phase >= 3 > self.phase:
@@ -214,7 +214,9 @@ class TraceChecker:
     def idle_while_ready(self, seq: int) -> None:
         window = self.cfg("window", 10000)
         busy_keys = {
-            m.key for m in self.msgs.values() if not m.resolved and (m.holder or m.blocked or (m.retrying and not m.ready))
+            m.key
+            for m in self.msgs.values()
+            if not m.resolved and (m.holder or m.blocked or (m.retrying and not m.ready))
         }
         seen: set[str] = set()
         for offset in self.unresolved()[:window]:

@@ -1,0 +1,439 @@
+"""The reference dispatcher, requirement by requirement (spec sections 3 to 16)."""
+
+from __future__ import annotations
+
+import pytest
+from ks_reference.core import Refusal
+from reference_support.harness import Harness
+
+
+def _one_consumer(profile: str = "strict", capacity: int = 10, **config: object) -> Harness:
+    h = Harness(profile=profile, **config)
+    h.d.add_consumer("c1", capacity)
+    return h
+
+
+# --- section 3: operations and refusals ---
+
+
+def test_refusals_change_nothing_and_emit_nothing() -> None:
+    # req: KS-GEN-4
+    h = _one_consumer()
+    h.publish("k")
+    before, events = h.d.stats(), len(h.events)
+    for call, code in [
+        (lambda: h.d.ack("nobody", 0), "unknown_consumer"),
+        (lambda: h.d.add_consumer("c1", 1), "duplicate_consumer"),
+        (lambda: h.d.add_consumer("c2", 0), "invalid_argument"),
+        (lambda: h.d.publish("k", offset=7), "invalid_argument"),
+        (lambda: h.d.release("k"), "not_blocked"),
+        (lambda: h.d.skip("k"), "not_blocked"),
+        (lambda: h.d.remove_consumer("ghost"), "unknown_consumer"),
+        (lambda: h.d.disconnect("ghost"), "unknown_consumer"),
+        (lambda: h.d.ack("c1", -1), "invalid_argument"),
+        (lambda: h.d.rollover(0, 1, 2), "invalid_argument"),
+        (lambda: h.d.publish("\ud800"), "invalid_argument"),
+        (lambda: h.d.apply({"op": "frobnicate"}), "invalid_argument"),
+        (lambda: h.d.apply({"op": "ack", "consumer": "c1"}), "invalid_argument"),
+    ]:
+        with pytest.raises(Refusal) as refused:
+            call()
+        assert refused.value.code == code
+    assert h.d.stats() == before and len(h.events) == events
+
+
+def test_every_operation_ends_with_a_dispatch_pass() -> None:
+    # req: KS-GEN-6: a consumer joining receives the backlog within the join itself
+    h = Harness()
+    h.publish("a", "b", "c")
+    assert h.deliveries() == []
+    outcome = h.d.add_consumer("c1", 5)
+    assert [(e["offset"], e["event"]) for e in outcome.events] == [(0, "deliver"), (1, "deliver"), (2, "deliver")]
+
+
+def test_tick_phases_run_in_order() -> None:
+    # req: KS-GEN-7, spec example: ack_timeout 2, max_redeliveries 0, drop
+    h = _one_consumer(ack_timeout=2, max_redeliveries=0, poison_policy="drop", persist_interval=1)
+    for _ in range(5):
+        h.d.tick()
+    h.publish("k", "k")
+    assert h.deliveries() == [(0, "c1", 1)]
+    h.d.tick()
+    outcome = h.d.tick()  # tick 7: timeout (1), drop (2), deliver (5), persist (6)
+    assert h.d.now == 7
+    assert h.kinds(outcome) == ["timeout", "drop", "deliver", "cursor_persisted"]
+    assert outcome.events[1]["reason"] == "poison" and outcome.events[2]["offset"] == 1
+    assert h.anomalies() == []
+
+
+def test_same_operations_same_events() -> None:
+    # req: KS-GEN-5
+    def run() -> list[dict[str, object]]:
+        h = Harness(profile="owner", ack_timeout=2)
+        h.d.add_consumer("a", 2)
+        h.d.add_consumer("b", 1)
+        h.publish(*[f"k{i % 5}" for i in range(12)])
+        h.d.nack("a", 0)
+        for _ in range(4):
+            h.d.tick()
+        h.d.remove_consumer("b")
+        return h.events
+
+    assert run() == run()
+
+
+# --- section 5: filters ---
+
+
+def test_filters_route_only_to_accepting_members_and_filter_the_rest() -> None:
+    # req: KS-FLT-2, KS-FLT-3
+    h = Harness()
+    h.d.add_consumer("eu", 10, filters=["eu-?"])
+    h.d.add_consumer("ships", 10, filters=["ship*"])
+    events = h.publish("eu-1", "eu-12", "ship", "a[1]")
+    delivered = {e["key"]: e["consumer"] for e in events if e["event"] == "deliver"}
+    assert delivered == {"eu-1": "eu", "ship": "ships"}
+    assert sorted(e["key"] for e in events if e["event"] == "filter") == ["a[1]", "eu-12"]
+    assert h.d.stats()["resolved_total"]["filtered"] == 2
+    assert h.anomalies() == []
+
+
+def test_with_no_members_messages_wait() -> None:
+    # req: KS-FLT-4
+    h = Harness()
+    events = h.publish("k1", "k2")
+    assert [(e["event"], e["reason"]) for e in events] == [("held", "no-consumer"), ("held", "no-consumer")]
+    assert h.d.stats()["window_used"] == 2
+    assert h.kinds(h.d.add_consumer("c", 5)) == ["deliver", "deliver"]
+
+
+def test_selectors_that_cannot_project_refuse_filters() -> None:
+    # req: KS-FLT-5
+    for selector in ("pulsar-auto-split", "buckets"):
+        h = Harness(selector=selector)
+        with pytest.raises(Refusal) as refused:
+            h.d.add_consumer("c", 1, filters=["x*"])
+        assert refused.value.code == "invalid_argument"
+
+
+# --- section 6: ordering ---
+
+
+def test_strict_delivers_one_message_of_a_key_at_a_time() -> None:
+    # req: KS-ORD-2
+    h = _one_consumer("strict")
+    h.publish("k", "k", "j")
+    assert h.deliveries() == [(0, "c1", 1), (2, "c1", 1)]
+    h.d.ack("c1", 0)
+    assert h.deliveries()[-1] == (1, "c1", 1)
+
+
+def test_owner_prefetches_but_a_redelivery_goes_first() -> None:
+    # req: KS-ORD-3, KS-ORD-4: c holds m1 and m2, nacks m1; m3 waits until m1 is redelivered
+    h = _one_consumer("owner", capacity=3, backoff_base=2, backoff_max=2)
+    h.publish("k", "k")
+    h.d.nack("c1", 0)
+    mark = h.mark()
+    h.publish("k")
+    assert h.deliveries(mark) == []  # m3 waits behind the retrying m1
+    h.d.ack("c1", 1)  # m2 finishes first (KS-ORD-4)
+    h.d.tick()
+    assert h.deliveries(mark) == []
+    h.d.tick()
+    assert h.deliveries(mark) == [(0, "c1", 2), (2, "c1", 1)]
+    assert h.anomalies() == []
+
+
+def test_held_messages_keep_their_place() -> None:
+    # req: KS-FLW-3, KS-ORD-1: a message held for capacity is not overtaken by a later one of its key
+    h = Harness(profile="owner")
+    h.d.add_consumer("c1", 1)
+    h.publish("a", "k", "k")
+    held = [e for e in h.events if e["event"] == "held"]
+    assert [(e["offset"], e["reason"]) for e in held] == [(1, "capacity")]
+    assert h.deliveries() == [(0, "c1", 1)]
+    h.d.ack("c1", 0)
+    assert h.deliveries()[-1] == (1, "c1", 1)
+    assert h.anomalies() == []
+
+
+# --- section 7: draining ---
+
+
+def test_a_moved_key_drains_before_its_new_owner_gets_it() -> None:
+    # req: KS-DRN-1, KS-DRN-2 (the spec's example)
+    h = Harness(profile="owner")
+    h.d.add_consumer("c1", 10)
+    key = next(f"k{i}" for i in range(500) if _target_after_join(f"k{i}"))
+    h.publish(key)
+    h.d.add_consumer("c2", 10)
+    events = h.publish(key)
+    assert [(e["event"], e.get("reason")) for e in events] == [("held", "draining")]
+    assert h.d.stats()["draining_hashes"] == 1 and h.d.stats()["draining_unacked"] == 1
+    outcome = h.d.ack("c1", 0)
+    assert [(e["event"], e.get("consumer")) for e in outcome.events][:2] == [("ack", "c1"), ("deliver", "c2")]
+    assert h.d.stats()["draining_cleared_total"] == 1 and h.d.stats()["draining_hashes"] == 0
+    assert h.anomalies() == []
+
+
+def _target_after_join(key: str) -> bool:
+    from ks_reference.selectors import RingSelector
+
+    ring = RingSelector()
+    ring.add("c1")
+    ring.add("c2")
+    return ring.target(key) == "c2"
+
+
+# --- section 8: flow control ---
+
+
+def test_capacity_is_never_exceeded_and_the_window_bounds_reading() -> None:
+    # req: KS-FLW-1, KS-FLW-2, KS-ISO-2
+    h = Harness(profile="owner", window=3)
+    h.d.add_consumer("c1", 2)
+    h.publish("a", "b", "c", "d", "e")
+    assert [o for o, _, _ in h.deliveries()] == [0, 1]
+    assert h.d.stats()["window_used"] == 3 and h.d.read_position == 3
+    h.d.ack("c1", 0)
+    assert h.d.read_position == 4 and [o for o, _, _ in h.deliveries()] == [0, 1, 2]
+    assert h.anomalies() == []
+
+
+def test_a_stuck_key_blocks_only_itself_up_to_the_window() -> None:
+    # req: KS-ISO-1: a consumer that never acks its key does not stop the other keys
+    h = Harness(profile="strict", window=4)
+    h.d.add_consumer("c1", 10)
+    h.publish("stuck", "stuck", "a", "b", "stuck", "c")
+    assert [o for o, _, _ in h.deliveries()] == [0, 2, 3]
+    stuck = h.d.stats()["stuck_keys"]
+    assert stuck == [] or stuck[0]["key"] == "stuck"
+    for offset in (2, 3):
+        h.d.ack("c1", offset)
+    h.d.tick()
+    assert [o for o, _, _ in h.deliveries()] == [0, 2, 3, 5]  # the window slides past the stuck key's queue
+    assert {s["key"]: s["reason"] for s in h.d.stats()["stuck_keys"]} == {"stuck": "unacked"}
+    assert h.anomalies() == []
+
+
+# --- section 9: acks ---
+
+
+def test_only_the_holders_ack_resolves() -> None:
+    # req: KS-ACK-1, KS-ACK-2, KS-GEN-3
+    h = Harness(profile="owner")
+    h.d.add_consumer("c1", 5)
+    h.d.add_consumer("c2", 5)
+    h.publish("k")
+    holder = h.deliveries()[0][1]
+    other = "c2" if holder == "c1" else "c1"
+    assert h.d.ack(other, 0).events[0]["reason"] == "not-holder"
+    assert h.d.ack(holder, 99).events[0]["reason"] == "unknown-offset"
+    h.d.remove_consumer(holder)
+    h.d.add_consumer(holder, 5)  # a new incarnation under the old name
+    mark = h.mark()
+    redelivered_to = h.deliveries()[-1][1]
+    if redelivered_to != holder:
+        assert h.d.ack(holder, 0).events[0]["reason"] == "not-holder"
+    assert h.d.ack(redelivered_to, 0).events[0]["event"] == "ack"
+    assert h.d.ack(redelivered_to, 0).events[0]["reason"] == "resolved"
+    assert h.mark() > mark
+    assert h.d.stats()["ack_ignored_total"]["resolved"] == 1
+    assert h.anomalies() == []
+
+
+# --- section 10: retries ---
+
+
+def test_backoff_doubles_up_to_the_cap_and_attempts_count() -> None:
+    # req: KS-RTY-1, KS-RTY-4, KS-RTY-5
+    h = _one_consumer(backoff_base=1, backoff_max=4, max_redeliveries=10)
+    h.publish("k")
+    retry_ticks = []
+    for _ in range(5):
+        h.d.nack("c1", 0)
+        failed_at = h.d.now
+        while not h.d.tick().events:
+            pass
+        retry_ticks.append(h.d.now - failed_at)
+    assert retry_ticks == [1, 2, 4, 4, 4]
+    assert [a for _, _, a in h.deliveries()] == [1, 2, 3, 4, 5, 6]
+    assert h.anomalies() == []
+
+
+def test_timeouts_happen_exactly_on_time() -> None:
+    # req: KS-RTY-2, KS-RTY-3
+    h = _one_consumer(ack_timeout=3)
+    h.publish("k")
+    assert h.kinds(h.d.tick()) == [] and h.kinds(h.d.tick()) == []
+    outcome = h.d.tick()
+    assert h.kinds(outcome)[0] == "timeout" and h.d.now == 3
+    assert h.anomalies() == []
+
+
+def test_no_timeouts_when_disabled() -> None:
+    h = _one_consumer(ack_timeout=0)
+    h.publish("k")
+    for _ in range(50):
+        assert "timeout" not in h.kinds(h.d.tick())
+
+
+def test_a_leaving_consumers_messages_are_pending_at_once_without_a_failure() -> None:
+    # req: KS-RTY-7, KS-MEM-1
+    h = Harness(profile="strict", max_redeliveries=0, poison_policy="drop")
+    h.d.add_consumer("c1", 5)
+    h.publish("k", "j")
+    h.d.add_consumer("c2", 5)
+    outcome = h.d.remove_consumer("c1")
+    assert sorted(e["offset"] for e in outcome.events if e["event"] == "deliver") == [0, 1]
+    h.d.tick()
+    assert h.d.stats()["resolved_total"]["dropped"] == 0  # no failure was counted
+    assert h.anomalies() == []
+
+
+# --- section 11: poison ---
+
+
+@pytest.mark.parametrize("policy", ["drop", "dead-letter", "block"])
+def test_poison_policies(policy: str) -> None:
+    # req: KS-RTY-6, KS-POI-1, KS-POI-2, KS-POI-3
+    h = _one_consumer(max_redeliveries=1, poison_policy=policy, backoff_base=0, backoff_max=0)
+    h.publish("bad", "bad", "good")
+    h.d.nack("c1", 0)
+    h.d.tick()
+    assert h.deliveries()[-1] == (0, "c1", 2)
+    h.d.nack("c1", 0)
+    outcome = h.d.tick()
+    kinds = h.kinds(outcome)
+    if policy == "drop":
+        assert kinds[:2] == ["drop", "deliver"] and outcome.events[1]["offset"] == 1
+    elif policy == "dead-letter":
+        assert outcome.events[0] == {
+            "event": "dead_letter", "offset": 0, "key": "bad", "attempt": 2, "reason": "nack",
+        }  # fmt: skip
+        assert outcome.events[1]["offset"] == 1
+    else:
+        assert kinds == ["key_blocked"]
+        stats = h.d.stats()
+        assert stats["blocked_keys"] == ["bad"]  # req: KS-OBS-2
+        assert {"key": "bad", "reason": "blocked", "held": 2, "since": 2} in stats["stuck_keys"]
+        assert h.d.publish("other").events[0]["event"] == "deliver"  # other keys continue
+    assert h.anomalies() == []
+
+
+def test_release_gives_a_fresh_budget_and_skip_resolves() -> None:
+    # req: KS-POI-4, KS-POI-5
+    h = _one_consumer(max_redeliveries=0, poison_policy="block", backoff_base=0, backoff_max=0)
+    h.publish("bad", "bad")
+    h.d.nack("c1", 0)
+    h.d.tick()
+    assert h.d.blocked == {"bad": [0]}
+    released = h.d.release("bad")
+    assert released.events == [{"event": "deliver", "offset": 0, "key": "bad", "consumer": "c1", "attempt": 2}]
+    h.d.nack("c1", 0)
+    h.d.tick()
+    skipped = h.d.skip("bad")
+    assert h.kinds(skipped)[:2] == ["drop", "deliver"] and skipped.events[0]["reason"] == "operator"
+    assert h.d.blocked == {}
+    assert h.anomalies() == []
+
+
+# --- section 12: membership ---
+
+
+def test_disconnected_members_receive_nothing_and_are_evicted_on_time() -> None:
+    # req: KS-MEM-2, KS-MEM-3
+    h = Harness(evict_after=3)
+    h.d.add_consumer("c1", 5)
+    h.d.disconnect("c1")
+    events = h.publish("k")
+    assert [(e["event"], e["reason"]) for e in events] == [("held", "inactive")]
+    assert h.kinds(h.d.tick()) == [] and h.kinds(h.d.tick()) == []
+    outcome = h.d.tick()
+    assert h.kinds(outcome) == ["consumer_evicted", "held"] and outcome.events[1]["reason"] == "no-consumer"
+    with pytest.raises(Refusal):
+        h.d.ack("c1", 0)
+    assert h.anomalies() == []
+
+
+# --- section 14: the cursor ---
+
+
+def test_cursor_example_of_the_spec_with_holes() -> None:
+    # req: KS-CUR-1, KS-CUR-6: offsets 10-13 delivered, 10, 12, 13 acked -> cursor 11, holes {12, 13}
+    h = Harness(profile="owner", persist_ack_holes=True)
+    h.d.add_consumer("c1", 100)
+    h.publish(*[f"k{i}" for i in range(14)])
+    for offset in range(10):
+        h.d.ack("c1", offset)
+    for offset in (10, 12, 13):
+        h.d.ack("c1", offset)
+    persisted = [e for e in h.events if e["event"] == "cursor_persisted"][-1]
+    assert persisted["cursor"] == 11 and persisted["ranges"] == [[12, 13]]
+    h.d.ack("c1", 11)
+    assert [e for e in h.events if e["event"] == "cursor_persisted"][-1] == {
+        **persisted, "seq": h.events[-1]["seq"], "cursor": 14, "ranges": [],
+    }  # fmt: skip
+    assert h.anomalies() == []
+
+
+def test_persistence_is_debounced() -> None:
+    # req: KS-CUR-5
+    h = Harness(persist_interval=3)
+    h.d.add_consumer("c1", 10)
+    h.publish("a", "b")
+    assert "cursor_persisted" not in h.kinds(h.d.ack("c1", 0))
+    persisted_at = []
+    for _ in range(8):
+        outcome = h.d.tick()
+        if "cursor_persisted" in h.kinds(outcome):
+            persisted_at.append(h.d.now)
+        if h.d.now == 1:
+            h.d.ack("c1", 1)
+    assert persisted_at == [1, 4]  # the ack at tick 1 waits for tick 1 + 3
+    h.publish("c")
+    h.d.ack("c1", 2)
+    for _ in range(5):
+        if "cursor_persisted" in h.kinds(h.d.tick()):
+            persisted_at.append(h.d.now)
+    assert persisted_at == [1, 4, 9]  # due since tick 7, changed at tick 8: the next tick
+    assert h.anomalies() == []
+
+
+def test_restart_resumes_from_the_store() -> None:
+    # req: KS-CUR-3, KS-CUR-4: persisted holes are not read again; unpersisted resolutions come back
+    h = Harness(profile="owner", persist_interval=2, persist_ack_holes=True)
+    h.d.add_consumer("c1", 10)
+    h.publish("a", "b", "c", "d")
+    h.d.ack("c1", 1)
+    h.d.tick()
+    h.d.tick()  # persisted: cursor 0, holes {1}
+    h.d.ack("c1", 0)
+    h.d.ack("c1", 3)  # not persisted yet
+    h.d.restart()
+    assert h.d.stats()["cursor"] == 0 and h.d.stats()["ack_holes"] == 1
+    outcome = h.d.add_consumer("c1", 10)
+    assert sorted(e["offset"] for e in outcome.events if e["event"] == "deliver") == [0, 2, 3]
+    assert all(e["attempt"] == 1 for e in outcome.events if e["event"] == "deliver")
+    assert h.anomalies() == []
+
+
+# --- section 16: stats ---
+
+
+def test_stats_agree_with_the_events() -> None:
+    # req: KS-OBS-1, KS-OBS-3
+    h = Harness(profile="owner")
+    h.d.add_consumer("c1", 2)
+    h.d.add_consumer("c2", 1)
+    h.publish(*[f"k{i % 3}" for i in range(9)])
+    stats = h.d.stats()
+    outstanding: dict[str, int] = {}
+    for e in h.events:
+        if e["event"] == "deliver":
+            outstanding[e["consumer"]] = outstanding.get(e["consumer"], 0) + 1
+    assert {c: v["unacked"] for c, v in stats["consumers"].items()} == {c: outstanding.get(c, 0) for c in ("c1", "c2")}
+    assert stats["delivered_total"] == sum(outstanding.values())
+    held = [e for e in h.events if e["event"] == "held"]
+    assert len({e["offset"] for e in held}) == len(held)  # reported once per message while the reason holds
+    assert sum(v["held"] for v in stats["consumers"].values()) == len(stats["held_by_key"])
