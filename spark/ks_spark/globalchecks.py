@@ -29,15 +29,17 @@ ANOMALY_DDL = "name string, seq bigint, w array<bigint>, key string, a bigint, b
 MESSAGE, PERSIST_QUERY, PERSIST_EXERCISE = 0, 1, 2
 
 
-UNIFIED_COLUMNS = ("name", "seq", "w", "key", "offset", "text", "consumer", "x", "y", "era")
-"""Every anomaly row, whatever pass found it: x and y carry facts the explanation needs (see each check)."""
+UNIFIED_COLUMNS = ("name", "seq", "w", "key", "offset", "text", "consumer", "x", "y", "era", "bad", "ex")
+"""Every finding row, whatever pass found it. `bad` = 1 for an anomaly, `ex` = 1 for an exercised check;
+x and y carry facts the explanation needs (see each check)."""
 
 
-def capacity_anomalies(session: SparkSession, key_rows: DataFrame, context: Context) -> tuple[DataFrame, DataFrame]:
+def capacity_findings(session: SparkSession, key_rows: DataFrame, context: Context) -> DataFrame:
     """capacity-overrun (KS-FLW-1): a delivery that leaves its consumer holding more than its capacity.
 
-    A running sum of +1 per delivery and -1 per delivery end, per consumer incarnation. Returns
-    (anomalies with x = incarnation id, y = deliveries held after it; exercised count as a one-row frame).
+    A running sum of +1 per delivery and -1 per delivery end, per consumer incarnation. Every delivery
+    that reaches capacity is an exercise (x = incarnation id, y = deliveries held after it); those
+    beyond it are anomalies.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -72,7 +74,7 @@ def capacity_anomalies(session: SparkSession, key_rows: DataFrame, context: Cont
         .join(F.broadcast(capacities), "inc")
     )
     # req: KS-FLW-1
-    anomalies = held.where(F.col("holding") > F.col("cap")).select(
+    return held.where(F.col("holding") >= F.col("cap")).select(
         F.lit("capacity-overrun").alias("name"),
         F.col("seq"),
         F.array(F.col("added"), F.col("seq")).alias("w"),
@@ -83,9 +85,9 @@ def capacity_anomalies(session: SparkSession, key_rows: DataFrame, context: Cont
         F.col("inc").alias("x"),
         F.col("holding").alias("y"),
         F.lit(None).cast("long").alias("era"),
+        (F.col("holding") > F.col("cap")).cast("int").alias("bad"),
+        F.lit(1).alias("ex"),
     )
-    exercised = held.where(F.col("holding") - 1 >= F.col("cap") - 1).agg(F.count("*").alias("n"))
-    return anomalies, exercised
 
 
 @dataclass(frozen=True)
@@ -333,14 +335,23 @@ def window_and_cursor(
     arranged = rows.repartition(max(1, min(groups, 4 * parallelism)), "era", "rng").sortWithinPartitions(
         "era", "rng", "offset", "kind"
     )
-    summaries = arranged.where(F.col("kind") == MESSAGE).mapInArrow(summary_function(window), SUMMARY_DDL).collect()
-    prefixes = session.sparkContext.broadcast(prefix_summaries(summaries, window))
+    if groups > 1:
+        summaries = arranged.where(F.col("kind") == MESSAGE).mapInArrow(summary_function(window), SUMMARY_DDL).collect()
+        prefixes = session.sparkContext.broadcast(prefix_summaries(summaries, window))
+    else:  # one range per era: nothing lies below it
+        prefixes = session.sparkContext.broadcast({})
     sweep = arranged.mapInArrow(sweep_function(prefixes, window), SWEEP_DDL)
     # Holes: every persisted hole must be resolved when it is persisted.
     holes = (
         located.where(F.col("ranges").isNotNull() & (F.size("ranges") > 0))
-        .select("era", "pseq", "published", F.explode("ranges").alias("hole"))
-        .select("era", "pseq", "published", F.explode(F.sequence(F.col("hole")[0], F.col("hole")[1])).alias("offset"))
+        .select("era", "pseq", "cursor", "published", F.explode("ranges").alias("hole"))
+        .select(
+            "era",
+            "pseq",
+            "cursor",
+            "published",
+            F.explode(F.sequence(F.col("hole")[0], F.col("hole")[1])).alias("offset"),
+        )
         .where(F.col("offset") < F.col("published"))
     )
     alive = key_rows.where(F.col("r") == ROW_ERA).select(
@@ -350,7 +361,7 @@ def window_and_cursor(
     hole_anomalies = (
         holes.join(alive, ["era", "offset"])
         .where(F.col("end") > F.col("pseq"))
-        .groupBy("era", "pseq")
+        .groupBy("era", "pseq", "cursor")
         .agg(F.min("offset").alias("offset"))
     )
     return sweep, hole_anomalies

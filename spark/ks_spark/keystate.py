@@ -52,6 +52,8 @@ NO_INCARNATION = -1
 # Rows the pass emits (first field of each output tuple).
 ROW_ANOMALY, ROW_INTERVAL, ROW_ERA, ROW_EXERCISED, ROW_CONTRADICTION, ROW_RETURN = range(6)
 
+RETURN_MARK = "@return:"
+"""Counter names `@return:<seq>` mark a leave or eviction that returned outstanding deliveries."""
 QUIESCENT_MARK = "@quiescent:"
 """Counter names `@quiescent:<seq>` carry the number of messages unresolved at that quiescent point."""
 
@@ -277,7 +279,7 @@ class KeyChecker:
             delivery_seq = message.out_seq
             self._end_delivery(message, left)
             if returned and not self.ctx.best_effort:
-                self.emit((ROW_RETURN, left))
+                self.exercised[f"{RETURN_MARK}{left}"] = 1
                 if not message.resolved:
                     message.returned = True
                     message.returned_delivery = delivery_seq

@@ -23,16 +23,16 @@ from ks_conformance.anomalies import Anomaly, Explanation, Verdict
 from ks_spec.errors import UserError
 
 from ks_spark import catalogue, explain
-from ks_spark.globalchecks import UNIFIED_COLUMNS, capacity_anomalies, window_and_cursor
+from ks_spark.globalchecks import UNIFIED_COLUMNS, capacity_findings, window_and_cursor
 from ks_spark.keypass import run_key_pass
 from ks_spark.keystate import (
     QUIESCENT_MARK,
+    RETURN_MARK,
     ROW_ANOMALY,
     ROW_CONTRADICTION,
     ROW_ERA,
     ROW_EXERCISED,
     ROW_INTERVAL,
-    ROW_RETURN,
 )
 from ks_spark.reader import TraceSource, read, resolve
 from ks_spark.sequence import META, OUTPUT_DDL, PERSIST, PROBLEM, REGRESS, RUN, kind_rules, sequence_function
@@ -153,122 +153,57 @@ def _judge(
     say(f"judging every key ({partitions} partitions)")
     broadcast = session.sparkContext.broadcast(context)
     key_rows = run_key_pass(events, broadcast, partitions).persist(StorageLevel.MEMORY_AND_DISK)
-    counters = key_rows.where(F.col("r") == ROW_EXERCISED).groupBy("name").agg(F.sum("a").alias("n")).collect()
+    small_rows = key_rows.where(F.col("r").isin(ROW_EXERCISED, ROW_CONTRADICTION)).select(
+        "r", "name", "seq", "a", "text"
+    )
     exercised: dict[str, int] = {}
     unresolved_at: dict[int, int] = {}
-    for row in counters:
-        if row.name.startswith(QUIESCENT_MARK):
-            unresolved_at[int(row.name.removeprefix(QUIESCENT_MARK))] = int(row.n)
+    returns: set[int] = set()
+    for row in small_rows.collect():
+        if row.r == ROW_CONTRADICTION:
+            result.problems.append((int(row.seq), str(row.text)))
+        elif row.name.startswith(QUIESCENT_MARK):
+            point = int(row.name.removeprefix(QUIESCENT_MARK))
+            unresolved_at[point] = unresolved_at.get(point, 0) + int(row.a)
+        elif row.name.startswith(RETURN_MARK):
+            returns.add(int(row.name.removeprefix(RETURN_MARK)))
         else:
-            exercised[row.name] = int(row.n)
-    contradictions = key_rows.where(F.col("r") == ROW_CONTRADICTION).orderBy("seq").limit(20).collect()
-    result.problems += [(int(row.seq), str(row.text)) for row in contradictions]
+            exercised[row.name] = exercised.get(row.name, 0) + int(row.a)
+    exercised["lost"] = len(returns)
     result.problems.sort()
-    say("checking capacity per consumer")
-    capacity, capacity_exercised = capacity_anomalies(session, key_rows, context)
-    exercised["capacity-overrun"] = int(capacity_exercised.collect()[0].n)
-    exercised["lost"] = key_rows.where(F.col("r") == ROW_RETURN).select("seq").distinct().count()
-    say("checking the window and the persisted cursor")
-    window = timeline.window if catalogue.BY_NAME["window-overrun"].anomaly in context.active else 0
+    say("checking capacity, the window and the persisted cursor")
+    window = timeline.window if "window-overrun" in context.active else 0
     if window > timeline.published:
         window = 0  # fewer messages than the window: it cannot be overrun, nor nearly
     persists = sequence.where(F.col("rtype") == PERSIST)
     sweep, holes = window_and_cursor(
-        session,
-        key_rows,
-        persists,
-        timeline.pub_bases(),
-        context,
-        timeline.published,
-        window,
-        parallelism,
+        session, key_rows, persists, timeline.pub_bases(), context, timeline.published, window, parallelism
     )
-    sweep = sweep.persist(StorageLevel.MEMORY_AND_DISK)
-    sweep_counts = {row.name: int(row.n) for row in sweep.groupBy("name").agg(F.count("*").alias("n")).collect()}
-    exercised["window-overrun"] = sweep_counts.get("window-overrun:exercised", 0)
-    exercised["cursor-skip"] = sweep_counts.get("cursor-skip:exercised", 0)
+    findings = _findings(session, key_rows, sequence, persists, sweep, holes, context).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    say("counting anomalies")
+    counts: dict[str, int] = {}
+    for row in findings.groupBy("name").agg(F.sum("bad").alias("bad"), F.sum("ex").alias("ex")).collect():
+        if row.bad:
+            counts[row.name] = int(row.bad)
+        if row.ex:
+            exercised[row.name] = exercised.get(row.name, 0) + int(row.ex)
     exercised["cursor-regress"] = max(0, timeline.persists - 1)
     exercised["cursor-stall"] = len(timeline.quiescents)
     exercised["stuck-key"] = sum(1 for q in timeline.quiescents if q.published > 0)
-    # Every anomaly in one shape.
-    key_anomalies = key_rows.where(F.col("r") == ROW_ANOMALY).select(
-        "name",
-        "seq",
-        "w",
-        "key",
-        F.col("a").alias("offset"),
-        "text",
-        F.lit(None).cast("string").alias("consumer"),
-        F.lit(None).cast("long").alias("x"),
-        F.lit(None).cast("long").alias("y"),
-        F.lit(None).cast("long").alias("era"),
-    )
-    window_anomalies = sweep.where(F.col("name") == "window-overrun").select(
-        "name",
-        "seq",
-        F.array(F.col("seq")).alias("w"),
-        F.lit(None).cast("string").alias("key"),
-        F.col("a").alias("offset"),
-        F.lit(None).cast("string").alias("text"),
-        F.lit(None).cast("string").alias("consumer"),
-        F.lit(None).cast("long").alias("x"),
-        F.lit(None).cast("long").alias("y"),
-        "era",
-    )
-    passed = sweep.where(F.col("name") == "cursor-skip").select("era", F.col("seq").alias("pseq"), "q")
-    skip = (
-        passed.join(holes, ["era", "pseq"], "full_outer")
-        .join(
-            persists.select(F.col("seq").alias("pseq"), F.col("a").alias("cursor")),
-            "pseq",
-        )
-        .select(
-            F.lit("cursor-skip").alias("name"),
-            F.col("pseq").alias("seq"),
-            F.array(F.col("pseq")).alias("w"),
-            F.lit(None).cast("string").alias("key"),
-            F.when(F.col("q").isNull(), F.col("offset")).alias("offset"),
-            F.lit(None).cast("string").alias("text"),
-            F.lit(None).cast("string").alias("consumer"),
-            F.col("cursor").alias("x"),
-            F.when(F.col("q").isNotNull(), F.lit(1)).otherwise(F.lit(0)).cast("long").alias("y"),
-            "era",
-        )
-    )
-    regress = sequence.where(F.col("rtype") == REGRESS).select(
-        F.lit("cursor-regress").alias("name"),
-        "seq",
-        F.array(F.col("b"), F.col("seq")).alias("w"),
-        F.lit(None).cast("string").alias("key"),
-        F.lit(None).cast("long").alias("offset"),
-        F.lit(None).cast("string").alias("text"),
-        F.lit(None).cast("string").alias("consumer"),
-        F.col("a").alias("x"),
-        F.col("d").alias("y"),
-        F.lit(None).cast("long").alias("era"),
-    )
-    active = context.active
-    parts = [key_anomalies, window_anomalies]
-    if "capacity-overrun" in active:
-        parts.append(capacity)
-    if "cursor-skip" in active:
-        parts.append(skip)
-    if "cursor-regress" in active:
-        parts.append(regress)
-    anomalies = parts[0]
-    for part in parts[1:]:
-        anomalies = anomalies.unionByName(part.select(*UNIFIED_COLUMNS))
-    anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
-    say("counting anomalies")
-    counts = {row.name: int(row.n) for row in anomalies.groupBy("name").agg(F.count("*").alias("n")).collect()}
     driver_found = _driver_anomalies(timeline, unresolved_at)
     for anomaly in driver_found:
         counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
+    active = context.active
     result.counts = dict(sorted(counts.items()))
-    result.exercised = {name: count for name, count in sorted(exercised.items()) if name in active}
+    result.exercised = {
+        check.anomaly: exercised.get(check.anomaly, 0) for check in catalogue.CHECKS if check.anomaly in active
+    }
+    anomalies = findings.where(F.col("bad") == 1)
     say("explaining the witnesses")
     limit = witnesses if not everything else None
-    chosen = _first_per_name(anomalies, limit)
+    chosen = _first_per_name(anomalies, limit) if sum(counts.values()) > len(driver_found) else []
     rows = [row.asDict() for row in chosen]
     found = _complete(session, rows, key_rows, timeline, window) + [
         a for a in driver_found if limit is None or _rank(driver_found, a) < limit
@@ -282,9 +217,119 @@ def _judge(
     result.findings = [Finding(a, [witness_events[s] for s in a.witness if s in witness_events]) for a in shown]
     violated = any(catalogue.level(catalogue.BY_NAME[name]) == "MUST" for name in counts if name in catalogue.BY_NAME)
     result.verdict = Verdict.INVALID if violated else Verdict.UNKNOWN if result.problems else Verdict.VALID
-    for frame in (sequence, key_rows, sweep, anomalies):
+    for frame in (sequence, key_rows, findings):
         frame.unpersist()
     broadcast.unpersist()
+
+
+def _findings(
+    session: SparkSession,
+    key_rows: DataFrame,
+    sequence: DataFrame,
+    persists: DataFrame,
+    sweep: DataFrame,
+    holes: DataFrame,
+    context: Any,
+) -> DataFrame:
+    """Every anomaly and exercised check the Spark passes found, in one frame of UNIFIED_COLUMNS."""
+    from pyspark.sql import functions as F
+
+    none_s, none_l = F.lit(None).cast("string"), F.lit(None).cast("long")
+    key_anomalies = key_rows.where(F.col("r") == ROW_ANOMALY).select(
+        "name",
+        "seq",
+        "w",
+        "key",
+        F.col("a").alias("offset"),
+        "text",
+        none_s.alias("consumer"),
+        none_l.alias("x"),
+        none_l.alias("y"),
+        none_l.alias("era"),
+        F.lit(1).alias("bad"),
+        F.lit(0).alias("ex"),
+    )
+    window_rows = sweep.where(F.col("name").isin("window-overrun", "window-overrun:exercised")).select(
+        F.lit("window-overrun").alias("name"),
+        "seq",
+        F.array(F.col("seq")).alias("w"),
+        none_s.alias("key"),
+        F.col("a").alias("offset"),
+        none_s.alias("text"),
+        none_s.alias("consumer"),
+        none_l.alias("x"),
+        none_l.alias("y"),
+        "era",
+        (F.col("name") == "window-overrun").cast("int").alias("bad"),
+        (F.col("name") == "window-overrun:exercised").cast("int").alias("ex"),
+    )
+    skip_exercised = sweep.where(F.col("name") == "cursor-skip:exercised").select(
+        F.lit("cursor-skip").alias("name"),
+        "seq",
+        F.array().cast("array<bigint>").alias("w"),
+        none_s.alias("key"),
+        none_l.alias("offset"),
+        none_s.alias("text"),
+        none_s.alias("consumer"),
+        none_l.alias("x"),
+        none_l.alias("y"),
+        "era",
+        F.lit(0).alias("bad"),
+        F.lit(1).alias("ex"),
+    )
+    passed = sweep.where(F.col("name") == "cursor-skip").select(
+        "era",
+        F.col("seq").alias("pseq"),
+        F.col("q").alias("cursor"),
+        none_l.alias("offset"),
+        F.lit(1).alias("passes"),
+    )
+    # req: KS-CUR-1
+    skip = (
+        passed.unionByName(holes.withColumn("passes", F.lit(0)))
+        .groupBy("era", "pseq")
+        .agg(F.max("cursor").alias("cursor"), F.max("passes").alias("passes"), F.min("offset").alias("offset"))
+        .select(
+            F.lit("cursor-skip").alias("name"),
+            F.col("pseq").alias("seq"),
+            F.array(F.col("pseq")).alias("w"),
+            none_s.alias("key"),
+            F.when(F.col("passes") == 0, F.col("offset")).alias("offset"),
+            none_s.alias("text"),
+            none_s.alias("consumer"),
+            F.col("cursor").alias("x"),
+            F.col("passes").cast("long").alias("y"),
+            "era",
+            F.lit(1).alias("bad"),
+            F.lit(0).alias("ex"),
+        )
+    )
+    # req: KS-CUR-2
+    regress = sequence.where(F.col("rtype") == REGRESS).select(
+        F.lit("cursor-regress").alias("name"),
+        "seq",
+        F.array(F.col("b"), F.col("seq")).alias("w"),
+        none_s.alias("key"),
+        none_l.alias("offset"),
+        none_s.alias("text"),
+        none_s.alias("consumer"),
+        F.col("a").alias("x"),
+        F.col("d").alias("y"),
+        none_l.alias("era"),
+        F.lit(1).alias("bad"),
+        F.lit(0).alias("ex"),
+    )
+    parts = [key_anomalies, window_rows]
+    if "capacity-overrun" in context.active:
+        parts.append(capacity_findings(session, key_rows, context))
+    if "cursor-skip" in context.active:
+        parts += [skip, skip_exercised]
+    if "cursor-regress" in context.active:
+        parts.append(regress)
+    frame = parts[0]
+    for part in parts[1:]:
+        frame = frame.unionByName(part.select(*UNIFIED_COLUMNS))
+    return frame
 
 
 def _fill_ignored_keys(events: DataFrame) -> DataFrame:
