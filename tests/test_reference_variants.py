@@ -1,0 +1,204 @@
+"""Buckets and segments (spec section 17), the best-effort variant (section 18), configuration (section 20)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from ks_reference.config import Config, ConfigError
+from ks_reference.core import Refusal
+from ks_reference.filters import glob_match
+from ks_reference.hashing import murmur3_32
+from ks_reference.retries import backoff
+from reference_support.checker import glob as oracle_glob
+from reference_support.harness import Harness
+
+
+def _keys_in_bucket(bucket: int, buckets: int, count: int) -> list[str]:
+    found = [f"k{i}" for i in range(10_000) if (murmur3_32(f"k{i}") & 0xFFFF) * buckets // 65536 == bucket]
+    return found[:count]
+
+
+# --- buckets ---
+
+
+def test_publish_records_hash_segment_and_bucket() -> None:
+    # req: KS-BKT-1
+    h = Harness(selector="buckets", profile="owner", bucket_budget=4)
+    h.d.publish("Order-3459134")
+    publish = next(e for e in h.events if e["event"] == "publish")
+    assert publish["hash"] == 3112179635 and publish["segment"] == 0
+    assert publish["bucket"] == (3112179635 & 0xFFFF) * 4 // 65536
+    assert h.events[1] == {
+        "seq": 1, "tick": 0, "event": "segment_created", "segment": 0, "buckets": 4, "range_lo": 0, "range_hi": 65535,
+    }  # fmt: skip
+
+
+def test_a_moving_bucket_is_withheld_until_its_prior_owner_drains() -> None:
+    # req: KS-BKT-3, KS-BKT-4, KS-BKT-7
+    h = Harness(selector="buckets", profile="owner", bucket_budget=2)
+    h.d.add_consumer("b", 5)
+    key = _keys_in_bucket(0, 2, 1)[0]
+    h.d.publish(key)
+    assert h.deliveries() == [(0, "b", 1)]
+    outcome = h.d.add_consumer("a", 5)  # sorted by name, a owns bucket 0 now
+    assert {"event": "bucket_withheld", "segment": 0, "bucket": 0, "consumer": "a"} in outcome.events
+    assert h.d.stats()["buckets_withheld"] == 1
+    held = h.d.publish(key).events
+    assert [(e["event"], e["reason"], e["consumer"]) for e in held] == [("held", "handoff", "a")]
+    acked = h.d.ack("b", 0)
+    assert [e["event"] for e in acked.events][:3] == ["ack", "bucket_assigned", "deliver"]
+    assert acked.events[2]["consumer"] == "a"
+    stats = h.d.stats()
+    assert stats["buckets_withheld"] == 0 and stats["bucket_reassignments_total"] == 1
+    assert h.anomalies() == []
+
+
+def test_rollover_drains_the_sealed_predecessor_first() -> None:
+    # req: KS-BKT-2, KS-BKT-5, KS-BKT-7
+    h = Harness(selector="buckets", profile="strict", bucket_budget=1, bucket_max=8)
+    h.d.add_consumer("c", 5)
+    h.d.publish("k")
+    with pytest.raises(Refusal):
+        h.d.rollover(0, 1, 9)  # beyond bucket_max
+    with pytest.raises(Refusal):
+        h.d.rollover(0, 0, 2)  # the number is in use
+    h.d.rollover(0, 1, 8)
+    assert h.d.stats()["rollovers_total"] == 1 and h.d.stats()["drain_mode"] == 1
+    other = next(f"x{i}" for i in range(100))  # any key: the successor covers the whole ring
+    events = h.d.publish(other).events
+    assert [(e["event"], e["reason"]) for e in events] == [("held", "predecessor")]
+    h.d.ack("c", 0)
+    assert h.deliveries()[-1] == (1, "c", 1)
+    assert h.d.stats()["drain_mode"] == 0
+    with pytest.raises(Refusal):
+        h.d.rollover(0, 2, 4)  # a sealed segment cannot roll over again
+    assert h.anomalies() == []
+
+
+def test_split_halves_the_range_and_the_bucket_count() -> None:
+    h = Harness(selector="buckets", profile="owner", bucket_budget=4)
+    outcome = h.d.split(0, 1, 2)
+    assert outcome.events == []
+    created = [e for e in h.events if e["event"] == "segment_created"][1:]
+    assert [(e["segment"], e["range_lo"], e["range_hi"], e["buckets"], e["predecessor"]) for e in created] == [
+        (1, 0, 0x7FFF, 2, 0),
+        (2, 0x8000, 0xFFFF, 2, 0),
+    ]
+    low, high = next(f"k{i}" for i in range(100) if murmur3_32(f"k{i}") >> 16 < 0x8000), "Order-3459134"
+    h.d.publish(low)
+    h.d.publish(high)
+    segments = [e["segment"] for e in h.events if e["event"] == "publish"]
+    assert segments == [1, 2]
+    with pytest.raises(Refusal):
+        h.d.split(1, 3, 3)
+
+
+def test_checkpoints_follow_the_durable_cursor_per_bucket() -> None:
+    # req: KS-BKT-6
+    h = Harness(selector="buckets", profile="owner", bucket_budget=2)
+    h.d.add_consumer("c", 10)
+    first, second = _keys_in_bucket(0, 2, 1)[0], _keys_in_bucket(1, 2, 1)[0]
+    h.d.publish(first)
+    h.d.publish(second)
+    h.d.publish(first)
+    h.d.ack("c", 1)  # bucket 1 done, but the cursor stays at 0: no durable progress yet
+    assert [e for e in h.events if e["event"] == "checkpoint"] == []
+    h.d.ack("c", 0)
+    checkpoints = {(e["bucket"], e["cursor"]) for e in h.events if e["event"] == "checkpoint"}
+    assert checkpoints == {(0, 2), (1, 2)}  # bucket 0 waits at offset 2; bucket 1 is past its last message
+    assert h.anomalies() == []
+
+
+# --- best-effort ---
+
+
+def test_best_effort_decides_each_message_at_publish() -> None:
+    # req: KS-BEF-1, KS-BEF-2
+    h = Harness(profile="best-effort", evict_after=0)
+    assert h.publish("k")[0] == {"event": "drop", "offset": 0, "key": "k", "reason": "no-consumer"}
+    h.d.add_consumer("c", 1)
+    assert h.publish("k")[0]["event"] == "deliver"
+    assert h.publish("k")[0]["reason"] == "saturated"
+    assert h.d.ack("c", 1).events == [{"event": "ack", "offset": 1, "key": "k", "consumer": "c"}]
+    assert h.publish("k")[0]["event"] == "deliver"
+    assert h.d.nack("c", 3).events[0]["event"] == "nack_ignored"
+    h.d.disconnect("c")
+    assert h.publish("k")[0]["reason"] == "inactive"
+    for _ in range(20):
+        assert h.d.tick().events == []  # no timeouts, retries or cursor
+    stats = h.d.stats()
+    assert stats["dropped_total"] == {"inactive": 1, "no-consumer": 1, "saturated": 1}
+    assert stats["delivered_total"] == 2
+    assert h.anomalies() == []
+
+
+def test_best_effort_filters_keys_nobody_accepts() -> None:
+    h = Harness(profile="best-effort")
+    h.d.add_consumer("eu", 5, filters=["eu-*"])
+    assert h.publish("us-1")[0]["event"] == "filter"
+    assert h.publish("eu-1")[0]["event"] == "deliver"
+
+
+# --- configuration ---
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"window": 0}, "window"),
+        ({"points": 0}, "points"),
+        ({"selector": "consistent"}, "selector"),
+        ({"profile": "lenient"}, "profile"),
+        ({"poison_policy": "ignore"}, "poison_policy"),
+        ({"ack_timeout": -1}, "ack_timeout"),
+        ({"evict_after": 1.5}, "evict_after"),
+        ({"max_redeliveries": True}, "max_redeliveries"),
+        ({"backoff_base": 9, "backoff_max": 3}, "backoff_base"),
+        ({"bucket_max": 8}, "bucket_max"),
+        ({"selector": "buckets", "bucket_budget": 9, "bucket_max": 8}, "bucket_budget"),
+        ({"persist_ack_holes": "yes"}, "persist_ack_holes"),
+        ({"shards": 3}, "shards"),
+    ],
+)
+def test_nonsense_configurations_are_refused_naming_the_field(raw: dict[str, object], field: str) -> None:
+    # req: KS-CFG-1
+    with pytest.raises(ConfigError) as refused:
+        Config.parse(raw)
+    assert refused.value.field == field and f"'{field}'" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_defaults_are_the_spec_defaults() -> None:
+    assert Config.parse({}).as_dict() == {
+        "profile": "strict", "selector": "ring", "points": 100, "window": 10000, "ack_timeout": 0,
+        "max_redeliveries": 5, "backoff_base": 1, "backoff_max": 60, "poison_policy": "block", "evict_after": 6,
+        "persist_interval": 0, "persist_ack_holes": False,
+    }  # fmt: skip
+    assert Config.parse({"selector": "buckets"}).as_dict()["bucket_budget"] == 4
+
+
+# --- pure helpers, against independent oracles ---
+
+
+@given(st.text("ab*?[]\\", max_size=8), st.text("ab[]*?\\", max_size=10))
+def test_glob_agrees_with_a_regex_and_with_a_second_algorithm(pattern: str, key: str) -> None:
+    # req: KS-FLT-1
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    expected = re.fullmatch(regex, key, re.DOTALL) is not None
+    assert glob_match(pattern, key) == expected == oracle_glob(pattern, key)
+
+
+def test_glob_examples_of_the_spec() -> None:
+    assert glob_match("eu-west-?", "eu-west-1") and not glob_match("eu-west-?", "eu-west-12")
+    assert glob_match("ship*", "ship")
+    assert glob_match("a[1]", "a[1]") and not glob_match("a[1]", "a1")
+    assert glob_match("*", "key*with*stars") and glob_match("key\\*", "key\\*")
+
+
+@given(st.integers(1, 200), st.integers(0, 50), st.integers(0, 50))
+def test_backoff_doubles_and_caps(failures: int, base: int, extra: int) -> None:
+    cap = base + extra
+    assert backoff(failures, base, cap) == min(base * 2 ** (failures - 1), cap)
