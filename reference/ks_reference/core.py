@@ -126,6 +126,7 @@ class Core:
         self._target_cache: dict[str, str | None] = {}
         self._eligible_cache: dict[str, tuple[str, ...] | None] = {}
         self.members_by_name: list[str] = []
+        self.any_filters = False
         self.best_effort_holder: dict[int, Member] = {}
         self.reset_counters()
         self.layout = None
@@ -165,20 +166,19 @@ class Core:
         self._target_cache.clear()
         self._eligible_cache.clear()
         self.members_by_name = sorted(self.members)
+        self.any_filters = any(member.filters for member in self.members.values())
         if self.layout is not None:
             self.layout.needs_reconcile = True
 
     def eligible(self, key: str) -> tuple[str, ...] | None:
         """The key's eligible members in join order, or None when every member accepts it (spec section 5)."""
-        if key in self._eligible_cache:
-            return self._eligible_cache[key]
-        if all(not member.filters for member in self.members.values()):
-            result: tuple[str, ...] | None = None
-        else:
+        if not self.any_filters:
+            return None
+        if key not in self._eligible_cache:
             # req: KS-FLT-2
-            result = tuple(name for name, member in self.members.items() if accepts(member.filters, key))
-        self._eligible_cache[key] = result
-        return result
+            members = self.members.items()
+            self._eligible_cache[key] = tuple(name for name, member in members if accepts(member.filters, key))
+        return self._eligible_cache[key]
 
     def target_name(self, key: str, placement: Placement | None) -> str | None:
         """The member the selector picks for a message among the key's eligible members (KS-FLT-5)."""
