@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOOPBACK = "127.0.0.1"
+LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+"""Spark's JVM logs errors only: the commands print their own progress."""
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,11 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
         settings["spark.sql.shuffle.partitions"] = str(options.shuffle_partitions)
     if options.driver_memory is not None:
         settings["spark.driver.memory"] = options.driver_memory
+    flags = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}" if os.path.exists(LOG4J_CONFIG) else ""
     if options.quick:
-        flags = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-        settings["spark.driver.extraJavaOptions"] = flags
-        settings["spark.executor.extraJavaOptions"] = flags
+        flags += " -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    settings["spark.driver.extraJavaOptions"] = flags
+    settings["spark.executor.extraJavaOptions"] = flags
     settings.update(options.extra)
     for name, value in settings.items():
         builder = builder.config(name, value)

@@ -9,6 +9,7 @@ others as well, which is fine: the differential tests require that both checkers
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -80,7 +81,7 @@ def deliver_before_held(events: list[Event]) -> list[Event] | None:
     for offset in sorted(keys):
         by_key.setdefault(keys[offset], []).append(offset)
     for offsets in by_key.values():
-        for earlier, later in zip(offsets, offsets[1:], strict=False):
+        for earlier, later in itertools.pairwise(offsets):
             if earlier in held and later in first and earlier in first:
                 start = max(held[earlier], published[later]) + 1
                 if first[earlier] > start and first[later] > start:

@@ -1,0 +1,113 @@
+"""`keyshared validate-replay`: judge traces with Spark, at any scale, never collecting them to the driver."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from keyshared.ui import console, error_console, table
+
+EXIT_BY_VERDICT = {"valid": 0, "invalid": 1, "unknown": 2}
+"""Exit codes as `check-trace`: 0 valid, 1 invalid (a MUST anomaly), 2 unknown (malformed or contradicting)."""
+
+
+def register(commands: Any) -> None:
+    """Add `validate-replay`."""
+    command = commands.add_parser(
+        "validate-replay",
+        help="judge traces with PySpark: the Python checker's safety properties and anomaly names at scale",
+        description="Judge each trace (JSON lines, Parquet, or a folder of Parquet files; local paths or any URL "
+        "Spark reads) with DataFrame jobs: per-key order, duplicates, draining, capacity, the window, the persisted "
+        "cursor and liveness at quiescent points (the anomaly kinds listed in the README's Spark section), with the "
+        "same names and explanations as `check-trace`. The trace is never collected to the driver: only counts and "
+        "the first witnesses of each anomaly kind. Runs embedded on every core by default; pass --master for a "
+        "cluster, or run it under spark-submit (spark/ks_spark/submit.py) without code changes. Exit codes: 0 valid, "
+        "1 invalid, 2 unknown, 64 usage, 66 missing trace, 69 no Java.",
+    )
+    command.add_argument("traces", nargs="+", metavar="TRACE", help="a .jsonl or .parquet trace, a folder, or a URL")
+    command.add_argument("--master", metavar="URL", help="Spark master (default: local[*], or spark-submit's)")
+    command.add_argument(
+        "--report", type=Path, metavar="FILE", help="write a JSON-lines report (spec/report-format.md)"
+    )
+    command.add_argument(
+        "--witnesses",
+        type=int,
+        default=3,
+        metavar="N",
+        help="explain the first N anomalies of each kind per trace (0 to 8; default 3)",
+    )
+    command.add_argument("--driver-memory", metavar="SIZE", help="Spark driver memory, e.g. 2g (embedded runs)")
+    command.add_argument("--quiet", action="store_true", help="print only the verdict line of each trace")
+    command.set_defaults(handler=run_validate_replay)
+
+
+def run_validate_replay(args: argparse.Namespace) -> int:
+    """Validate every trace, print verdicts, counts and explained witnesses, write the report if asked."""
+    from ks_conformance.anomalies import describe_event, merge_verdicts
+    from ks_spark.progress import SparkProgress
+    from ks_spark.report import report_lines
+    from ks_spark.session import SessionOptions, get_session
+    from ks_spark.validator import MAX_WITNESSES, validate
+    from ks_spec.errors import UserError
+    from rich.markup import escape
+
+    from keyshared.ui import progress
+
+    if not 0 <= args.witnesses <= MAX_WITNESSES:
+        raise UserError(f"--witnesses: must be between 0 and {MAX_WITNESSES}", exit_code=64)
+    started = time.perf_counter()
+    with error_console.status("starting Spark"):
+        session = get_session(SessionOptions(master=args.master, driver_memory=args.driver_memory))
+    results = []
+    with progress() as bar:
+        for trace in args.traces:
+            task = bar.add_task(f"{trace}: starting", total=None)
+
+            def update(description: str, done: int, total: int, task: Any = task, trace: str = trace) -> None:
+                bar.update(task, description=f"{trace}: {description}", completed=done, total=total or None)
+
+            with SparkProgress(session, update) as spark_progress:
+                results.append(validate(session, trace, witnesses=args.witnesses, stage=spark_progress.stage))
+            bar.remove_task(task)
+    for result in results:
+        colour = {"valid": "green", "invalid": "red", "unknown": "yellow"}[result.verdict.value]
+        summary = ", ".join(f"{name} {count}" for name, count in result.counts.items()) or "no anomalies"
+        console.print(
+            f"[{colour}]{result.verdict.value}[/{colour}] {escape(result.trace)}: {result.events} events, "
+            f"{summary} ({result.seconds:.1f}s)",
+            soft_wrap=True,
+        )
+        if result.malformed:
+            console.print(f"  cannot judge: {escape(result.malformed)}", soft_wrap=True)
+        for seq, message in result.problems[:3]:
+            console.print(f"  contradiction at seq {seq}: {escape(message)}", soft_wrap=True)
+        if args.quiet:
+            continue
+        if result.counts:
+            console.print(table("anomalies", ("anomaly", "count"), list(result.counts.items())))
+        for finding in result.findings:
+            anomaly = finding.anomaly
+            console.print(
+                f"  [bold]{anomaly.name}[/bold] ({anomaly.requirement}, {anomaly.level}) at seq {anomaly.seq}"
+            )
+            console.print(f"    {escape(anomaly.explanation.text())}", soft_wrap=True)
+            for event in finding.events:
+                console.print(f"      {escape(describe_event(event))}", soft_wrap=True)
+        shown = len(result.findings)
+        if result.total > shown:
+            console.print(f"  ... {result.total - shown} more (counted above; --witnesses shows up to 8 per kind)")
+    if len(results) > 1:
+        summary_rows = [(r.trace, r.events, r.verdict.value, r.total) for r in results]
+        console.print(table("validate-replay", ("trace", "events", "verdict", "anomalies"), summary_rows))
+    if args.report:
+        from ks_conformance import report
+
+        settings = {
+            "engine": "spark",
+            "master": session.sparkContext.master,
+            "witnesses_per_anomaly": args.witnesses,
+        }
+        report.write_report(report_lines(results, settings, time.perf_counter() - started), args.report)
+    return EXIT_BY_VERDICT[merge_verdicts(r.verdict for r in results).value]

@@ -1,0 +1,21 @@
+"""Entry point for spark-submit: `spark-submit [spark options] .../ks_spark/submit.py validate-replay TRACE...`.
+
+spark-submit runs a Python file, not a console script; this file hands its arguments to the
+`keyshared` command line, which then joins the session spark-submit created (its master, its
+executors) instead of starting an embedded one.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    """Run `keyshared` with this process's arguments."""
+    from keyshared.cli import main as keyshared_main
+
+    return keyshared_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
