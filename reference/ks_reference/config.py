@@ -50,7 +50,7 @@ class Config:
             if field not in known:
                 # req: KS-CFG-1
                 raise ConfigError(field, f"unknown field (known: {', '.join(sorted(known))})")
-        _choice(raw, "profile", PROFILES)
+        _choice(raw, "profile", PROFILES)  # req: KS-GEN-1 (one declared profile per subscription)
         _choice(raw, "selector", SELECTORS)
         _choice(raw, "poison_policy", POISON_POLICIES)
         for field in ("points", "window", "bucket_budget", "bucket_max"):

@@ -67,7 +67,8 @@ class DispatchPass(Core):
             first = self.first_candidate(key)
             if first is not None:
                 candidates.append((first, key))
-        candidates.sort()
+        candidates.sort()  # req: KS-GEN-5 (a fixed order: the same ops give the same events)
+        # req: KS-ISO-1 (every key with a pending message is visited, whatever other keys are stuck)
         for _, key in candidates:
             self.deliver_key(key)
 
@@ -92,9 +93,9 @@ class DispatchPass(Core):
             if message.state is MessageState.OUTSTANDING:
                 if self.config.profile == "strict":
                     return  # req: KS-ORD-2 (nothing of a key while an earlier one is unresolved)
-                continue
+                continue  # req: KS-ORD-4 (owner: later messages may go to the holder while it holds earlier ones)
             if message.state is not MessageState.PENDING:
-                return  # req: KS-ORD-3, KS-POI-3 (queued behind a retrying or blocked message)
+                return  # req: KS-ORD-3, KS-POI-3, KS-RES-2 (only pending messages are ever delivered)
             decision = self.decide(message)
             if decision.action == "filter":
                 # req: KS-FLT-3

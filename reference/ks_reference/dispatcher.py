@@ -87,7 +87,7 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
 
     def _end(self, run_pass: bool = True, placement: Placement | None = None) -> Outcome:
         if run_pass and self.config.reliable:
-            # req: KS-GEN-6
+            # req: KS-GEN-6, KS-DRN-2 (a drain that cleared in this op is delivered in this op's pass)
             self.dispatch_pass()
             self.persist_if_due(in_tick_phase_6=False)
         effects, self._effects = self._effects, []
@@ -174,7 +174,7 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
 
     def tick(self) -> Outcome:
         """Advance time by one and run the phases of KS-GEN-7 in order."""
-        self.now += 1
+        self.now += 1  # req: KS-GEN-2 (the only clock: every duration is counted in these ticks)
         self._begin({"event": "tick"})
         self.store.record_clock(self.now)
         if self.config.reliable:

@@ -19,7 +19,7 @@ class Persistence(Core):
             return False
         interval = self.config.persist_interval
         if interval == 0:
-            return True  # req: KS-CUR-5 (0: at the end of every operation that changed it)
+            return True  # req: KS-CUR-5, KS-LIV-2 (0: at the end of every operation that changed it)
         # req: KS-CUR-5 (debounced: in phase 6, at least `persist_interval` ticks after the last persistence)
         return in_tick_phase_6 and (self.persisted_at is None or self.now - self.persisted_at >= interval)
 

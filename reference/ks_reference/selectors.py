@@ -145,6 +145,8 @@ class PointRing(Selector):
     def target(self, key: str, eligible: Collection[str] | None = None) -> str | None:
         if not self._positions:
             return None
+        # req: KS-ASN-2 (the target depends only on the members' own points: a join or leave moves only
+        # the keys that fall before the joiner's points or on the leaver's)
         start = ring_successor(self._positions, self.position(key))
         count = len(self._positions)
         for step in range(count):
@@ -184,7 +186,7 @@ class RingSelector(PointRing):
 
     def __init__(self, points: int = 100) -> None:
         super().__init__()
-        self.points_per_member = points
+        self.points_per_member = points  # req: KS-ASN-3 (100 points spread each member over about 1/N)
 
     def position(self, key: str) -> int:
         return murmur3_32(key)
