@@ -1,0 +1,229 @@
+------------------------------ MODULE CursorSafety ------------------------------
+(***************************************************************************)
+(* The cursor of spec/key-shared.md section 14: the contiguous resolved    *)
+(* prefix of the log, persisted (optionally with its ack holes) and        *)
+(* debounced by persist_interval ticks, and a crash that loses all         *)
+(* volatile state.  Keys and consumers do not matter here: messages are    *)
+(* read into a window of bounded size, delivered, and resolved out of      *)
+(* order by any of the four resolutions; deliveries fail (nack, timeout)   *)
+(* or return (the holder left or was evicted).                             *)
+(*                                                                         *)
+(* Deliberately broken variants are selected by the constant Bug.          *)
+(***************************************************************************)
+EXTENDS Naturals, FiniteSets
+
+CONSTANTS
+    N,                \* offsets 0 .. N-1 are published
+    Window,           \* the look-ahead bound (KS-FLW-2)
+    PersistInterval,  \* ticks; 0 persists at the end of every operation that changed the cursor
+    PersistHoles,     \* persist the resolved offsets above the cursor too
+    MaxFailures,      \* nacks and timeouts in one behaviour
+    MaxReturns,       \* deliveries returned by a leaving or evicted holder in one behaviour
+    MaxCrashes,       \* restarts in one behaviour
+    Bug               \* "none", or the name of a deliberately broken variant
+
+Bugs == {"none", "CursorAtHighestAck", "RestartKeepsReadPosition", "HolesCapped"}
+
+ASSUME /\ N \in Nat \ {0} /\ Window \in Nat \ {0} /\ PersistInterval \in Nat
+       /\ PersistHoles \in BOOLEAN /\ Bug \in Bugs
+
+Offsets == 0 .. (N - 1)
+
+VARIABLES
+    st,          \* st[o]: "unread", "pending", "outstanding" or "resolved"
+    failed,      \* failed[o]: its last delivery failed, so the poison policy may resolve it
+    readPos,     \* the next offset to read
+    pcur,        \* the persisted cursor
+    pholes,      \* the persisted ack holes
+    since,       \* ticks since the last persistence, capped at PersistInterval
+    resolvedOnce,\* ghost: resolvedOnce[o] is TRUE once o left by an explicit resolution
+    tickParity,  \* ghost: flips at every tick, so that properties can tell a tick step
+    spent        \* budgets used by the environment
+
+vars == <<st, failed, readPos, pcur, pholes, since, resolvedOnce, tickParity, spent>>
+
+\* States that differ only in tickParity behave alike: TLC's VIEW ignores it.
+View == <<st, failed, readPos, pcur, pholes, since, resolvedOnce, spent>>
+
+-----------------------------------------------------------------------------
+Min(S) == CHOOSE x \in S : \A y \in S : x <= y
+Max(S) == CHOOSE x \in S : \A y \in S : x >= y
+
+\* The cursor of a message-state function s: the smallest unresolved offset, or N.
+CursorOf(s) == IF \E o \in Offsets : s[o] # "resolved" THEN Min({o \in Offsets : s[o] # "resolved"}) ELSE N
+HolesOf(s) == {o \in Offsets : o >= CursorOf(s) /\ s[o] = "resolved"}
+Cursor == CursorOf(st)
+InWindow == {o \in Offsets : st[o] \in {"pending", "outstanding"}}
+
+\* What gets persisted for the message states s.
+PersistedCursorOf(s) ==
+    IF Bug = "CursorAtHighestAck" /\ \E o \in Offsets : s[o] = "resolved"
+    THEN Max({o \in Offsets : s[o] = "resolved"}) + 1          \* the highest resolution, not the prefix
+    ELSE CursorOf(s)                                            \* req: KS-CUR-1, KS-RES-3
+PersistedHolesOf(s) ==
+    IF ~PersistHoles THEN {}
+    ELSE IF Bug = "HolesCapped" /\ HolesOf(s) # {}
+         THEN {Min(HolesOf(s))}                                 \* a cap of one hole
+         ELSE {o \in HolesOf(s) : o >= PersistedCursorOf(s)}    \* req: KS-CUR-6
+
+\* An operation other than a tick ends: with persist_interval 0 a changed cursor is persisted.
+PersistAfterOp ==
+    IF PersistInterval = 0
+    THEN /\ pcur' = PersistedCursorOf(st')                      \* req: KS-CUR-5
+         /\ pholes' = PersistedHolesOf(st')
+    ELSE UNCHANGED <<pcur, pholes>>
+
+-----------------------------------------------------------------------------
+Init ==
+    /\ st = [o \in Offsets |-> "unread"]
+    /\ failed = [o \in Offsets |-> FALSE]
+    /\ readPos = 0
+    /\ pcur = 0
+    /\ pholes = {}
+    /\ since = 0
+    /\ resolvedOnce = [o \in Offsets |-> FALSE]
+    /\ tickParity = FALSE
+    /\ spent = [fail |-> 0, return |-> 0, crash |-> 0]
+
+\* The dispatch pass reads in offset order while the window has room; a persisted hole is not
+\* read again (it is already resolved) and is stepped over.
+Read ==
+    /\ readPos < N
+    /\ IF st[readPos] = "resolved"
+       THEN UNCHANGED st
+       ELSE /\ Cardinality(InWindow) < Window                   \* req: KS-FLW-2
+            /\ st' = [st EXCEPT ![readPos] = "pending"]
+    /\ readPos' = readPos + 1
+    /\ UNCHANGED <<failed, pcur, pholes, since, resolvedOnce, tickParity, spent>>
+
+Deliver(o) ==
+    /\ st[o] = "pending"
+    /\ st' = [st EXCEPT ![o] = "outstanding"]
+    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, resolvedOnce, tickParity, spent>>
+
+\* Resolve o (a resolution of section 13); the cursor counts every kind (KS-RES-3).
+Resolve(o) ==
+    /\ st' = [st EXCEPT ![o] = "resolved"]
+    /\ resolvedOnce' = [resolvedOnce EXCEPT ![o] = TRUE]
+    /\ PersistAfterOp
+    /\ UNCHANGED <<failed, readPos, since, tickParity, spent>>
+
+Ack(o) == st[o] = "outstanding" /\ Resolve(o)
+\* The poison policy drop or dead-letter resolves a message whose delivery failed.
+Drop(o) == st[o] = "pending" /\ failed[o] /\ Resolve(o)
+DeadLetter(o) == st[o] = "pending" /\ failed[o] /\ Resolve(o)
+\* A key nobody accepts: resolved as filtered before any delivery.
+Filter(o) == st[o] = "pending" /\ ~failed[o] /\ Resolve(o)
+
+\* A nack or a timeout: the message is retrying (pending again, eligible for the poison policy).
+Fail(o) ==
+    /\ spent.fail < MaxFailures
+    /\ st[o] = "outstanding"
+    /\ st' = [st EXCEPT ![o] = "pending"]
+    /\ failed' = [failed EXCEPT ![o] = TRUE]
+    /\ spent' = [spent EXCEPT !.fail = @ + 1]
+    /\ UNCHANGED <<readPos, pcur, pholes, since, resolvedOnce, tickParity>>
+
+\* The holder left or was evicted: the message is pending again, without a failure (KS-RTY-7).
+Return(o) ==
+    /\ spent.return < MaxReturns
+    /\ st[o] = "outstanding"
+    /\ st' = [st EXCEPT ![o] = "pending"]                       \* req: KS-MEM-1
+    /\ spent' = [spent EXCEPT !.return = @ + 1]
+    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, resolvedOnce, tickParity>>
+
+\* A tick: with persist_interval > 0 the changed cursor is persisted in phase 6 once at least
+\* persist_interval ticks have passed since the last persistence (KS-CUR-5).
+Tick ==
+    /\ tickParity' = ~tickParity
+    /\ LET due == PersistInterval > 0 /\ since + 1 >= PersistInterval
+           changed == <<pcur, pholes>> # <<PersistedCursorOf(st), PersistedHolesOf(st)>>
+       IN IF due /\ changed
+          THEN /\ pcur' = PersistedCursorOf(st)                 \* req: KS-CUR-5
+               /\ pholes' = PersistedHolesOf(st)
+               /\ since' = 0
+          ELSE /\ UNCHANGED <<pcur, pholes>>
+               /\ since' = IF since < PersistInterval THEN since + 1 ELSE since
+    /\ UNCHANGED <<st, failed, readPos, resolvedOnce, spent>>
+
+\* A crash and restart: the volatile state is lost; offsets below the persisted cursor and the
+\* persisted holes stay resolved, every other offset will be read again from the persisted cursor.
+Crash ==
+    /\ spent.crash < MaxCrashes
+    /\ st' = [o \in Offsets |-> IF o < pcur \/ o \in pholes THEN "resolved" ELSE "unread"]  \* req: KS-CUR-3
+    /\ failed' = [o \in Offsets |-> FALSE]
+    /\ readPos' = IF Bug = "RestartKeepsReadPosition" THEN readPos ELSE pcur                \* req: KS-CUR-3
+    /\ spent' = [spent EXCEPT !.crash = @ + 1]
+    /\ UNCHANGED <<pcur, pholes, since, resolvedOnce, tickParity>>
+
+ReadAny == Read
+DeliverAny == \E o \in Offsets : Deliver(o)
+AckAny == \E o \in Offsets : Ack(o)
+DropAny == \E o \in Offsets : Drop(o)
+DeadLetterAny == \E o \in Offsets : DeadLetter(o)
+FilterAny == \E o \in Offsets : Filter(o)
+FailAny == \E o \in Offsets : Fail(o)
+ReturnAny == \E o \in Offsets : Return(o)
+
+Next == ReadAny \/ DeliverAny \/ AckAny \/ DropAny \/ DeadLetterAny \/ FilterAny \/ FailAny
+        \/ ReturnAny \/ Tick \/ Crash
+
+\* Quiescence: the dispatcher reads and delivers, consumers ack, the poison policy resolves what
+\* failed, and time advances.  Progress steps cannot go on for ever (each reads, delivers or
+\* resolves), so one weak-fairness condition covers them; ticks get their own.
+Progress == ReadAny \/ DeliverAny \/ AckAny \/ DropAny
+Fairness == WF_vars(Progress) /\ WF_vars(Tick)
+
+Spec == Init /\ [][Next]_vars
+LiveSpec == Spec /\ Fairness
+
+-----------------------------------------------------------------------------
+(* Properties, named after the requirement each checks. *)
+
+TypeOK ==
+    /\ st \in [Offsets -> {"unread", "pending", "outstanding", "resolved"}]
+    /\ readPos \in 0 .. N /\ pcur \in 0 .. N /\ pholes \subseteq Offsets
+    /\ since \in 0 .. PersistInterval
+
+Delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
+Persisted == <<pcur', pholes'>> # <<pcur, pholes>>
+TickStep == tickParity' # tickParity
+
+\* Every offset below the persisted cursor, and every persisted hole, is resolved.
+KS_CUR_1_PersistedCursorSafe ==
+    /\ \A o \in Offsets : o < pcur => st[o] = "resolved"
+    /\ \A o \in pholes : st[o] = "resolved"
+
+\* Nothing is lost across restarts: a resolved offset was resolved by a resolution, never by a
+\* restart that trusted a cursor beyond it.
+KS_CUR_1_NothingLost == \A o \in Offsets : st[o] = "resolved" => resolvedOnce[o]
+
+KS_CUR_2_PersistedCursorMonotone == [][pcur' >= pcur]_vars
+
+\* After a restart every offset at or above the persisted cursor is read again: nothing below
+\* the read position is left unread.
+KS_CUR_3_RestartRereadsUnresolved == \A o \in Offsets : o < readPos => st[o] # "unread"
+
+KS_CUR_4_NoResurrection == [][\A o \in Offsets : Delivered(o) => o >= pcur /\ o \notin pholes]_vars
+
+\* Debounced: persistence only at the end of an operation (interval 0) or at a tick that is due.
+KS_CUR_5_PersistDebounced ==
+    [][Persisted => PersistInterval = 0 \/ (TickStep /\ since + 1 >= PersistInterval)]_vars
+
+\* Timely: a tick at which persistence is due leaves the persisted values fresh.
+KS_CUR_5_PersistOnTime ==
+    [][TickStep /\ PersistInterval > 0 /\ since + 1 >= PersistInterval =>
+         <<pcur', pholes'>> = <<PersistedCursorOf(st'), PersistedHolesOf(st')>>]_vars
+
+\* With interval 0 the store is never behind after an operation that resolved something.
+KS_CUR_5_PersistEveryChange == PersistInterval = 0 => pcur = Cursor
+
+\* All holes are persisted, none forgotten.
+KS_CUR_6_AllHolesPersisted ==
+    [][Persisted /\ PersistHoles => pholes' = {o \in HolesOf(st') : o >= pcur'}]_vars
+
+KS_FLW_2_WindowBound == Cardinality(InWindow) <= Window
+
+\* Liveness: at quiescence the persisted cursor reaches the end of the log.
+KS_LIV_2_CursorReachesEnd == <>[](pcur = N)
+==============================================================================

@@ -1,0 +1,501 @@
+--------------------------- MODULE KeySharedOrdering ---------------------------
+(***************************************************************************)
+(* Key-Shared dispatch as spec/key-shared.md defines it: publishing,       *)
+(* consumers joining, leaving, disconnecting and being evicted, routing    *)
+(* of a key to one target per membership epoch, delivery, ack, nack or     *)
+(* timeout, poison (drop, dead-letter, block) with operator release and    *)
+(* skip, filters, draining on reassignment (section 7), the cursor's       *)
+(* persistence and restart (section 14), for the strict and owner          *)
+(* profiles.                                                               *)
+(*                                                                         *)
+(* The model is untimed: ticks, ack timeouts, back-off and eviction delays *)
+(* are replaced by nondeterminism, so every timing the spec allows is one  *)
+(* of the model's behaviours.  A retrying message is a pending message     *)
+(* whose last delivery failed (it may become ready at any time).  The      *)
+(* selector is abstract: a key's target is chosen lazily, once per         *)
+(* membership epoch, among its eligible members (a superset of every       *)
+(* selector of section 4).                                                 *)
+(*                                                                         *)
+(* Each action that depends on a rule of the spec cites the requirement;   *)
+(* each property is named after the requirement it checks.  Deliberately   *)
+(* broken variants are selected by the constant Bug.                       *)
+(***************************************************************************)
+EXTENDS Naturals, FiniteSets, Sequences, TLC
+
+CONSTANTS
+    Consumers,        \* consumer names
+    Keys,             \* routing keys
+    MaxMsgs,          \* how many messages may be published
+    Profile,          \* "strict" or "owner"
+    Window,           \* the look-ahead bound (KS-FLW-2)
+    MaxRedeliveries,  \* failures tolerated before a message is poisoned (KS-RTY-6)
+    PoisonPolicy,     \* "drop", "dead-letter" or "block" (section 11)
+    PersistHoles,     \* whether ack holes are persisted with the cursor (section 14)
+    NoOne,            \* a model value: no consumer
+    NoKey,            \* a model value: no key (an unpublished offset)
+    \* Bounds and choices of the model-checking environment (unused by trace validation):
+    Capacity,         \* capacity of a joining consumer
+    FilterChoices,    \* the key sets a joining consumer may accept (subsets of Keys)
+    MaxFailures,      \* nacks and timeouts in one behaviour
+    MaxMemberChanges, \* joins, leaves and disconnections in one behaviour
+    MaxRestarts,      \* restarts in one behaviour
+    KeepConnected,    \* liveness configs: the last connected member never leaves
+    Bug               \* "none", or the name of a deliberately broken variant
+
+Bugs == {"none", "NoDraining", "ReplayOutOfOrder", "LeaveCountsAsAcked", "DrainNeverClears"}
+
+ASSUME /\ Profile \in {"strict", "owner"}
+       /\ PoisonPolicy \in {"drop", "dead-letter", "block"}
+       /\ MaxMsgs \in Nat /\ Window \in Nat \ {0} /\ MaxRedeliveries \in Nat
+       /\ PersistHoles \in BOOLEAN /\ KeepConnected \in BOOLEAN
+       /\ Bug \in Bugs
+
+Offsets == 0 .. (MaxMsgs - 1)
+MsgStates == {"unpublished", "pending", "outstanding", "blocked", "resolved"}
+Resolutions == {"acked", "dropped", "dead_lettered", "filtered"}
+
+VARIABLES
+    published,   \* number of published messages: offsets 0 .. published-1 exist
+    keyOf,       \* keyOf[o]: the routing key of offset o (NoKey if unpublished)
+    st,          \* st[o]: the message's state (section 1; retrying is pending with attempts > 0)
+    holder,      \* holder[o]: the consumer its outstanding delivery is at, else NoOne
+    attempts,    \* attempts[o]: deliveries since the last restart (KS-RTY-5)
+    fails,       \* fails[o]: failures since the last restart or release (section 10)
+    how,         \* how[o]: the resolution, "" while unresolved (section 13)
+    processed,   \* ghost: processed[o] is TRUE once a holder acked o
+    members,     \* current members
+    connected,   \* members that are connected (section 12)
+    accepts,     \* accepts[c]: the keys member c accepts (its filters, section 5)
+    cap,         \* cap[c]: member c's capacity
+    target,      \* target[k]: k's target in this membership epoch, NoOne until chosen
+    draining,    \* draining[k]: the old owner k is draining from, NoOne if not draining (section 7)
+    pcur,        \* the persisted cursor
+    pholes,      \* the persisted ack holes
+    spent        \* budgets used by the model-checking environment
+
+core == <<published, keyOf, st, holder, attempts, fails, how, processed,
+          members, connected, accepts, cap, target, draining, pcur, pholes>>
+vars == <<core, spent>>
+
+-----------------------------------------------------------------------------
+(* Derived state. *)
+
+Published == 0 .. (published - 1)
+SameKeyBefore(o) == {p \in 0 .. (o - 1) : keyOf[p] = keyOf[o]}
+Unresolved(o) == st[o] \in {"pending", "outstanding", "blocked"}
+OfKey(k) == {o \in Offsets : keyOf[o] = k}
+OutstandingOf(k) == {o \in OfKey(k) : st[o] = "outstanding"}
+HoldersOf(k) == {holder[o] : o \in OutstandingOf(k)}
+HeldBy(c) == {o \in Offsets : st[o] = "outstanding" /\ holder[o] = c}
+AwaitingRedelivery(o) == st[o] = "pending" /\ attempts[o] > 0
+Eligible(k) == {c \in members : k \in accepts[c]}
+Poisoned(o) == fails[o] > MaxRedeliveries
+Min(S) == CHOOSE x \in S : \A y \in S : x <= y
+
+\* The cursor: the smallest unresolved offset, or the number of published messages (section 14).
+Cursor == IF \E o \in Published : st[o] # "resolved"
+          THEN Min({o \in Published : st[o] # "resolved"})
+          ELSE published
+HolesAbove(c) == {o \in Published : o >= c /\ st[o] = "resolved"}
+PersistedHoles == IF PersistHoles THEN HolesAbove(Cursor) ELSE {}
+
+\* The draining state the dispatcher should track for k when its target is t.
+DrainingFrom(k, t) == IF t # NoOne /\ HoldersOf(k) \ {t} # {}
+                      THEN CHOOSE d \in HoldersOf(k) \ {t} : TRUE
+                      ELSE NoOne
+
+\* After consumer c gave up (acked, failed) a delivery of k, the drain of k clears when c holds none.
+ClearedDrains(c) ==
+    [k \in Keys |-> IF draining[k] = c /\ \A o \in OfKey(k) : ~(st'[o] = "outstanding" /\ holder'[o] = c)
+                    THEN NoOne ELSE draining[k]]
+
+NewEpoch == /\ target' = [k \in Keys |-> NoOne]
+            /\ draining' = [k \in Keys |-> NoOne]
+
+-----------------------------------------------------------------------------
+(* The rules that may forbid delivering offset o to consumer c, each named by its requirement:
+   Deliver is enabled exactly when this set is empty.  Trace validation prints it to say why an
+   implementation's delivery does not fit. *)
+DeliverBlockers(o, c) ==
+    LET k == keyOf[o] IN
+    { r \in {"KS-RES-2", "KS-ASN-1", "KS-MEM-3", "KS-FLT-2", "KS-DRN-1", "KS-FLW-1", "KS-FLW-2",
+             "KS-ORD-1", "KS-ORD-2", "KS-ORD-3", "KS-POI-3", "KS-RTY-6"} :
+        \/ r = "KS-RES-2" /\ st[o] # "pending"                          \* req: KS-RES-2
+        \/ r = "KS-ASN-1" /\ target[k] # c                              \* req: KS-ASN-1, KS-ASN-9
+        \/ r = "KS-MEM-3" /\ c \notin connected                         \* req: KS-MEM-3
+        \/ r = "KS-FLT-2" /\ (c \notin members \/ k \notin accepts[c])  \* req: KS-FLT-2
+        \/ r = "KS-DRN-1" /\ Bug # "NoDraining" /\ draining[k] # NoOne  \* req: KS-DRN-1
+        \/ r = "KS-FLW-1" /\ Cardinality(HeldBy(c)) >= cap[c]           \* req: KS-FLW-1
+        \/ r = "KS-FLW-2" /\ attempts[o] = 0                            \* req: KS-FLW-2
+                          /\ Cardinality({p \in 0 .. (o - 1) : Unresolved(p)}) >= Window
+        \/ r = "KS-ORD-1" /\ attempts[o] = 0                            \* req: KS-ORD-1, KS-FLW-3
+                          /\ \E p \in SameKeyBefore(o) : st[p] = "pending" /\ attempts[p] = 0
+        \/ r = "KS-ORD-2" /\ Profile = "strict"                         \* req: KS-ORD-2
+                          /\ \E p \in SameKeyBefore(o) : Unresolved(p)
+        \/ r = "KS-ORD-3" /\ Bug # "ReplayOutOfOrder"                   \* req: KS-ORD-3
+                          /\ \E p \in SameKeyBefore(o) : AwaitingRedelivery(p)
+        \/ r = "KS-POI-3" /\ \E p \in OfKey(k) : st[p] = "blocked"     \* req: KS-POI-3
+        \/ r = "KS-RTY-6" /\ Poisoned(o)                                \* req: KS-RTY-6
+    }
+
+-----------------------------------------------------------------------------
+(* Actions.  Each changes core variables only; the environment wrappers below handle spent. *)
+
+Init ==
+    /\ published = 0
+    /\ keyOf = [o \in Offsets |-> NoKey]
+    /\ st = [o \in Offsets |-> "unpublished"]
+    /\ holder = [o \in Offsets |-> NoOne]
+    /\ attempts = [o \in Offsets |-> 0]
+    /\ fails = [o \in Offsets |-> 0]
+    /\ how = [o \in Offsets |-> ""]
+    /\ processed = [o \in Offsets |-> FALSE]
+    /\ members = {}
+    /\ connected = {}
+    /\ accepts = [c \in Consumers |-> {}]
+    /\ cap = [c \in Consumers |-> 0]
+    /\ target = [k \in Keys |-> NoOne]
+    /\ draining = [k \in Keys |-> NoOne]
+    /\ pcur = 0
+    /\ pholes = {}
+    /\ spent = [fail |-> 0, member |-> 0, restart |-> 0]
+
+\* A message with key k is appended to the log.
+Publish(k) ==
+    /\ published < MaxMsgs
+    /\ keyOf' = [keyOf EXCEPT ![published] = k]
+    /\ st' = [st EXCEPT ![published] = "pending"]
+    /\ published' = published + 1
+    /\ UNCHANGED <<holder, attempts, fails, how, processed, members, connected, accepts, cap,
+                   target, draining, pcur, pholes>>
+
+\* The selector picks k's target for this epoch among its eligible members (KS-FLT-5); the key
+\* drains from its old owner if another consumer still holds its messages (section 7).
+Route(k, c) ==
+    /\ target[k] = NoOne
+    /\ c \in Eligible(k)
+    /\ \E o \in OfKey(k) : st[o] = "pending"
+    /\ target' = [target EXCEPT ![k] = c]
+    /\ draining' = [draining EXCEPT ![k] = DrainingFrom(k, c)]
+    /\ UNCHANGED <<published, keyOf, st, holder, attempts, fails, how, processed, members, connected,
+                   accepts, cap, pcur, pholes>>
+
+Deliver(o, c) ==
+    /\ o \in Published
+    /\ DeliverBlockers(o, c) = {}
+    /\ st' = [st EXCEPT ![o] = "outstanding"]
+    /\ holder' = [holder EXCEPT ![o] = c]
+    /\ attempts' = [attempts EXCEPT ![o] = @ + 1]                      \* req: KS-RTY-5
+    /\ UNCHANGED <<published, keyOf, fails, how, processed, members, connected, accepts, cap,
+                   target, draining, pcur, pholes>>
+
+\* An ack from the holder resolves the message (KS-ACK-1); acks from anyone else change nothing.
+Ack(o, c) ==
+    /\ st[o] = "outstanding" /\ holder[o] = c                          \* req: KS-ACK-1, KS-ACK-2
+    /\ st' = [st EXCEPT ![o] = "resolved"]
+    /\ how' = [how EXCEPT ![o] = "acked"]
+    /\ processed' = [processed EXCEPT ![o] = TRUE]
+    /\ holder' = [holder EXCEPT ![o] = NoOne]
+    /\ draining' = ClearedDrains(c)
+    /\ UNCHANGED <<published, keyOf, attempts, fails, members, connected, accepts, cap, target,
+                   pcur, pholes>>
+
+\* A nack from the holder, or an ack timeout: the delivery failed and the message waits for its
+\* back-off (retrying is pending with attempts > 0 in this untimed model).
+Fail(o, c) ==
+    /\ st[o] = "outstanding" /\ holder[o] = c                          \* req: KS-RTY-1
+    /\ st' = [st EXCEPT ![o] = "pending"]
+    /\ holder' = [holder EXCEPT ![o] = NoOne]
+    /\ fails' = [fails EXCEPT ![o] = @ + 1]
+    /\ draining' = IF Bug = "DrainNeverClears" THEN draining ELSE ClearedDrains(c)
+    /\ UNCHANGED <<published, keyOf, attempts, how, processed, members, connected, accepts, cap,
+                   target, pcur, pholes>>
+
+\* A message that failed too often gets the poison policy, without another delivery (KS-RTY-6).
+Poison(o) ==
+    /\ st[o] = "pending" /\ Poisoned(o)
+    /\ IF PoisonPolicy = "block"
+       THEN /\ st' = [st EXCEPT ![o] = "blocked"]                      \* req: KS-POI-3
+            /\ UNCHANGED how
+       ELSE /\ st' = [st EXCEPT ![o] = "resolved"]                     \* req: KS-POI-1, KS-POI-2
+            /\ how' = [how EXCEPT ![o] = IF PoisonPolicy = "drop" THEN "dropped" ELSE "dead_lettered"]
+    /\ UNCHANGED <<published, keyOf, holder, attempts, fails, processed, members, connected,
+                   accepts, cap, target, draining, pcur, pholes>>
+
+\* Operator release: the blocked message is pending again with a fresh budget (KS-POI-4).
+Release(o) ==
+    /\ st[o] = "blocked"
+    /\ st' = [st EXCEPT ![o] = "pending"]
+    /\ fails' = [fails EXCEPT ![o] = 0]                                \* req: KS-POI-4
+    /\ UNCHANGED <<published, keyOf, holder, attempts, how, processed, members, connected,
+                   accepts, cap, target, draining, pcur, pholes>>
+
+\* Operator skip: the blocked message is resolved as dropped (KS-POI-5).
+Skip(o) ==
+    /\ st[o] = "blocked"
+    /\ st' = [st EXCEPT ![o] = "resolved"]
+    /\ how' = [how EXCEPT ![o] = "dropped"]                            \* req: KS-POI-5
+    /\ UNCHANGED <<published, keyOf, holder, attempts, fails, processed, members, connected,
+                   accepts, cap, target, draining, pcur, pholes>>
+
+\* A message whose key no member accepts is resolved as filtered, but only while members exist.
+Filter(o) ==
+    /\ st[o] = "pending"
+    /\ members # {}                                                    \* req: KS-FLT-4
+    /\ Eligible(keyOf[o]) = {}                                         \* req: KS-FLT-3
+    /\ st' = [st EXCEPT ![o] = "resolved"]
+    /\ how' = [how EXCEPT ![o] = "filtered"]
+    /\ UNCHANGED <<published, keyOf, holder, attempts, fails, processed, members, connected,
+                   accepts, cap, target, draining, pcur, pholes>>
+
+\* A consumer joins: a new member (a reused name is a new consumer, KS-GEN-3) and a new epoch.
+Join(c, acc, capacity) ==
+    /\ c \notin members
+    /\ members' = members \cup {c}
+    /\ connected' = connected \cup {c}
+    /\ accepts' = [accepts EXCEPT ![c] = acc]
+    /\ cap' = [cap EXCEPT ![c] = capacity]
+    /\ NewEpoch
+    /\ UNCHANGED <<published, keyOf, st, holder, attempts, fails, how, processed, pcur, pholes>>
+
+\* A member leaves (remove_consumer) or is evicted: its deliveries end and their messages are
+\* pending at once, without a failure (KS-MEM-1, KS-RTY-7).  A new epoch starts.
+Leave(c) ==
+    /\ c \in members
+    /\ members' = members \ {c}
+    /\ connected' = connected \ {c}
+    /\ accepts' = [accepts EXCEPT ![c] = {}]
+    /\ cap' = [cap EXCEPT ![c] = 0]
+    /\ IF Bug = "LeaveCountsAsAcked"
+       THEN \* Danube's eviction: the leaver's in-flight messages are counted as acked.
+            /\ st' = [o \in Offsets |-> IF o \in HeldBy(c) THEN "resolved" ELSE st[o]]
+            /\ how' = [o \in Offsets |-> IF o \in HeldBy(c) THEN "acked" ELSE how[o]]
+       ELSE /\ st' = [o \in Offsets |-> IF o \in HeldBy(c) THEN "pending" ELSE st[o]]  \* req: KS-MEM-1
+            /\ UNCHANGED how
+    /\ holder' = [o \in Offsets |-> IF o \in HeldBy(c) THEN NoOne ELSE holder[o]]
+    /\ NewEpoch
+    /\ UNCHANGED <<published, keyOf, attempts, fails, processed, pcur, pholes>>  \* req: KS-RTY-7
+
+\* A member loses its connection: it stays a member (same epoch) and receives nothing (KS-MEM-3).
+Disconnect(c) ==
+    /\ c \in connected
+    /\ connected' = connected \ {c}
+    /\ UNCHANGED <<published, keyOf, st, holder, attempts, fails, how, processed, members, accepts,
+                   cap, target, draining, pcur, pholes>>
+
+\* Eviction of a disconnected member has the effects of leaving (KS-MEM-2).
+Evict(c) ==
+    /\ c \in members \ connected
+    /\ Leave(c)
+
+\* The cursor (and, when enabled, the holes) is persisted (section 14).
+Persist ==
+    /\ <<pcur, pholes>> # <<Cursor, PersistedHoles>>
+    /\ pcur' = Cursor                                                  \* req: KS-CUR-1, KS-RES-3
+    /\ pholes' = PersistedHoles                                        \* req: KS-CUR-6
+    /\ UNCHANGED <<published, keyOf, st, holder, attempts, fails, how, processed, members, connected,
+                   accepts, cap, target, draining>>
+
+\* A crash and restart: volatile state is lost, the persisted cursor and holes are loaded, and
+\* every offset at or above the cursor that is not a persisted hole is dispatched again.
+Restart ==
+    /\ LET kept(o) == o < pcur \/ o \in pholes IN                      \* req: KS-CUR-3, KS-CUR-4
+       /\ st' = [o \in Offsets |-> IF o \notin Published THEN "unpublished"
+                                   ELSE IF kept(o) THEN "resolved" ELSE "pending"]
+       /\ how' = [o \in Offsets |-> IF o \in Published /\ kept(o) THEN how[o] ELSE ""]
+    /\ holder' = [o \in Offsets |-> NoOne]
+    /\ attempts' = [o \in Offsets |-> 0]
+    /\ fails' = [o \in Offsets |-> 0]
+    /\ members' = {}
+    /\ connected' = {}
+    /\ accepts' = [c \in Consumers |-> {}]
+    /\ cap' = [c \in Consumers |-> 0]
+    /\ NewEpoch
+    /\ UNCHANGED <<published, keyOf, processed, pcur, pholes>>
+
+-----------------------------------------------------------------------------
+(* The model-checking environment: every action, with budgets that keep the state space finite. *)
+
+Spend(kind) == spent' = [spent EXCEPT ![kind] = @ + 1]
+
+PublishAny == \E k \in Keys : Publish(k) /\ UNCHANGED spent
+RouteAny == \E k \in Keys, c \in Consumers : Route(k, c) /\ UNCHANGED spent
+DeliverAny == \E o \in Offsets, c \in Consumers : Deliver(o, c) /\ UNCHANGED spent
+AckAny == \E o \in Offsets : Ack(o, holder[o]) /\ UNCHANGED spent
+FailAny == spent.fail < MaxFailures /\ \E o \in Offsets : Fail(o, holder[o]) /\ Spend("fail")
+PoisonAny == \E o \in Offsets : Poison(o) /\ UNCHANGED spent
+ReleaseAny == \E o \in Offsets : Release(o) /\ UNCHANGED spent
+SkipAny == \E o \in Offsets : Skip(o) /\ UNCHANGED spent
+FilterAny == \E o \in Offsets : Filter(o) /\ UNCHANGED spent
+\* Joining when nobody is connected is free: a subscription whose consumers all went away gets one back.
+JoinAny == /\ spent.member < MaxMemberChanges \/ connected = {}
+           /\ \E c \in Consumers, acc \in FilterChoices : Join(c, acc, Capacity)
+           /\ IF connected = {} THEN UNCHANGED spent ELSE Spend("member")
+LeaveAny == /\ spent.member < MaxMemberChanges
+            /\ \E c \in members : (KeepConnected => connected \ {c} # {}) /\ Leave(c)
+            /\ Spend("member")
+DisconnectAny == /\ spent.member < MaxMemberChanges
+                 /\ \E c \in connected : (KeepConnected => connected \ {c} # {}) /\ Disconnect(c)
+                 /\ Spend("member")
+EvictAny == \E c \in Consumers : Evict(c) /\ UNCHANGED spent
+PersistAny == MaxRestarts > 0 /\ Persist /\ UNCHANGED spent
+RestartAny == spent.restart < MaxRestarts /\ Restart /\ Spend("restart")
+
+AllResolved == \A o \in Published : st[o] = "resolved"
+\* Nothing left to do: a terminal state, not a deadlock.
+Done == AllResolved /\ published = MaxMsgs /\ UNCHANGED vars
+
+Next ==
+    \/ PublishAny \/ RouteAny \/ DeliverAny \/ AckAny \/ FailAny \/ PoisonAny \/ ReleaseAny
+    \/ SkipAny \/ FilterAny \/ JoinAny \/ LeaveAny \/ DisconnectAny \/ EvictAny \/ PersistAny
+    \/ RestartAny \/ Done
+
+\* Quiescence (section 19): consumers keep acking, the dispatcher keeps dispatching, operators
+\* release blocked keys, disconnected members are evicted, and a consumer comes back when none is
+\* left.  One weak-fairness condition over all of these suffices: each budget is finite, so these
+\* progress steps cannot go on for ever, and whatever stays enabled is eventually taken.
+Progress ==
+    \/ RouteAny \/ DeliverAny \/ AckAny \/ PoisonAny \/ ReleaseAny \/ SkipAny \/ FilterAny \/ EvictAny
+    \/ (connected = {} /\ JoinAny) \/ PersistAny
+Fairness == WF_vars(Progress)
+
+Spec == Init /\ [][Next]_vars
+LiveSpec == Spec /\ Fairness
+
+-----------------------------------------------------------------------------
+(* Properties, named after the requirement each checks. *)
+
+TypeOK ==
+    /\ published \in 0 .. MaxMsgs
+    /\ keyOf \in [Offsets -> Keys \cup {NoKey}]
+    /\ st \in [Offsets -> MsgStates]
+    /\ holder \in [Offsets -> Consumers \cup {NoOne}]
+    /\ how \in [Offsets -> Resolutions \cup {""}]
+    /\ members \subseteq Consumers /\ connected \subseteq members
+    /\ target \in [Keys -> Consumers \cup {NoOne}]
+    /\ draining \in [Keys -> Consumers \cup {NoOne}]
+
+\* A step delivers o when o becomes outstanding.
+Delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
+Left(c) == c \in members /\ c \notin members'
+Joined(c) == c \notin members /\ c \in members'
+NewlyResolved(o, r) == how[o] = "" /\ how'[o] = r
+
+KS_ORD_1_FirstDeliveryOrder ==
+    [][\A o \in Offsets : Delivered(o) /\ attempts[o] = 0 =>
+          \A p \in SameKeyBefore(o) : st[p] = "resolved" \/ attempts[p] > 0]_vars
+
+KS_ORD_2_StrictDeliveryOrder ==
+    [][Profile = "strict" => \A o \in Offsets : Delivered(o) => \A p \in SameKeyBefore(o) : st[p] = "resolved"]_vars
+
+KS_ORD_2_StrictOneInFlight ==
+    Profile = "strict" => \A k \in Keys : Cardinality(OutstandingOf(k)) <= 1
+
+\* Processing order: a key's messages are acked in offset order.  Holds in the strict profile;
+\* the owner profile gives it up for prefetch (KS-ORD-4), which the OwnerPrefetch config shows.
+KS_ORD_2_ProcessingOrder ==
+    [][\A o \in Offsets : NewlyResolved(o, "acked") => \A p \in SameKeyBefore(o) : st[p] = "resolved"]_vars
+
+KS_ORD_3_RedeliveryFirst ==
+    [][\A o \in Offsets : Delivered(o) => \A p \in SameKeyBefore(o) : ~AwaitingRedelivery(p)]_vars
+
+KS_DRN_1_OneHolderPerKey == \A k \in Keys : Cardinality(HoldersOf(k)) <= 1
+
+\* The tracked draining state is exactly the one section 7 defines.
+KS_DRN_1_DrainingConsistent == \A k \in Keys : draining[k] = DrainingFrom(k, target[k])
+
+KS_ASN_1_DeliverToEpochTarget ==
+    [][\A o \in Offsets : Delivered(o) => holder'[o] = target'[keyOf[o]]]_vars
+
+\* A key's target changes only when membership does (or at a restart, which empties it).
+KS_ASN_1_TargetStableInEpoch ==
+    [][\A k \in Keys : target[k] # NoOne /\ target'[k] # target[k] => members' # members]_vars
+
+KS_ASN_9_RedeliveryFollowsTarget ==
+    [][\A o \in Offsets : Delivered(o) /\ attempts[o] > 0 => holder'[o] = target'[keyOf[o]]]_vars
+
+KS_GEN_3_RejoinHoldsNothing ==
+    [][\A c \in Consumers : Joined(c) => \A o \in Offsets : ~(st'[o] = "outstanding" /\ holder'[o] = c)]_vars
+
+KS_FLT_2_OnlyAcceptingConsumers ==
+    \A o \in Offsets : st[o] = "outstanding" => holder[o] \in members /\ keyOf[o] \in accepts[holder[o]]
+
+KS_FLT_3_FilterOnlyUnwanted ==
+    [][\A o \in Offsets : NewlyResolved(o, "filtered") => Eligible(keyOf[o]) = {}]_vars
+
+KS_FLT_4_NoFilterWithoutMembers ==
+    [][\A o \in Offsets : NewlyResolved(o, "filtered") => members # {}]_vars
+
+KS_FLW_1_CapacityNeverExceeded == \A c \in members : Cardinality(HeldBy(c)) <= cap[c]
+
+KS_FLW_2_WindowBound ==
+    [][\A o \in Offsets : Delivered(o) /\ attempts[o] = 0 =>
+          Cardinality({p \in 0 .. (o - 1) : Unresolved(p)}) < Window]_vars
+
+KS_MEM_1_LeavingReturnsMessages ==
+    [][\A c \in Consumers : Left(c) => \A o \in HeldBy(c) : st'[o] = "pending"]_vars
+
+KS_MEM_3_OnlyConnectedReceive ==
+    [][\A o \in Offsets : Delivered(o) => holder'[o] \in connected]_vars
+
+\* A failure (nack or timeout) ends the delivery and never resolves the message.
+KS_RTY_1_FailureEndsDelivery ==
+    [][\A o \in Offsets : fails'[o] > fails[o] =>
+          st[o] = "outstanding" /\ st'[o] = "pending" /\ holder'[o] = NoOne /\ how'[o] = ""]_vars
+
+KS_RTY_6_PoisonedNotRedelivered ==
+    [][\A o \in Offsets : Delivered(o) => fails[o] <= MaxRedeliveries]_vars
+
+KS_RTY_7_ReturnedWithoutPenalty ==
+    [][\A c \in Consumers : Left(c) => \A o \in HeldBy(c) : fails'[o] = fails[o]]_vars
+
+\* Drops and dead letters happen only by the poison policy or an operator skip.
+KS_POI_1_DropOnlyPoisonOrSkip ==
+    [][\A o \in Offsets : NewlyResolved(o, "dropped") =>
+          (st[o] = "pending" /\ Poisoned(o) /\ PoisonPolicy = "drop") \/ st[o] = "blocked"]_vars
+
+KS_POI_2_DeadLetterOnlyPoison ==
+    [][\A o \in Offsets : NewlyResolved(o, "dead_lettered") =>
+          st[o] = "pending" /\ Poisoned(o) /\ PoisonPolicy = "dead-letter"]_vars
+
+KS_POI_3_BlockedKeyWaits ==
+    [][\A o \in Offsets : Delivered(o) => \A p \in OfKey(keyOf[o]) : st[p] # "blocked"]_vars
+
+\* A release makes the blocked message pending with a fresh budget; attempts go on counting.
+KS_POI_4_ReleaseFreshBudget ==
+    [][\A o \in Offsets : st[o] = "blocked" /\ st'[o] = "pending" => fails'[o] = 0 /\ attempts'[o] = attempts[o]]_vars
+
+\* Leaving the blocked state by resolution is the operator's skip: a drop.
+KS_POI_5_SkipDrops ==
+    [][\A o \in Offsets : st[o] = "blocked" /\ st'[o] = "resolved" => how'[o] = "dropped"]_vars
+
+\* Only an outstanding delivery can be acked: acks for anything else change nothing.
+KS_ACK_2_OnlyOutstandingAcked ==
+    [][\A o \in Offsets : NewlyResolved(o, "acked") => st[o] = "outstanding"]_vars
+
+\* Every resolved message left by one of the four resolutions, and only resolved ones have one.
+KS_RES_1_ResolutionsExplicit == \A o \in Published : (st[o] = "resolved") <=> (how[o] # "")
+
+\* A resolution is never replaced by another; only a restart forgets an unpersisted one.
+KS_RES_1_ResolvedOnce == [][\A o \in Offsets : how[o] # "" => how'[o] \in {how[o], ""}]_vars
+
+KS_RES_2_NoDeliveryWithoutReason ==
+    [][\A o \in Offsets : Delivered(o) => st[o] = "pending"]_vars
+
+\* Acked means processed: an ack resolution always comes from a holder's ack.
+KS_ACK_1_AckedMeansProcessed == \A o \in Published : how[o] = "acked" => processed[o]
+
+KS_CUR_1_PersistedCursorSafe ==
+    /\ \A o \in 0 .. (pcur - 1) : st[o] = "resolved"
+    /\ \A o \in pholes : st[o] = "resolved"
+
+KS_CUR_2_PersistedCursorMonotone == [][pcur' >= pcur]_vars
+
+KS_CUR_4_NoResurrection ==
+    [][\A o \in Offsets : Delivered(o) => o >= pcur /\ o \notin pholes]_vars
+
+\* Liveness (section 19).
+KS_LIV_1_EverythingResolved == <>[]AllResolved
+\* (Membership changes are finite, so "every drain clears" is "eventually no key drains".)
+KS_DRN_2_DrainingClears == <>[](\A k \in Keys : draining[k] = NoOne)
+==============================================================================
