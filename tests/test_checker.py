@@ -857,3 +857,26 @@ def test_glob_filters_are_literal_except_star_and_question_mark() -> None:
     t.filter(t.publish("a1"))
     t.filter(t.publish("eu-west-12"))
     assert check_events(t.events).anomalies == []
+
+
+@case("skip-ignored")
+def _skip_with_two_blocked_messages(bad: bool) -> TraceBuilder:
+    """Owner profile: two prefetched messages of a key poisoned together; a skip resolves both."""
+    t = owner(max_redeliveries=0, poison_policy="block").add("c1", capacity=2)
+    t.deliver(t.publish("k"), "c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1").nack(1, "c1")
+    t.tick().blocked(0, attempt=1).blocked(1, attempt=1).skip("k").drop(0, "operator")
+    if not bad:
+        t.drop(1, "operator")
+    return t.persisted(1 if bad else 2)
+
+
+def test_a_release_frees_every_blocked_message_of_the_key() -> None:
+    t = owner(max_redeliveries=0, poison_policy="block").add("c1", capacity=2)
+    t.deliver(t.publish("k"), "c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1").nack(1, "c1")
+    t.tick().blocked(0, attempt=1).blocked(1, attempt=1)
+    t.release("k").deliver(0, "c1", attempt=2).deliver(1, "c1", attempt=2)
+    assert check_events(t.events).anomalies == []

@@ -13,6 +13,17 @@ ack op's first effect is always one of these), so that a tick's phases and the e
 not smeared over the acks that follow it. A harness that knows the boundaries calls `begin_op` and
 `end_op` itself.
 
+Exercised counts. A check counts as exercised when the situation of checking.md's last column occurs.
+Some of those situations cannot occur with a correct implementation (they are the violation itself, as
+for retry-overtaken, or key-reorder in the strict profile) or hardly ever do. For the ordering and
+exclusivity checks an op that ends where the dispatcher could have broken the rule counts as well: a
+later message of a key waiting behind an earlier undelivered, held, awaiting or blocked one, or a key
+(or bucket) with deliveries outstanding from an earlier epoch and messages still to deliver.
+
+Blocked keys. In the owner profile several prefetched messages of one key can be poisoned in the same
+phase 2, so a key may have more than one blocked message; a `release` makes all of them pending again
+with a fresh budget and a `skip` must resolve all of them (the spec speaks of "its blocked message").
+
 Layout changes. With selector `buckets`, a rollover or split changes which bucket, and so which
 member, a key maps to while the membership stays the same; the checker counts a `segment_created`
 with a predecessor as the start of a new epoch, or KS-ASN-1 would contradict KS-BKT-3.
@@ -191,7 +202,8 @@ class KeyState:
     undelivered: OrderedOffsets = field(default_factory=OrderedOffsets)
     outstanding: dict[int, Delivery] = field(default_factory=dict)
     awaiting: set[int] = field(default_factory=set)
-    blocked: int | None = None
+    blocked: set[int] = field(default_factory=set)
+    """Its blocked messages (more than one when several prefetched messages are poisoned together)."""
     last_delivery: tuple[int, Incarnation, int] | None = None
     """(epoch, incarnation, seq) of the key's last delivery."""
 
@@ -223,7 +235,7 @@ class OpState:
     phases_counted: bool = False
     resolved: bool = False
     key: str | None = None
-    skip_target: int | None = None
+    skip_targets: list[int] = field(default_factory=list)
     published: int | None = None
     due_timeouts: list[Delivery] = field(default_factory=list)
     due_evictions: list[Incarnation] = field(default_factory=list)
@@ -281,6 +293,8 @@ class Checker:
         self._over_budget: set[int] = set()
         self._poison_reported: set[tuple[int, int]] = set()
         self._idle_heads: set[str] = set()
+        self._awaiting_keys: set[str] = set()
+        self._blocked_keys: set[str] = set()
         self._idle_reported: set[tuple[int, int]] = set()
         self._applies: dict[str, bool] = {}
         self._configure()
@@ -409,7 +423,58 @@ class Checker:
         if op.kind not in ("config", "quiescent"):
             self._check_persistence(op)
             self._check_idle(op)
+            self._count_temptations()
         self.op = None
+
+    def _count_temptations(self) -> None:
+        """Count the ordering checks as exercised when an op ends where a dispatcher could have broken them.
+
+        For a correct implementation the situations in checking.md's "exercised when" column of
+        key-reorder (strict profile) and retry-overtaken never occur: they are the violation itself. An op
+        that ends with a later message of a key undelivered behind an undelivered, held or awaiting
+        earlier one is where these checks could fail, so it counts too (see the module doc).
+        """
+        reorder = held = False
+        for key in self._idle_heads:
+            state = self.keys[key]
+            if len(state.undelivered) >= 2 and not state.blocked:
+                reorder = True
+                head = state.undelivered.first()
+                held = held or (head is not None and self.messages[head].held)
+            if reorder and held:
+                break
+        if reorder:
+            self._exercise("key-reorder")
+        if held:
+            self._exercise("overtaken-hold")
+        for key in list(self._awaiting_keys):
+            state = self.keys[key]
+            if not state.awaiting:
+                self._awaiting_keys.discard(key)
+                continue
+            earliest = min(state.awaiting)
+            if any(o > earliest and self.messages[o].outstanding is None for o in state.unresolved):
+                self._exercise("retry-overtaken")
+                break
+        if self.best_effort:
+            return
+        for key in list(self._blocked_keys):
+            state = self.keys[key]
+            if not state.blocked:
+                self._blocked_keys.discard(key)
+            elif any(self.messages[o].outstanding is None and o not in state.blocked for o in state.unresolved):
+                self._exercise("blocked-key-leak")
+                break
+        moved = False
+        for state in self.keys.values():
+            if state.outstanding and len(state.unresolved) > len(state.outstanding):
+                if any(d.epoch < self.epoch for d in state.outstanding.values()):
+                    moved = True
+                    break
+        if moved:
+            self._exercise("split-owner")
+            if self.buckets:
+                self._exercise("bucket-split-owner")
 
     def _tick_phase(self, event: Event, phase: int) -> None:
         op = self.op
@@ -485,7 +550,7 @@ class Checker:
         if self.best_effort:
             self._exercise("best-effort-redelivery")
             self._exercise("missing-outcome")
-        if state.blocked is not None:
+        if state.blocked:
             self._exercise("blocked-key-leak")
         if self.buckets:
             self._publish_placement(message, event)
@@ -670,18 +735,21 @@ class Checker:
     def _on_key_released(self, event: Event) -> None:
         seq = int(event["seq"])
         state = self.keys.get(str(event["key"]))
-        if state is None or state.blocked is None:
+        if state is None or not state.blocked:
             self._problem(seq, f"key {event['key']!r} was released but is not blocked")
             return
-        message = self.messages[state.blocked]
-        state.blocked = None
-        message.blocked = False
-        message.failures = 0
-        message.failure_seqs = []
-        message.awaiting_seq = seq
-        message.last_event_seq = seq
-        state.awaiting.add(message.offset)
-        self._refresh_head(message.key)
+        # req: KS-POI-4 (every blocked message of the key: see the module doc)
+        for offset in sorted(state.blocked):
+            message = self.messages[offset]
+            message.blocked = False
+            message.failures = 0
+            message.failure_seqs = []
+            message.awaiting_seq = seq
+            message.last_event_seq = seq
+            state.awaiting.add(offset)
+        state.blocked = set()
+        self._awaiting_keys.add(str(event["key"]))
+        self._refresh_head(str(event["key"]))
 
     def _on_key_skipped(self, event: Event) -> None:
         seq = int(event["seq"])
@@ -690,10 +758,10 @@ class Checker:
         state = self.keys.get(str(event["key"]))
         op.key = str(event["key"])
         self._exercise("skip-ignored")
-        if state is None or state.blocked is None:
+        if state is None or not state.blocked:
             self._problem(seq, f"key {event['key']!r} was skipped but is not blocked")
             return
-        op.skip_target = state.blocked
+        op.skip_targets = sorted(state.blocked)
 
     def _on_segment_created(self, event: Event) -> None:
         number = int(event["segment"])
@@ -869,9 +937,9 @@ class Checker:
                 consumer=name,
                 other=other.holder.name,
             )
-        if state.blocked is not None:
+        if state.blocked:
             # req: KS-POI-3
-            blocked = self.messages[state.blocked]
+            blocked = self.messages[min(state.blocked)]
             self._report(
                 "blocked-key-leak",
                 seq,
@@ -1501,7 +1569,8 @@ class Checker:
         message.blocked_seq = seq
         self._clear_awaiting(message, state)
         self._over_budget.discard(message.offset)
-        state.blocked = message.offset
+        state.blocked.add(message.offset)
+        self._blocked_keys.add(message.key)
         last = max(state.unresolved) if len(state.unresolved) else message.offset
         if last > message.offset:
             self._exercise("blocked-key-leak")
@@ -1671,6 +1740,7 @@ class Checker:
                 message.returned_delivery_seq = delivery.seq
                 message.awaiting_seq = seq
                 self.keys[message.key].awaiting.add(offset)
+                self._awaiting_keys.add(message.key)
             self._refresh_head(message.key)
         incarnation.outstanding.clear()
         incarnation.member = False
@@ -1708,6 +1778,7 @@ class Checker:
         message.returned = False
         message.awaiting_seq = seq
         state.awaiting.add(message.offset)
+        self._awaiting_keys.add(message.key)
         heapq.heappush(self._readiness, (self._retry_due(message), message.offset, message.failure_serial))
         maximum = int(self.config["max_redeliveries"])
         if message.failures == maximum + 1:
@@ -1758,8 +1829,8 @@ class Checker:
         state.undelivered.discard(message.offset)
         self._clear_awaiting(message, state)
         self._over_budget.discard(message.offset)
-        if state.blocked == message.offset:
-            state.blocked = None
+        if message.offset in state.blocked:
+            state.blocked.discard(message.offset)
             message.blocked = False
         if message.segment is not None:
             segment = self.segments.get(message.segment)
@@ -1797,7 +1868,7 @@ class Checker:
             state.undelivered = OrderedOffsets(offsets)
             state.outstanding = {}
             state.awaiting = set()
-            state.blocked = None
+            state.blocked = set()
         self.bucket_outstanding = {}
         self.bucket_unresolved = {}
         for segment in self.segments.values():
@@ -1812,6 +1883,8 @@ class Checker:
         self._disconnected = {}
         self._over_budget = set()
         self._idle_heads = set()
+        self._awaiting_keys = set()
+        self._blocked_keys = set()
         for key in self.keys:
             self._refresh_head(key)
 
@@ -1898,10 +1971,10 @@ class Checker:
                 )
 
     def _check_skip(self, op: OpState) -> None:
-        if op.skip_target is None:
-            return
-        message = self.messages[op.skip_target]
-        if not message.resolved:
+        for offset in op.skip_targets:
+            message = self.messages[offset]
+            if message.resolved:
+                continue
             # req: KS-POI-5
             self._report(
                 "skip-ignored",
@@ -1913,6 +1986,7 @@ class Checker:
                 key=message.key,
                 offset=message.offset,
             )
+            return
 
     def _check_outcome(self, op: OpState) -> None:
         assert op.published is not None
@@ -1992,7 +2066,7 @@ class Checker:
             if head is None or self.unresolved.rank(head) > window:
                 continue
             message = self.messages[head]
-            if message.outstanding is not None or state.outstanding or state.blocked is not None:
+            if message.outstanding is not None or state.outstanding or state.blocked:
                 continue
             if any(self.messages[o].retrying and not self.messages[o].ready for o in state.awaiting):
                 continue

@@ -1,0 +1,499 @@
+"""The harness: drive one subscription through an adapter, record its trace, judge it after every op.
+
+A `Session` turns each operation into the trace's op events (the kit writes them; the adapter reports
+effects only), feeds them and the adapter's effects to the `Checker`, and adds the checks only a
+harness can make (spec/checking.md section 2.4): refusals (KS-GEN-4), stats (KS-OBS-1, KS-OBS-2,
+KS-BEF-2). `settle` drives the subscription to quiescence (spec section 19) and records the
+`quiescent` point where liveness is judged. The steps it performed are a replayable scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ks_conformance.anomalies import Anomaly, Explanation
+from ks_conformance.checker import Checker, Event
+from ks_conformance.protocol import Capabilities, Connection, Outcome
+
+FILTER_SELECTORS_REFUSED = ("pulsar-auto-split", "pulsar-sticky", "buckets")
+SLOTS = 65536
+
+
+@dataclass
+class Step:
+    """One line of a scenario: an op (with the refusal it must get, if any) or a settle directive."""
+
+    op: dict[str, Any] | None = None
+    expect: str | None = None
+    settle: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The scenario line (spec/scenario-format.md)."""
+        if self.settle is not None:
+            return {"settle": {"order": self.settle}}
+        line: dict[str, Any] = {"op": self.op}
+        if self.expect is not None:
+            line["expect"] = {"refusal": self.expect}
+        return line
+
+    @classmethod
+    def from_json(cls, line: Mapping[str, Any]) -> Step:
+        """Read a scenario line."""
+        if "settle" in line:
+            return cls(settle=str(line["settle"].get("order", "oldest")))
+        expect = line.get("expect", {}).get("refusal") if isinstance(line.get("expect"), Mapping) else None
+        return cls(op=dict(line["op"]), expect=expect)
+
+
+class Session:
+    """One subscription under test: ops in, trace and anomalies out."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        capabilities: Capabilities,
+        config: Mapping[str, Any],
+        *,
+        check_stats: bool = True,
+        implementation: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.connection = connection
+        self.capabilities = capabilities
+        self.config = dict(config)
+        self.check_stats = check_stats and capabilities.stats
+        self.implementation = dict(implementation or {})
+        self.checker = Checker()
+        self.trace: list[Event] = []
+        self.steps: list[Step] = []
+        self.anomalies: list[Anomaly] = []
+        self.harness_exercised: Counter[str] = Counter()
+        self.skipped_ops: dict[str, str] = {}
+        self.tick = 0
+        self.since_restart: Counter[str] = Counter()
+        self.diverged = False
+        self._reported = 0
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def begin(self) -> Outcome:
+        """Reset the adapter with the configuration and write the trace's first events."""
+        outcome = self.connection.reset(self.config)
+        if not outcome.ok:
+            return outcome
+        detail: dict[str, Any] = {"trace_version": 1, "config": self.config}
+        if self.implementation:
+            detail["implementation"] = self.implementation
+        self._record({"event": "config", "detail": json.dumps(detail, sort_keys=True)})
+        if self.config.get("selector") == "buckets":
+            budget = int(self.config.get("bucket_budget", 4))
+            self._record(
+                {"event": "segment_created", "segment": 0, "buckets": budget, "range_lo": 0, "range_hi": 0xFFFF}
+            )
+        self.checker.end_op()
+        return outcome
+
+    @property
+    def profile(self) -> str:
+        """The profile under test."""
+        return str(self.config.get("profile", "strict"))
+
+    def new_anomalies(self) -> list[Anomaly]:
+        """Anomalies found since the last call, checker's and harness's, in the order found."""
+        found = self.anomalies[self._reported :]
+        self._reported = len(self.anomalies)
+        return found
+
+    def _record(self, event: Event) -> None:
+        if event["event"] == "tick":
+            self.tick += 1
+        full = {"seq": len(self.trace), "tick": self.tick, **event}
+        self.trace.append(full)
+        before = len(self.checker.anomalies)
+        self.checker.feed(full)
+        self.anomalies.extend(self.checker.anomalies[before:])
+        kind = full["event"]
+        if kind == "restart":
+            self.since_restart.clear()
+        elif kind == "deliver":
+            self.since_restart["delivered"] += 1
+            if full["attempt"] > 1:
+                self.since_restart["redelivered"] += 1
+        elif kind == "drop":
+            self.since_restart[f"drop:{full['reason']}"] += 1
+
+    def _close_op(self) -> None:
+        before = len(self.checker.anomalies)
+        self.checker.end_op()
+        self.anomalies.extend(self.checker.anomalies[before:])
+
+    def harness_anomaly(self, name: str, let: list[str], then: str, **details: Any) -> None:
+        """Record an anomaly only the harness can see (spec/checking.md section 2.4)."""
+        seq = len(self.trace) - 1
+        self.anomalies.append(Anomaly(name, seq, (), Explanation(tuple(let), then), details))
+
+    # --- the refusals the spec defines (KS-GEN-4) ------------------------------------------------
+
+    def expected_refusal(self, op: Mapping[str, Any]) -> str | None:
+        """The refusal code the spec requires for this op in the present state, or None if it must be accepted."""
+        name = op["op"]
+        members = self.checker.members
+        if name == "publish":
+            return None if op.get("offset") == len(self.checker.messages) else "invalid_argument"
+        if name == "add_consumer":
+            if op["consumer"] in members:
+                return "duplicate_consumer"
+            if int(op.get("capacity", 0)) < 1:
+                return "invalid_argument"
+            selector = self.config.get("selector", "ring")
+            if op.get("filters") and selector in FILTER_SELECTORS_REFUSED:
+                return "invalid_argument"
+            if selector == "pulsar-sticky" and not self._ranges_fit(op.get("ranges")):
+                return "invalid_argument"
+            return None
+        if name in ("remove_consumer", "disconnect", "ack", "nack"):
+            return None if op["consumer"] in members else "unknown_consumer"
+        if name in ("release", "skip"):
+            state = self.checker.keys.get(str(op["key"]))
+            return None if state is not None and state.blocked else "not_blocked"
+        if name == "rollover":
+            segments = self.checker.segments
+            segment = segments.get(int(op["segment"]))
+            maximum = int(self.config.get("bucket_max", 1024))
+            if segment is None or segment.sealed or int(op["successor"]) in segments:
+                return "invalid_argument"
+            return None if 1 <= int(op["buckets"]) <= maximum else "invalid_argument"
+        if name == "split":
+            segments = self.checker.segments
+            segment = segments.get(int(op["segment"]))
+            lower, upper = int(op["lower"]), int(op["upper"])
+            if segment is None or segment.sealed or lower in segments or upper in segments or lower == upper:
+                return "invalid_argument"
+            return None if segment.hi > segment.lo else "invalid_argument"
+        return None
+
+    def _ranges_fit(self, ranges: Any) -> bool:
+        if not isinstance(ranges, list) or not ranges:
+            return False
+        taken = [r for m in self.checker.members.values() for r in m.ranges]
+        for pair in ranges:
+            lo, hi = int(pair[0]), int(pair[1])
+            if not 0 <= lo <= hi < SLOTS:
+                return False
+            if any(lo <= other_hi and other_lo <= hi for other_lo, other_hi in taken):
+                return False
+            taken.append((lo, hi))
+        return True
+
+    # --- performing ops --------------------------------------------------------------------------
+
+    def perform(self, op: Mapping[str, Any], expect: str | None = None, record: bool = True) -> Outcome:
+        """Send one op; record it, its effects and every anomaly; `expect` is the refusal the caller intends."""
+        op = dict(op)
+        required = self.expected_refusal(op) if not self.diverged else expect
+        if record:
+            self.steps.append(Step(op=op, expect=required))
+        outcome = self.connection.op(op)
+        if outcome.kind == "skipped":
+            self.skipped_ops.setdefault(op["op"], outcome.message or "the adapter answered skipped")
+            return outcome
+        if self.diverged:
+            return outcome
+        if required is None:
+            self.harness_exercised["spurious-refusal"] += 1
+            if not outcome.ok:
+                # req: KS-GEN-4
+                self.harness_anomaly(
+                    "spurious-refusal",
+                    [f"op = {_op_text(op)}, after seq {len(self.trace) - 1}"],
+                    f"the adapter refused it with {outcome.code!r} ({outcome.message}), but the spec defines no "
+                    "refusal for it in this state (KS-GEN-4)",
+                    op=op,
+                    code=outcome.code,
+                )
+                return outcome
+            self._apply(op, outcome)
+            return outcome
+        self.harness_exercised["missing-refusal"] += 1
+        self.harness_exercised["refusal-with-effects"] += 1
+        if outcome.ok:
+            self.harness_anomaly(
+                "missing-refusal",
+                [f"op = {_op_text(op)}, after seq {len(self.trace) - 1}"],
+                f"the adapter performed it (events {outcome.events}), but the spec refuses it with {required!r} "
+                "(KS-GEN-4)",
+                op=op,
+                expected=required,
+            )
+            self.diverged = True  # the adapter's state now differs from the checker's: judge nothing more
+            return outcome
+        if outcome.code != required:
+            self.harness_anomaly(
+                "missing-refusal",
+                [f"op = {_op_text(op)}, after seq {len(self.trace) - 1}"],
+                f"the adapter refused it with {outcome.code!r}, but the spec's refusal code is {required!r} (KS-GEN-4)",
+                op=op,
+                expected=required,
+                code=outcome.code,
+            )
+        if outcome.refused_events:
+            self.harness_anomaly(
+                "refusal-with-effects",
+                [f"op = {_op_text(op)}, refused with {outcome.code!r}"],
+                f"the refusal reported events {outcome.refused_events}, but a refused operation emits none (KS-GEN-4)",
+                op=op,
+            )
+        return outcome
+
+    def _apply(self, op: dict[str, Any], outcome: Outcome) -> None:
+        """Write the op's events, then its effects, then close the op and check the stats."""
+        name = op["op"]
+        if name in ("ack", "nack"):
+            self.checker.begin_op(name)
+        else:
+            for event in self._op_events(op, outcome):
+                self._record(event)
+        for effect in outcome.events:
+            self._record(effect)
+        self._close_op()
+        if self.check_stats:
+            self.compare_stats()
+
+    def _op_events(self, op: dict[str, Any], outcome: Outcome) -> list[Event]:
+        name = op["op"]
+        if name == "publish":
+            event: Event = {"event": "publish", "offset": op["offset"], "key": op["key"]}
+            if outcome.placement:
+                event.update({k: outcome.placement.get(k) for k in ("hash", "segment", "bucket")})
+            return [event]
+        if name == "add_consumer":
+            added: Event = {
+                "event": "consumer_added",
+                "consumer": op["consumer"],
+                "capacity": op["capacity"],
+                "filters": list(op.get("filters", [])),
+            }
+            if op.get("ranges") is not None:
+                added["ranges"] = [list(r) for r in op["ranges"]]
+            return [added]
+        if name == "remove_consumer":
+            return [{"event": "consumer_removed", "consumer": op["consumer"]}]
+        if name == "disconnect":
+            return [{"event": "consumer_disconnected", "consumer": op["consumer"]}]
+        if name in ("tick", "restart"):
+            return [{"event": name}]
+        if name == "release":
+            return [{"event": "key_released", "key": op["key"]}]
+        if name == "skip":
+            return [{"event": "key_skipped", "key": op["key"]}]
+        segment = self.checker.segments[int(op["segment"])]
+        sealed: Event = {"event": "segment_sealed", "segment": segment.number}
+        if name == "rollover":
+            return [sealed, _created(int(op["successor"]), int(op["buckets"]), segment.lo, segment.hi, segment.number)]
+        middle = segment.lo + (segment.hi - segment.lo + 1) // 2
+        buckets = max(1, segment.buckets // 2)
+        return [
+            sealed,
+            _created(int(op["lower"]), buckets, segment.lo, middle - 1, segment.number),
+            _created(int(op["upper"]), buckets, middle, segment.hi, segment.number),
+        ]
+
+    # --- stats (KS-OBS-1, KS-OBS-2, KS-BEF-2) ----------------------------------------------------
+
+    def compare_stats(self) -> None:
+        """Query the stats and compare what the checker's state fixes."""
+        stats = self.connection.stats()
+        checker = self.checker
+        self.harness_exercised["stats-mismatch"] += 1
+        expected: dict[str, Any] = {"now": checker.now}
+        if self.profile != "best-effort":
+            expected.update(
+                cursor=checker.cursor(),
+                persisted_cursor=checker.persisted_cursor,
+                delivered_total=self.since_restart["delivered"],
+                redelivered_total=self.since_restart["redelivered"],
+            )
+        differences = [
+            f"{name} is {stats.get(name, '(absent)')!r}, expected {value!r}"
+            for name, value in expected.items()
+            if stats.get(name) != value
+        ]
+        consumers = stats.get("consumers")
+        if not isinstance(consumers, Mapping):
+            differences.append("consumers is absent")
+        else:
+            if set(consumers) != set(checker.members):
+                differences.append(f"consumers lists {sorted(consumers)}, the members are {sorted(checker.members)}")
+            for name, member in checker.members.items():
+                gauges = consumers.get(name)
+                if not isinstance(gauges, Mapping):
+                    continue
+                if gauges.get("unacked") != len(member.outstanding):
+                    differences.append(
+                        f"consumers[{name!r}].unacked is {gauges.get('unacked')!r}, "
+                        f"{name} holds {len(member.outstanding)}"
+                    )
+                if gauges.get("connected") != member.connected:
+                    differences.append(f"consumers[{name!r}].connected is {gauges.get('connected')!r}")
+        if differences:
+            # req: KS-OBS-1
+            self.harness_anomaly(
+                "stats-mismatch",
+                [f"the stats after seq {len(self.trace) - 1}"],
+                f"{'; '.join(differences[:4])}, but the stats agree with the events (KS-OBS-1)",
+                differences=differences,
+            )
+        blocked = sorted(key for key, state in checker.keys.items() if state.blocked)
+        if blocked and self.profile != "best-effort":
+            self.harness_exercised["blocked-key-hidden"] += 1
+            listed = stats.get("blocked_keys")
+            stuck = stats.get("stuck_keys")
+            stuck_blocked = {
+                entry.get("key")
+                for entry in (stuck if isinstance(stuck, list) else [])
+                if isinstance(entry, Mapping) and entry.get("reason") == "blocked"
+            }
+            hidden = [k for k in blocked if not isinstance(listed, list) or k not in listed or k not in stuck_blocked]
+            if hidden:
+                # req: KS-OBS-2
+                state = checker.keys[hidden[0]]
+                message = checker.messages[min(state.blocked)] if state.blocked else None
+                self.harness_anomaly(
+                    "blocked-key-hidden",
+                    [f"key {hidden[0]!r} blocked at seq {message.blocked_seq if message else '?'}"],
+                    f"the stats list blocked_keys = {listed!r} and stuck_keys = {stuck!r}, but every blocked key is "
+                    "listed in both, the latter with reason 'blocked' (KS-OBS-2)",
+                    keys=hidden,
+                )
+        if self.profile == "best-effort":
+            self.harness_exercised["drop-uncounted"] += 1
+            counted = stats.get("dropped_total")
+            drops = {k.split(":", 1)[1]: v for k, v in self.since_restart.items() if k.startswith("drop:")}
+            shown = {k: v for k, v in counted.items() if v} if isinstance(counted, Mapping) else None
+            if shown != drops:
+                # req: KS-BEF-2
+                self.harness_anomaly(
+                    "drop-uncounted",
+                    [f"the drop events so far count {drops}"],
+                    f"the stats say dropped_total = {counted!r}, but every drop is counted by reason (KS-BEF-2)",
+                )
+
+    # --- quiescence ------------------------------------------------------------------------------
+
+    def settle(self, order: str = "oldest", seed: int = 0, record: bool = True) -> None:
+        """Drive to quiescence (spec section 19) and record the `quiescent` point where liveness is judged.
+
+        Every member connected (disconnected ones are removed), at least one member that accepts every
+        key, every delivery acked (oldest first, newest first or shuffled), blocked keys released, and
+        time advanced past every timeout, back-off and persistence interval.
+        """
+        if record:
+            self.steps.append(Step(settle=order))
+        if self.diverged:
+            return
+        ops = set(self.capabilities.ops) - set(self.skipped_ops)
+        shuffle = random.Random(seed)
+        config = {**_DEFAULTS, **self.config}
+        for member in [m for m in self.checker.members.values() if not m.connected]:
+            if "remove_consumer" in ops:
+                self.perform({"op": "remove_consumer", "consumer": member.name}, record=False)
+        self._ensure_catch_all(ops)
+        patience = max(int(config["backoff_max"]), int(config["persist_interval"]), int(config["ack_timeout"]), 1) + 2
+        idle, rounds = 0, 0
+        while rounds < 200 and not self.diverged:
+            rounds += 1
+            before = self._progress()
+            self._ack_everything(order, shuffle)
+            if "release" in ops:
+                for key, state in sorted(self.checker.keys.items()):
+                    if state.blocked and not self.diverged:
+                        self.perform({"op": "release", "key": key}, record=False)
+                        self._ack_everything(order, shuffle)
+            if self._quiet() or "tick" not in ops:
+                break
+            self.perform({"op": "tick"}, record=False)
+            idle = 0 if self._progress() != before else idle + 1
+            if idle > patience:
+                break
+        self._record({"event": "quiescent"})
+        self._close_op()
+
+    def _progress(self) -> tuple[int, int]:
+        """What settling moves forward: resolved messages and the persisted cursor."""
+        checker = self.checker
+        return len(checker.messages) - len(checker.unresolved), checker.persisted_cursor
+
+    def _ensure_catch_all(self, ops: set[str]) -> None:
+        if "add_consumer" not in ops:
+            return
+        members = self.checker.members
+        sticky = self.config.get("selector") == "pulsar-sticky"
+        if sticky:
+            covered = sum(hi - lo + 1 for m in members.values() for lo, hi in m.ranges)
+            if covered >= SLOTS:
+                return
+            if "remove_consumer" in ops:
+                for name in list(members):
+                    self.perform({"op": "remove_consumer", "consumer": name}, record=False)
+            if self.checker.members:
+                return
+            op = {"op": "add_consumer", "consumer": "settler", "capacity": 4, "filters": [], "ranges": [[0, SLOTS - 1]]}
+            self.perform(op, record=False)
+            return
+        if any(not m.filters for m in members.values()):
+            return
+        if len(members) >= self.capabilities.max_consumers:
+            if "remove_consumer" not in ops:
+                return
+            self.perform({"op": "remove_consumer", "consumer": next(iter(members))}, record=False)
+        name = next(f"settler{n}" for n in range(1000) if f"settler{n}" not in self.checker.members)
+        self.perform({"op": "add_consumer", "consumer": name, "capacity": 4, "filters": []}, record=False)
+
+    def _ack_everything(self, order: str, shuffle: random.Random) -> None:
+        """Every member acks every delivery it holds, including those its acks cause, before time moves."""
+        for _ in range(1000):
+            deliveries = [d for m in self.checker.members.values() for d in m.outstanding.values()]
+            if not deliveries or self.diverged:
+                return
+            deliveries.sort(key=lambda d: d.seq, reverse=order == "newest")
+            if order == "shuffled":
+                shuffle.shuffle(deliveries)
+            for delivery in deliveries:
+                if self.diverged:
+                    return
+                holder = self.checker.messages[delivery.offset].outstanding
+                if holder is delivery:
+                    self.perform(
+                        {"op": "ack", "consumer": delivery.holder.name, "offset": delivery.offset}, record=False
+                    )
+
+    def _quiet(self) -> bool:
+        checker = self.checker
+        if any(m.outstanding for m in checker.members.values()):
+            return False
+        if self.profile == "best-effort":
+            return True
+        return not checker.unresolved and checker.persisted_cursor == len(checker.messages)
+
+
+_DEFAULTS = {"backoff_max": 60, "persist_interval": 0, "ack_timeout": 0}
+
+
+def _created(number: int, buckets: int, lo: int, hi: int, predecessor: int) -> Event:
+    return {
+        "event": "segment_created",
+        "segment": number,
+        "buckets": buckets,
+        "range_lo": lo,
+        "range_hi": hi,
+        "predecessor": predecessor,
+    }
+
+
+def _op_text(op: Mapping[str, Any]) -> str:
+    arguments = ", ".join(f"{k}={v!r}" for k, v in op.items() if k != "op")
+    return f"{op['op']}({arguments})"

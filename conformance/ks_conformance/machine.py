@@ -1,0 +1,460 @@
+"""The Hypothesis state machine: random programs of operations, judged after every step.
+
+`make_machine(context)` builds a `RuleBasedStateMachine` for one adapter: configurations and operations
+are drawn only from the adapter's declared capabilities, keys come from a small pool so that they
+collide, and every step is judged by the checker and the harness (an invariant). A `settle` rule (and
+the teardown) drive the subscription to quiescence so that liveness is checked where failures still
+shrink. The first anomaly of an example raises `Violation` unless its kind was already found in an
+earlier round (then the example is tainted: later anomalies may be consequences, not new bugs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from ks_conformance.anomalies import Anomaly
+from ks_conformance.harness import Session, Step
+from ks_conformance.protocol import AdapterFault, Capabilities, Connection
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import DrawFn, SearchStrategy
+
+KEYS = ("a1", "a2", "b1", "b2", "c")
+"""A small key pool: keys collide, and the filters below split it in overlapping ways."""
+FILTER_SETS: tuple[tuple[str, ...], ...] = ((), (), ("a*",), ("?1",), ("b?", "c"), ("x*",))
+NAMES = ("c1", "c2", "c3", "c4")
+SLICES = 4
+SLICE = 65536 // SLICES
+ORDERS = ("oldest", "newest", "shuffled")
+REFUSAL_PROBES = (
+    "ack-unknown-consumer",
+    "remove-unknown-consumer",
+    "duplicate-consumer",
+    "zero-capacity",
+    "wrong-offset",
+    "release-not-blocked",
+    "skip-not-blocked",
+    "filters-not-allowed",
+    "rollover-bad-count",
+)
+
+
+class Violation(Exception):
+    """The first anomalies of an example; Hypothesis shrinks the example that raised it."""
+
+    def __init__(self, anomalies: list[Anomaly], session: Session) -> None:
+        names = ", ".join(sorted({f"{a.name} ({a.requirement})" for a in anomalies}))
+        super().__init__(f"{names}\n" + "\n".join(a.explanation.text() for a in anomalies))
+        self.anomalies = anomalies
+        self.session = session
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """A slice of the configuration space searched by its own Hypothesis runs: one profile, one poison policy.
+
+    Hypothesis favours the first values of a choice; running each profile and policy separately (and
+    rotating the order of selectors) makes every combination the implementation declares get its share.
+    """
+
+    profile: str
+    poison_policy: str | None
+    selectors: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """profile/policy, for progress lines."""
+        return self.profile + (f"/{self.poison_policy}" if self.poison_policy else "")
+
+
+def strata(capabilities: Capabilities) -> list[Stratum]:
+    """Every profile the implementation declares, crossed with its poison policies (if it can fail deliveries)."""
+    found: list[Stratum] = []
+    can_fail = "nack" in capabilities.ops or capabilities.ack_timeout
+    for profile in capabilities.profiles:
+        policies: tuple[str | None, ...] = (None,)
+        if profile != "best-effort" and can_fail and capabilities.poison_policies:
+            policies = capabilities.poison_policies
+        for policy in policies:
+            turn = len(found) % len(capabilities.selectors)
+            selectors = capabilities.selectors[turn:] + capabilities.selectors[:turn]
+            found.append(Stratum(profile, policy, selectors))
+    return found
+
+
+@dataclass
+class RunContext:
+    """What every example of a run shares: the adapter, what it declared, and what was found so far."""
+
+    connect: Callable[[], Connection]
+    capabilities: Capabilities
+    implementation: dict[str, Any]
+    stratum: Stratum | None = None
+    check_stats: bool = True
+    suppressed: set[str] = field(default_factory=set)
+    exercised: dict[str, int] = field(default_factory=dict)
+    skipped_ops: dict[str, str] = field(default_factory=dict)
+    examples: int = 0
+    steps: int = 0
+    kept: list[tuple[dict[str, Any], list[Step]]] = field(default_factory=list)
+    keep: int = 5
+    connection: Connection | None = None
+
+    def live_connection(self) -> Connection:
+        """The started connection, restarted if an earlier fault left it unusable."""
+        connection = self.connection
+        if connection is None or getattr(connection, "dead", None) is not None:
+            if connection is not None:
+                connection.close()
+            connection = self.connect()
+            connection.start()
+            self.connection = connection
+        return connection
+
+    def collect(self, session: Session) -> None:
+        """Add one finished example's exercised counts and skipped ops to the run's."""
+        self.examples += 1
+        self.steps += len(session.steps)
+        for name, count in session.checker.exercised.items():
+            if session.checker.applies(name):
+                self.exercised[name] = self.exercised.get(name, 0) + count
+        for name, count in session.harness_exercised.items():
+            self.exercised[name] = self.exercised.get(name, 0) + count
+        self.skipped_ops.update(session.skipped_ops)
+        if len(self.kept) < self.keep and session.steps and not session.anomalies:
+            self.kept.append((dict(session.config), list(session.steps)))
+
+
+def configs(capabilities: Capabilities, stratum: Stratum | None = None) -> SearchStrategy[dict[str, Any]]:
+    """Configurations within the declared capabilities (and the stratum), small enough that every rule matters.
+
+    Values that make things happen come first (Hypothesis favours them): short ack timeouts and eviction
+    delays, few redeliveries, small windows.
+    """
+
+    @st.composite
+    def draw_config(draw: DrawFn) -> dict[str, Any]:
+        if stratum is not None:
+            profile, selectors = stratum.profile, stratum.selectors
+        else:
+            profile, selectors = draw(st.sampled_from(capabilities.profiles)), capabilities.selectors
+        selector = draw(st.sampled_from(selectors))
+        config: dict[str, Any] = {"profile": profile, "selector": selector}
+        if draw(st.booleans()):
+            config["window"] = draw(st.integers(1, 6))
+        if selector in ("ring", "pulsar-consistent") and draw(st.booleans()):
+            config["points"] = draw(st.integers(1, 8))
+        ops = capabilities.ops
+        if profile != "best-effort":
+            if capabilities.ack_timeout:
+                config["ack_timeout"] = draw(st.sampled_from((2, 1, 0, 3)))
+            if "nack" in ops or capabilities.ack_timeout:
+                config["max_redeliveries"] = draw(st.sampled_from((1, 0, 2)))
+                base = draw(st.sampled_from((1, 0, 2)))
+                config["backoff_base"] = base
+                config["backoff_max"] = base + draw(st.integers(0, 3))
+                if stratum is not None and stratum.poison_policy is not None:
+                    config["poison_policy"] = stratum.poison_policy
+                elif capabilities.poison_policies:
+                    config["poison_policy"] = draw(st.sampled_from(capabilities.poison_policies))
+            config["persist_interval"] = draw(st.sampled_from((0, 2, 1, 3)))
+            if capabilities.persist_ack_holes:
+                config["persist_ack_holes"] = draw(st.booleans())
+        if "disconnect" in ops:
+            config["evict_after"] = draw(st.sampled_from((1, 2, 0, 3)))
+        if selector == "buckets":
+            config["bucket_budget"] = draw(st.integers(1, 4))
+            config["bucket_max"] = draw(st.integers(4, 8))
+        return config
+
+    return draw_config()
+
+
+def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
+    """A state machine class bound to one run's adapter and findings."""
+    capabilities = context.capabilities
+
+    class KeySharedMachine(RuleBasedStateMachine):
+        """Random operations against the adapter, every step judged (spec/checking.md)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.session: Session | None = None
+            self.tainted = False
+            self.settled_at = -1
+            self.restarts = 0
+            self.restarted_at = 0
+
+        # --- helpers ---------------------------------------------------------------------------
+
+        def able(self, op: str) -> bool:
+            session = self.session
+            if session is None or session.diverged or op not in capabilities.ops or op in session.skipped_ops:
+                return False
+            if session.profile == "best-effort" and op in ("nack", "release", "skip", "restart", "rollover", "split"):
+                return False
+            return True
+
+        def do(self, op: dict[str, Any]) -> None:
+            assert self.session is not None
+            self.session.perform(op)
+
+        def members(self) -> list[str]:
+            assert self.session is not None
+            return sorted(self.session.checker.members)
+
+        def outstanding(self) -> list[tuple[str, int]]:
+            assert self.session is not None
+            deliveries = [d for m in self.session.checker.members.values() for d in m.outstanding.values()]
+            return [(d.holder.name, d.offset) for d in sorted(deliveries, key=lambda d: d.seq)]
+
+        def blocked_keys(self) -> list[str]:
+            assert self.session is not None
+            return sorted(k for k, s in self.session.checker.keys.items() if s.blocked)
+
+        def active_segments(self) -> list[int]:
+            assert self.session is not None
+            return sorted(n for n, s in self.session.checker.segments.items() if not s.sealed)
+
+        # --- rules -----------------------------------------------------------------------------
+
+        @initialize(config=configs(capabilities, context.stratum))
+        def begin(self, config: dict[str, Any]) -> None:
+            """Reset the adapter with a drawn configuration."""
+            connection = context.live_connection()
+            session = Session(
+                connection, capabilities, config, check_stats=context.check_stats, implementation=context.implementation
+            )
+            self.session = session
+            outcome = session.begin()
+            if not outcome.ok:
+                raise AdapterFault(
+                    "protocol",
+                    f"reset refused a configuration within the declared capabilities: {outcome.code} "
+                    f"{outcome.error_field or ''} ({outcome.message}); config {config}",
+                )
+
+        @precondition(lambda self: self.able("publish"))
+        @rule(key=st.sampled_from(KEYS))
+        def publish(self, key: str) -> None:
+            """Publish a message with a key from the pool."""
+            assert self.session is not None
+            self.do({"op": "publish", "offset": len(self.session.checker.messages), "key": key})
+
+        @precondition(lambda self: self.able("publish"))
+        @rule(keys=st.lists(st.sampled_from(KEYS), min_size=2, max_size=4))
+        def publish_several(self, keys: list[str]) -> None:
+            """Publish a burst, so that keys queue behind each other."""
+            for key in keys:
+                self.publish(key)
+
+        @precondition(
+            lambda self: (
+                self.able("add_consumer")
+                and self.session is not None
+                and len(self.session.checker.members) < min(capabilities.max_consumers, len(NAMES))
+            )
+        )
+        @rule(pick=st.integers(0, 7), capacity=st.integers(1, 3), filters=st.sampled_from(FILTER_SETS))
+        def add_consumer(self, pick: int, capacity: int, filters: tuple[str, ...]) -> None:
+            """A consumer joins (names are reused after a leave: KS-GEN-3)."""
+            assert self.session is not None
+            free = [n for n in NAMES if n not in self.session.checker.members]
+            op: dict[str, Any] = {"op": "add_consumer", "consumer": free[pick % len(free)], "capacity": capacity}
+            selector = self.session.config.get("selector")
+            op["filters"] = list(filters) if capabilities.filters and selector not in _NO_FILTERS else []
+            if selector == "pulsar-sticky":
+                taken = {lo // SLICE for m in self.session.checker.members.values() for lo, _ in m.ranges}
+                slices = [s for s in range(SLICES) if s not in taken]
+                if not slices:
+                    return
+                chosen = slices[pick % len(slices)]
+                op["ranges"] = [[chosen * SLICE, chosen * SLICE + SLICE - 1]]
+            self.do(op)
+
+        @precondition(lambda self: self.able("remove_consumer") and bool(self.session and self.session.checker.members))
+        @rule(pick=st.integers(0, 7))
+        def remove_consumer(self, pick: int) -> None:
+            """A consumer leaves."""
+            names = self.members()
+            self.do({"op": "remove_consumer", "consumer": names[pick % len(names)]})
+
+        @precondition(lambda self: self.able("disconnect") and bool(self.session and self.session.checker.members))
+        @rule(pick=st.integers(0, 7))
+        def disconnect(self, pick: int) -> None:
+            """A member loses its connection."""
+            assert self.session is not None
+            connected = [n for n, m in sorted(self.session.checker.members.items()) if m.connected]
+            if connected:
+                self.do({"op": "disconnect", "consumer": connected[pick % len(connected)]})
+
+        @precondition(lambda self: self.able("ack") and bool(self.outstanding()))
+        @rule(pick=st.integers(0, 15))
+        def ack(self, pick: int) -> None:
+            """The holder of a delivery acks it."""
+            deliveries = self.outstanding()
+            consumer, offset = deliveries[pick % len(deliveries)]
+            self.do({"op": "ack", "consumer": consumer, "offset": offset})
+
+        @precondition(lambda self: self.able("nack") and bool(self.outstanding()))
+        @rule(pick=st.integers(0, 15))
+        def nack(self, pick: int) -> None:
+            """The holder of a delivery nacks it."""
+            deliveries = self.outstanding()
+            consumer, offset = deliveries[pick % len(deliveries)]
+            self.do({"op": "nack", "consumer": consumer, "offset": offset})
+
+        @precondition(lambda self: self.able("ack") and bool(self.session and self.session.checker.members))
+        @rule(pick=st.integers(0, 15), member=st.integers(0, 7), negative=st.booleans())
+        def stale_answer(self, pick: int, member: int, negative: bool) -> None:
+            """A member acks or nacks a message it does not hold (stale, resolved, another's, unknown)."""
+            assert self.session is not None
+            names = self.members()
+            consumer = names[member % len(names)]
+            published = len(self.session.checker.messages)
+            offset = pick % (published + 1)
+            holder = self.session.checker.messages[offset].outstanding if offset < published else None
+            if holder is not None and holder.holder.name == consumer:
+                return
+            kind = "nack" if negative and self.able("nack") else "ack"
+            self.do({"op": kind, "consumer": consumer, "offset": offset})
+
+        @precondition(lambda self: self.able("tick"))
+        @rule(count=st.integers(1, 3))
+        def tick(self, count: int) -> None:
+            """Time passes."""
+            for _ in range(count):
+                self.do({"op": "tick"})
+
+        @precondition(lambda self: self.able("release") and bool(self.blocked_keys()))
+        @rule(pick=st.integers(0, 7))
+        def release(self, pick: int) -> None:
+            """The operator releases a blocked key."""
+            keys = self.blocked_keys()
+            self.do({"op": "release", "key": keys[pick % len(keys)]})
+
+        @precondition(lambda self: self.able("skip") and bool(self.blocked_keys()))
+        @rule(pick=st.integers(0, 7))
+        def skip(self, pick: int) -> None:
+            """The operator skips a blocked key's message."""
+            keys = self.blocked_keys()
+            self.do({"op": "skip", "key": keys[pick % len(keys)]})
+
+        @precondition(lambda self: self.able("restart") and self.restarts < 2 and self.published_since_restart())
+        @rule()
+        def restart(self) -> None:
+            """The dispatcher crashes and restarts (at most twice, each after a publish); consumers rejoin later."""
+            assert self.session is not None
+            self.do({"op": "restart"})
+            self.restarts += 1
+            self.restarted_at = len(self.session.checker.messages)
+
+        def published_since_restart(self) -> bool:
+            return self.session is not None and len(self.session.checker.messages) > self.restarted_at
+
+        @precondition(lambda self: self.able("rollover") and bool(self.active_segments()))
+        @rule(pick=st.integers(0, 7), buckets=st.integers(1, 8))
+        def rollover(self, pick: int, buckets: int) -> None:
+            """A segment is sealed and succeeded by one with a new bucket count."""
+            assert self.session is not None
+            active = self.active_segments()
+            maximum = int(self.session.config.get("bucket_max", 1024))
+            successor = max(self.session.checker.segments) + 1
+            op = {"op": "rollover", "segment": active[pick % len(active)], "successor": successor}
+            self.do({**op, "buckets": 1 + (buckets - 1) % maximum})
+
+        @precondition(lambda self: self.able("split") and bool(self.active_segments()))
+        @rule(pick=st.integers(0, 7))
+        def split(self, pick: int) -> None:
+            """A segment is sealed and split in two halves."""
+            assert self.session is not None
+            segments = self.session.checker.segments
+            splittable = [n for n in self.active_segments() if segments[n].hi > segments[n].lo]
+            if not splittable:
+                return
+            lower = max(segments) + 1
+            self.do({"op": "split", "segment": splittable[pick % len(splittable)], "lower": lower, "upper": lower + 1})
+
+        @precondition(lambda self: self.session is not None and not self.session.diverged)
+        @rule(probe=st.sampled_from(REFUSAL_PROBES), pick=st.integers(0, 7))
+        def refused_op(self, probe: str, pick: int) -> None:
+            """An op the spec refuses (KS-GEN-4); skipped when the probe does not apply."""
+            op = self.refusal_probe(probe, pick)
+            if op is not None and self.able(op["op"]):
+                self.do(op)
+
+        def refusal_probe(self, probe: str, pick: int) -> dict[str, Any] | None:
+            assert self.session is not None
+            checker = self.session.checker
+            selector = self.session.config.get("selector")
+            names = self.members()
+            if probe == "ack-unknown-consumer":
+                return {"op": "ack", "consumer": "ghost", "offset": 0}
+            if probe == "remove-unknown-consumer":
+                return {"op": "remove_consumer", "consumer": "ghost"}
+            if probe == "duplicate-consumer" and names:
+                return {"op": "add_consumer", "consumer": names[pick % len(names)], "capacity": 1, "filters": []}
+            if probe == "zero-capacity" and selector != "pulsar-sticky":
+                return {"op": "add_consumer", "consumer": "ghost", "capacity": 0, "filters": []}
+            if probe == "wrong-offset":
+                return {"op": "publish", "offset": len(checker.messages) + 1 + pick, "key": KEYS[0]}
+            if probe in ("release-not-blocked", "skip-not-blocked"):
+                free = [k for k in KEYS if k not in self.blocked_keys()]
+                return {"op": probe.split("-")[0], "key": free[pick % len(free)]}
+            if probe == "filters-not-allowed" and capabilities.filters and selector in _NO_FILTERS:
+                op: dict[str, Any] = {"op": "add_consumer", "consumer": "ghost", "capacity": 1, "filters": ["a*"]}
+                if selector == "pulsar-sticky":
+                    op["ranges"] = [[0, 0]]
+                return None if selector == "pulsar-sticky" else op
+            if probe == "rollover-bad-count" and selector == "buckets" and self.active_segments():
+                maximum = int(self.session.config.get("bucket_max", 1024))
+                segment = self.active_segments()[0]
+                bad = 0 if pick % 2 else maximum + 1
+                return {"op": "rollover", "segment": segment, "successor": max(checker.segments) + 1, "buckets": bad}
+            return None
+
+        @precondition(lambda self: bool(self.session and self.session.checker.messages) and not self.tainted)
+        @rule(order=st.sampled_from(ORDERS))
+        def settle(self, order: str) -> None:
+            """Everyone acks, blocked keys are released, time passes: liveness is judged (spec section 19)."""
+            assert self.session is not None
+            self.session.settle(order, seed=len(self.session.steps))
+            self.settled_at = len(self.session.steps)
+
+        @rule()
+        def idle(self) -> None:
+            """Nothing happens (lets shrinking replace steps that do not matter)."""
+
+        @invariant()
+        def judged(self) -> None:
+            """Every step is judged: the first new anomaly of an example fails it."""
+            if self.session is None or self.tainted:
+                return
+            found = self.session.new_anomalies()
+            if not found:
+                return
+            if any(a.name not in context.suppressed for a in found):
+                raise Violation(found, self.session)
+            self.tainted = True  # an anomaly already reported: what follows may be its consequence
+
+        def teardown(self) -> None:
+            """Settle once more if the last step was not a settle, judge, and count what was exercised."""
+            session = self.session
+            if session is None:
+                return
+            try:
+                if not self.tainted and session.checker.messages and self.settled_at != len(session.steps):
+                    session.settle("oldest", seed=len(session.steps))
+                    self.judged()
+            finally:
+                context.collect(session)
+
+    return KeySharedMachine
+
+
+_NO_FILTERS = ("pulsar-auto-split", "pulsar-sticky", "buckets")

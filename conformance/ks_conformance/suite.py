@@ -1,0 +1,481 @@
+"""A conformance run: the suite against one adapter, from `start` to a verdict per requirement.
+
+`run_suite` probes the configuration refusals (KS-CFG-1), runs the Hypothesis state machine in rounds
+(each round looks for violations of anomaly kinds not found yet, and shrinks the first it finds to a
+minimal scenario), replays a few examples twice to check determinism (KS-GEN-5), and turns it all into
+one status per requirement: passed, failed, warning, vacuous, skipped or untested (spec/report-format.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ks_spec.requirements import load_index
+
+from ks_conformance import report
+from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
+from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
+from ks_conformance.harness import Session
+from ks_conformance.machine import RunContext, Violation, make_machine, strata
+from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
+from ks_conformance.scenario import Scenario, events_signature, replay, write_scenario
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How hard a run looks: Hypothesis examples and steps per round, rounds, and the seed."""
+
+    profile: str
+    max_examples: int
+    """Hypothesis examples per stratum (profile x poison policy) and round."""
+    steps: int
+    rounds: int
+    """At most this many rounds per stratum: each looks for anomaly kinds not found yet."""
+    seed: int = 0
+    determinism_replays: int = 3
+    shrink_seconds: int = 20
+
+    def to_json(self) -> dict[str, Any]:
+        """For the report header."""
+        return {
+            "profile": self.profile,
+            "seed": self.seed,
+            "max_examples": self.max_examples,
+            "stateful_step_count": self.steps,
+            "rounds": self.rounds,
+            "shrink_seconds": self.shrink_seconds,
+        }
+
+
+PROFILES = {
+    "ci": RunSettings("ci", max_examples=30, steps=40, rounds=3, shrink_seconds=15),
+    "thorough": RunSettings("thorough", max_examples=300, steps=80, rounds=8, shrink_seconds=120),
+}
+"""`ci` runs in about a minute against the reference; `thorough` is for nightly runs."""
+
+
+def settings_for(profile: str, seed: int = 0, **overrides: Any) -> RunSettings:
+    """The named settings profile with a seed (and any field overridden)."""
+    base = PROFILES[profile]
+    values = {**base.__dict__, "seed": seed, **overrides}
+    return RunSettings(**values)
+
+
+@dataclass
+class Finding:
+    """A violation found by a round, with the scenario that reproduces it."""
+
+    anomalies: list[Anomaly]
+    config: dict[str, Any]
+    scenario: Scenario
+    trace: list[dict[str, Any]]
+    program: str = ""
+    path: Path | None = None
+
+
+@dataclass
+class RunResult:
+    """Everything a run found, ready to be rendered as a report."""
+
+    adapter: str
+    transport: str
+    info: StartInfo
+    capabilities: Capabilities
+    settings: RunSettings
+    findings: list[Finding] = field(default_factory=list)
+    faults: list[tuple[AdapterFault, Path | None]] = field(default_factory=list)
+    exercised: dict[str, int] = field(default_factory=dict)
+    skipped_ops: dict[str, str] = field(default_factory=dict)
+    examples: int = 0
+    steps: int = 0
+    started: str = ""
+    duration: float = 0.0
+    requirements: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def anomalies(self) -> list[Anomaly]:
+        """Every anomaly of every finding."""
+        return [a for f in self.findings for a in f.anomalies]
+
+    @property
+    def verdict(self) -> str:
+        """conformant, not-conformant or unknown (spec/report-format.md section 2)."""
+        if any(r["status"] == "failed" for r in self.requirements):
+            return "not-conformant"
+        if self.faults or any(r["status"] == "vacuous" and r["level"] == "MUST" for r in self.requirements):
+            return "unknown"
+        return "conformant"
+
+
+def run_suite(
+    connect: Callable[[], Connection],
+    settings: RunSettings,
+    scenarios: Path | None = None,
+    check_stats: bool = True,
+    on_progress: Callable[[str], None] | None = None,
+    capabilities: Capabilities | None = None,
+) -> RunResult:
+    """Run the suite against an adapter; StartFailed propagates (the adapter did not start)."""
+    started, clock = report.now_iso(), time.perf_counter()
+    say = on_progress or (lambda message: None)
+    connection = connect()
+    info = connection.start()
+    declared = capabilities or info.capabilities
+    result = RunResult(connection.adapter, connection.transport, info, declared, settings, started=started)
+    context = RunContext(connect, declared, info.implementation, check_stats=check_stats, connection=connection)
+    try:
+        _probe_configs(connection, declared, result, context)
+        for index, stratum in enumerate(strata(declared)):
+            context.stratum = stratum
+            for number in range(settings.rounds):
+                found = _round(context, settings, index * 100 + number, f"{stratum.label} round {number + 1}", say)
+                if found is None:
+                    break
+                if isinstance(found, Finding):
+                    found.path = write_scenario(found.scenario, scenarios) if scenarios is not None else None
+                    result.findings.append(found)
+                    context.suppressed.update(a.name for a in found.anomalies)
+                    say(f"{stratum.label}: found {', '.join(sorted({a.name for a in found.anomalies}))}")
+                else:
+                    path = write_scenario(found[1], scenarios) if scenarios is not None and found[1] else None
+                    result.faults.append((found[0], path))
+                    say(f"{stratum.label}: adapter fault ({found[0].kind}): {found[0].message}")
+                    break
+            if result.faults:
+                break
+        if not result.faults and declared.deterministic:
+            _check_determinism(context, result)
+    finally:
+        if context.connection is not None:
+            context.connection.close()
+    result.exercised = dict(context.exercised)
+    result.skipped_ops = dict(context.skipped_ops)
+    result.examples, result.steps = context.examples, context.steps
+    result.duration = time.perf_counter() - clock
+    result.requirements = requirement_statuses(result)
+    return result
+
+
+def _round(
+    context: RunContext, settings: RunSettings, number: int, label: str, say: Callable[[str], None]
+) -> Finding | tuple[AdapterFault, Scenario | None] | None:
+    """One Hypothesis run; the shrunk finding, an adapter fault, or None when nothing new was found."""
+    from hypothesis import HealthCheck, Phase, seed
+    from hypothesis import settings as hypothesis_settings
+    from hypothesis.errors import Flaky
+    from hypothesis.reporting import with_reporter
+    from hypothesis.stateful import run_state_machine_as_test
+
+    machine = make_machine(context)
+    seeded = seed(settings.seed * 1000 + number)(machine)
+    options = hypothesis_settings(
+        max_examples=settings.max_examples,
+        stateful_step_count=settings.steps,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        report_multiple_bugs=False,
+        print_blob=False,
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+    )
+    printed: list[str] = []
+
+    def keep(value: object) -> None:
+        printed.append(str(value))
+
+    say(f"{label}: {settings.max_examples} examples of up to {settings.steps} steps")
+    try:
+        with with_reporter(keep), _shrink_budget(settings.shrink_seconds):
+            run_state_machine_as_test(seeded, settings=options)
+    except Violation as violation:
+        session = violation.session
+        anomalies = violation.anomalies
+        scenario = Scenario(
+            config=dict(session.config),
+            steps=list(session.steps),
+            covers=sorted({a.requirement for a in anomalies}),
+            anomalies=sorted({a.name for a in anomalies}),
+            description="; ".join(sorted({a.name for a in anomalies})) + " found by the conformance suite",
+            found={
+                "seed": settings.seed,
+                "round": label,
+                "adapter": context.connection.adapter if context.connection else "",
+            },
+        )
+        return Finding(anomalies, dict(session.config), scenario, list(session.trace), "\n".join(printed))
+    except AdapterFault as fault:
+        return fault, None
+    except Flaky as flaky:
+        anomaly = Anomaly(
+            "nondeterministic",
+            -1,
+            (),
+            Explanation(
+                ("an example failed, then passed when Hypothesis ran the same operations again",),
+                f"the same operations gave different results ({type(flaky).__name__}), but an implementation "
+                "emits the same events for the same operations (KS-GEN-5)",
+            ),
+        )
+        return Finding([anomaly], {}, Scenario({}, [], covers=["KS-GEN-5"], anomalies=["nondeterministic"]), [])
+    return None
+
+
+@contextmanager
+def _shrink_budget(seconds: int) -> Iterator[None]:
+    """Bound the time Hypothesis spends shrinking one failure (its own limit is five minutes).
+
+    Hypothesis has no public setting for this; the limit is a module constant of its engine, which the
+    pinned version (pyproject.toml) keeps under this name. Restored afterwards.
+    """
+    from hypothesis.internal.conjecture import engine
+
+    previous = engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKING_SECONDS = seconds
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = previous
+
+
+INVALID_CONFIGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("window", {"window": 0}),
+    ("frobnicate", {"frobnicate": 1}),
+    ("backoff_base", {"backoff_base": 5, "backoff_max": 1}),
+    ("bucket_budget", {"bucket_budget": 2}),
+    ("profile", {"profile": "eventual"}),
+    ("max_redeliveries", {"max_redeliveries": -1}),
+)
+"""Configurations the spec refuses (KS-CFG-1), and the field the refusal must name."""
+
+
+def _probe_configs(connection: Connection, capabilities: Capabilities, result: RunResult, context: RunContext) -> None:
+    """Every nonsensical configuration must be refused with invalid_config naming its field (KS-CFG-1)."""
+    base = {
+        "profile": capabilities.profiles[0],
+        "selector": "ring" if "ring" in capabilities.selectors else capabilities.selectors[0],
+    }
+    if base["selector"] == "buckets":
+        return
+    for field_name, change in INVALID_CONFIGS:
+        config = {**base, **change}
+        outcome = connection.reset(config)
+        context.exercised["config-accepted"] = context.exercised.get("config-accepted", 0) + 1
+        why = ""
+        if outcome.ok:
+            why = "the adapter accepted it"
+        elif outcome.code != "invalid_config":
+            why = f"the adapter refused it with {outcome.code!r}, not 'invalid_config'"
+        elif outcome.error_field != field_name:
+            why = f"the refusal names field {outcome.error_field!r}, not {field_name!r}"
+        if why:
+            anomaly = Anomaly(
+                "config-accepted",
+                -1,
+                (),
+                Explanation(
+                    (f"config = {config}",),
+                    f"{why}, but it must be refused with invalid_config naming the field {field_name!r} (KS-CFG-1)",
+                ),
+                {"config": config},
+            )
+            scenario = Scenario(config, [], covers=["KS-CFG-1"], anomalies=["config-accepted"])
+            result.findings.append(Finding([anomaly], config, scenario, []))
+
+
+def _check_determinism(context: RunContext, result: RunResult) -> None:
+    """Replay a few passing examples twice each; different events are a KS-GEN-5 warning."""
+    connection = context.live_connection()
+    for config, steps in context.kept[: result.settings.determinism_replays]:
+        scenario = Scenario(config, steps)
+        traces = []
+        for _ in range(2):
+            replayed = replay(scenario, connection, context.capabilities, context.implementation, check_stats=False)
+            if replayed.session is None:
+                return
+            traces.append(events_signature(replayed.session.trace))
+        context.exercised["nondeterministic"] = context.exercised.get("nondeterministic", 0) + 1
+        if traces[0] != traces[1]:
+            first = (
+                next(i for i, (a, b) in enumerate(zip(traces[0], traces[1], strict=False)) if a != b)
+                if any(a != b for a, b in zip(traces[0], traces[1], strict=False))
+                else min(len(traces[0]), len(traces[1]))
+            )
+            anomaly = Anomaly(
+                "nondeterministic",
+                first,
+                (),
+                Explanation(
+                    (f"the same {len(steps)} operations run twice from a fresh reset",),
+                    f"the runs differ from event {first} on, but the same operations give the same events (KS-GEN-5)",
+                ),
+            )
+            result.findings.append(
+                Finding([anomaly], config, Scenario(config, steps, ["KS-GEN-5"], ["nondeterministic"]), [])
+            )
+            return
+
+
+# --- requirement statuses --------------------------------------------------------------------------
+
+
+def _needs(name: str, capabilities: Capabilities, skipped: Mapping[str, str]) -> str | None:
+    """Why an anomaly's check cannot be exercised against these capabilities, or None if it can."""
+    ops = set(capabilities.ops) - set(skipped)
+    selectors = set(capabilities.selectors)
+    policies = set(capabilities.poison_policies)
+    failures = "nack" in ops or capabilities.ack_timeout
+
+    def need(condition: bool, what: str) -> str | None:
+        return None if condition else what
+
+    requirements: dict[str, str | None] = {
+        "stale-nack-accepted": need("nack" in ops, "op nack"),
+        "holder-nack-ignored": need("nack" in ops, "op nack"),
+        "premature-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout"),
+        "missed-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout"),
+        "early-retry": need(failures and "tick" in ops, "op nack or capability ack_timeout"),
+        "retry-overtaken": need(failures or "remove_consumer" in ops, "op nack, ack_timeout or remove_consumer"),
+        "retry-overrun": need(failures and bool(policies), "failures and a poison policy"),
+        "poison-ignored": need(failures and bool(policies) and "tick" in ops, "failures and a poison policy"),
+        "blocked-key-leak": need(failures and "block" in policies, "poison policy block"),
+        "skip-ignored": need(failures and "block" in policies and "skip" in ops, "poison policy block and op skip"),
+        "dead-letter-mismatch": need(failures and "dead-letter" in policies, "poison policy dead-letter"),
+        "unjustified-resolution": need(
+            (failures and bool(policies & {"drop", "dead-letter"})) or "skip" in ops, "a poison policy that resolves"
+        ),
+        "premature-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect"),
+        "missed-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect"),
+        "inactive-delivery": need("disconnect" in ops, "op disconnect"),
+        "filter-violation": need(capabilities.filters, "capability filters"),
+        "unjustified-filter": need(capabilities.filters, "capability filters"),
+        "filtered-without-members": need(capabilities.filters and "remove_consumer" in ops, "capability filters"),
+        "resurrected": need("restart" in ops, "op restart"),
+        "persist-early": need("tick" in ops, "op tick"),
+        "phase-order": need("tick" in ops, "op tick"),
+        "lost": need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
+        "split-owner": need(len(capabilities.profiles) > 0, ""),
+        "unstable-assignment": need(bool(selectors - {"buckets"}), "a selector other than buckets"),
+        "idle-while-ready": need(bool(selectors - {"pulsar-sticky", "buckets"}), "a selector with a fixed target"),
+        "misrouted-bucket": need("buckets" in selectors, "selector buckets"),
+        "bucket-misassigned": need("buckets" in selectors, "selector buckets"),
+        "bucket-split-owner": need("buckets" in selectors, "selector buckets"),
+        "checkpoint-skip": need("buckets" in selectors, "selector buckets"),
+        "successor-first": need("buckets" in selectors and bool({"rollover", "split"} & ops), "op rollover or split"),
+        "stats-mismatch": need(capabilities.stats, "capability stats"),
+        "blocked-key-hidden": need(capabilities.stats and "block" in policies, "capability stats and policy block"),
+        "drop-uncounted": need(capabilities.stats, "capability stats"),
+        "nondeterministic": need(capabilities.deterministic, "the adapter does not declare itself deterministic"),
+        "config-accepted": need("ring" in selectors or bool(selectors - {"buckets"}), "a selector other than buckets"),
+    }
+    return requirements.get(name)
+
+
+def requirement_statuses(result: RunResult) -> list[dict[str, Any]]:
+    """One `requirement` line per requirement of the spec, in spec order."""
+    capabilities = result.capabilities
+    violations: dict[str, list[Anomaly]] = {}
+    for anomaly in result.anomalies:
+        violations.setdefault(anomaly.requirement, []).append(anomaly)
+    lines: list[dict[str, Any]] = []
+    for entry in load_index():
+        identifier, level, title = str(entry["id"]), str(entry["level"]), str(entry["title"])
+        profiles = [str(p) for p in entry["profiles"]]  # type: ignore[attr-defined]
+        checks = [k.name for k in checks_of(identifier)]
+        line: dict[str, Any] = {
+            "type": "requirement",
+            "id": identifier,
+            "title": title,
+            "level": level,
+            "checks": checks,
+            "exercised": {name: result.exercised.get(name, 0) for name in checks},
+        }
+        tested_profiles = [p for p in capabilities.profiles if p in profiles]
+        found = violations.get(identifier, [])
+        line["violations"] = len(found)
+        if not tested_profiles:
+            line.update(
+                status="skipped",
+                reason=f"applies to {', '.join(profiles)}; the implementation declares "
+                f"{', '.join(capabilities.profiles)}",
+            )
+        elif not checks:
+            line.update(status="untested", reason=INDIRECT.get(identifier, "no check of its own"))
+        elif found:
+            line["status"] = "failed" if level == "MUST" else "warning"
+        else:
+            missing = [_needs(name, capabilities, result.skipped_ops) for name in checks]
+            usable = [name for name, why in zip(checks, missing, strict=True) if not why]
+            if not usable:
+                reasons = sorted({why for why in missing if why})
+                line.update(status="skipped", reason="needs " + " or ".join(reasons))
+            elif sum(result.exercised.get(name, 0) for name in usable) == 0:
+                line.update(status="vacuous", reason="its checks were never exercised in this run")
+            else:
+                line["status"] = "passed"
+        lines.append(line)
+    return lines
+
+
+def report_lines(result: RunResult) -> list[dict[str, Any]]:
+    """The run as a report (spec/report-format.md)."""
+    lines: list[dict[str, Any]] = [
+        report.header(
+            "conformance",
+            protocol_version=1,
+            adapter=result.adapter,
+            transport=result.transport,
+            implementation=result.info.implementation,
+            capabilities=result.capabilities.to_json(),
+            settings=result.settings.to_json(),
+            started=result.started,
+        )
+    ]
+    lines += result.requirements
+    for finding in result.findings:
+        events_by_seq = {event["seq"]: event for event in finding.trace}
+        for anomaly in finding.anomalies:
+            line = {"type": "violation", **anomaly.to_json(), "config": finding.config}
+            line["events"] = [events_by_seq[s] for s in anomaly.witness if s in events_by_seq]
+            if finding.path is not None:
+                line["scenario"] = str(finding.path)
+            lines.append(line)
+    for fault, path in result.faults:
+        error = {"type": "error", **fault.to_json()}
+        if path is not None:
+            error["scenario"] = str(path)
+        lines.append(error)
+    counts: dict[str, int] = {}
+    for requirement in result.requirements:
+        counts[requirement["status"]] = counts.get(requirement["status"], 0) + 1
+    levels = requirement_levels()
+    lines.append(
+        {
+            "type": "footer",
+            "verdict": result.verdict,
+            "counts": counts,
+            "observed_anomalies": sorted({a.name for a in result.anomalies}),
+            "violated": sorted({a.requirement for a in result.anomalies if levels.get(a.requirement) == "MUST"}),
+            "warnings": sorted({a.requirement for a in result.anomalies if levels.get(a.requirement) != "MUST"}),
+            "examples": result.examples,
+            "steps": result.steps,
+            "duration_s": round(result.duration, 3),
+            "finished": report.now_iso(),
+        }
+    )
+    return lines
+
+
+def describe_catalogue() -> list[tuple[str, str, str]]:
+    """(anomaly, requirement, stage) for every check, for `--help`-style listings."""
+    return [(k.name, k.requirement, k.stage.value) for k in CATALOGUE if k.name in BY_NAME]
+
+
+def judge_session(session: Session) -> list[Anomaly]:
+    """All anomalies a finished session found."""
+    return list(session.anomalies)
