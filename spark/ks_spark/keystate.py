@@ -25,7 +25,22 @@ NEVER = (1 << 62) - 1
 """A seq later than any event: 'not resolved in this era', 'the incarnation never ended'."""
 
 # Event kinds the per-key pass reads.
-PUBLISH, DELIVER, ACK, NACK, TIMEOUT, DROP, DEAD_LETTER, FILTER, HELD, BLOCKED, RELEASED, SKIPPED, IGNORED = range(13)
+(
+    PUBLISH,
+    DELIVER,
+    ACK,
+    NACK,
+    TIMEOUT,
+    DROP,
+    DEAD_LETTER,
+    FILTER,
+    HELD,
+    BLOCKED,
+    RELEASED,
+    SKIPPED,
+    ACK_IGNORED,
+    NACK_IGNORED,
+) = range(14)
 KIND_CODES: dict[str, int] = {
     "publish": PUBLISH,
     "deliver": DELIVER,
@@ -39,8 +54,8 @@ KIND_CODES: dict[str, int] = {
     "key_blocked": BLOCKED,
     "key_released": RELEASED,
     "key_skipped": SKIPPED,
-    "ack_ignored": IGNORED,
-    "nack_ignored": IGNORED,
+    "ack_ignored": ACK_IGNORED,
+    "nack_ignored": NACK_IGNORED,
 }
 KEY_EVENTS = tuple(KIND_CODES)
 RESOLUTIONS = {ACK: "acked", DROP: "dropped", DEAD_LETTER: "dead_lettered", FILTER: "filtered"}
@@ -404,7 +419,9 @@ class KeyChecker:
             return
         found = self.messages.get(offset)
         if found is None:
-            if kind != IGNORED or reason != "unknown-offset":
+            if kind == ACK_IGNORED:
+                self._exercise("stale-ack-accepted")
+            if kind not in (ACK_IGNORED, NACK_IGNORED) or reason != "unknown-offset":
                 self.emit((ROW_CONTRADICTION, seq, f"an event of offset {offset} names key {self.key!r}, not its key"))
             return
         message = found
@@ -427,7 +444,11 @@ class KeyChecker:
             message.hold_seq = seq
             if reason == "draining":
                 self._exercise("drain-stuck")
-        elif kind == IGNORED:
+        elif kind == ACK_IGNORED:
+            inc = self.ctx.incarnation(consumer, seq)
+            if not (message.out_seq >= 0 and inc is not None and message.out_inc == inc.inc_id):
+                self._exercise("stale-ack-accepted")
+        elif kind == NACK_IGNORED:
             return
         elif kind == BLOCKED:
             message.awaiting = False

@@ -36,6 +36,8 @@ META_EVENTS = (
 """Events every key needs to know about: collected to the driver (they are few)."""
 
 RUN, PROBLEM, META, PERSIST, REGRESS = "run", "problem", "meta", "persist", "regress"
+CORRUPT_PREFIX = "corrupt:"
+"""A problem row whose text starts with this carries the raw line Spark could not parse."""
 
 OUTPUT_SCHEMA = pa.schema(
     [
@@ -64,7 +66,8 @@ OUTPUT_DDL = (
 )
 
 
-KindRules = dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...] | None]]
+KindRules = dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...] | None, tuple[tuple[str, int], ...]]]
+"""Per event kind: required columns, columns that must be null, allowed reasons, integer minimums."""
 
 
 @cache
@@ -76,9 +79,15 @@ def kind_rules() -> KindRules:
     for kind, info in event_kinds().items():
         used = set(info.required) | set(info.optional)
         forbidden = tuple(c for c in data_columns if c not in used)
-        reason = definitions[f"event_{kind}"]["properties"].get("reason", {})
+        properties = definitions[f"event_{kind}"]["properties"]
+        reason = properties.get("reason", {})
         reasons = tuple(reason["enum"]) if "enum" in reason else None
-        rules[kind] = (info.required, forbidden, reasons)
+        minimums = tuple(
+            (name, int(spec["minimum"]))
+            for name, spec in properties.items()
+            if name in used and isinstance(spec, dict) and "minimum" in spec
+        )
+        rules[kind] = (info.required, forbidden, reasons, minimums)
     return rules
 
 
@@ -97,6 +106,7 @@ class RunState:
     last_tick: int | None = None
     publishes: int = 0
     first_pub: int | None = None
+    first_pub_idx: int = 0
     last_pub: int | None = None
     excess: int | None = None  # max over offsets of non-publish events of (offset - publishes before it)
     excess_idx: int = -1
@@ -104,6 +114,7 @@ class RunState:
     excess_offset: int = -1
     persists: int = 0
     keyless_ignored: int = 0
+    unknown_acks: int = 0  # ack_ignored of never-published offsets, without a key: exercise stale-ack-accepted
     first_persist: tuple[int, int] | None = None
     last_persist: tuple[int, int] | None = None
     last_persist_ranges: list[list[int]] | None = None
@@ -149,7 +160,8 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
     corrupt = col[CORRUPT_COLUMN]
     if corrupt.null_count < n:
         index = int(np.flatnonzero(_bool(pc.is_valid(corrupt)))[0])
-        state.note_problem(base + index, None, "field '(line)': not valid JSON, or a value of the wrong type")
+        # The driver re-reads this one line to name the field (tasks do not load the JSON Schema).
+        state.note_problem(base + index, None, f"{CORRUPT_PREFIX}{corrupt[index].as_py()}")
     for name in ("seq", "tick", "event"):
         nulls = col[name].null_count
         if nulls:
@@ -166,7 +178,17 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
         if kind not in rules:
             state.note_problem(base + first, int(seq[first]), f"field 'event': unknown event kind {kind!r}")
             continue
-        required, forbidden, reasons = rules[kind]
+        required, forbidden, reasons, minimums = rules[kind]
+        for name, minimum in minimums:
+            values = col[name]
+            low = _bool(pc.less(values, minimum)) & mask
+            if low.any():
+                index = int(np.argmax(low))
+                state.note_problem(
+                    base + index,
+                    int(seq[index]),
+                    f"field '{name}': {values[index].as_py()} is less than the minimum of {minimum}",
+                )
         for name in required:
             nulls = _bool(pc.is_null(col[name])) & mask
             if nulls.any():
@@ -181,7 +203,9 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
             if present.any():
                 index = int(np.argmax(present))
                 state.note_problem(
-                    base + index, int(seq[index]), f"field '{name}': not used by a '{kind}' event, must be null"
+                    base + index,
+                    int(seq[index]),
+                    f"field '{name}': not used by a '{kind}' event, must be null or absent",
                 )
         if reasons is not None:
             allowed = _bool(pc.is_in(col["reason"], value_set=pa.array(reasons)))
@@ -250,6 +274,7 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
             )
         if state.first_pub is None:
             state.first_pub = int(pub_offsets[0])
+            state.first_pub_idx = base + int(np.flatnonzero(is_pub)[0])
         state.last_pub = int(pub_offsets[-1])
     unknown_offset = _bool(pc.equal(col["reason"], "unknown-offset"))
     named = (offsets >= 0) & ~is_pub & ~unknown_offset
@@ -345,6 +370,11 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
         pc.invert(pc.fill_null(pc.equal(col["reason"], "unknown-offset"), False)),
     )
     state.keyless_ignored += int(pc.sum(pc.cast(pc.fill_null(keyless, False), pa.int64())).as_py() or 0)
+    unknown_acks = pc.and_(
+        pc.and_(pc.equal(event_arr, "ack_ignored"), pc.is_null(col["key"])),
+        pc.fill_null(pc.equal(col["reason"], "unknown-offset"), False),
+    )
+    state.unknown_acks += int(pc.sum(pc.cast(pc.fill_null(unknown_acks, False), pa.int64())).as_py() or 0)
     state.publishes += int(is_pub.sum())
     state.rows += n
     state.last_seq = int(seq[-1])
@@ -354,12 +384,14 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
 def _finish(state: RunState) -> pa.RecordBatch:
     extra = {
         "last_pub": state.last_pub,
+        "first_pub_idx": state.first_pub_idx,
         "excess": state.excess,
         "excess_idx": state.excess_idx,
         "excess_seq": state.excess_seq,
         "excess_offset": state.excess_offset,
         "persists": state.persists,
         "keyless_ignored": state.keyless_ignored,
+        "unknown_acks": state.unknown_acks,
         "first_persist": state.first_persist,
         "last_persist": state.last_persist,
         "first_row": state.first_row,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ks_spec.errors import UserError
+from ks_spec.trace import schema_problem
 
 from ks_spark import catalogue
 from ks_spark.keystate import (
@@ -25,7 +26,7 @@ from ks_spark.keystate import (
     Incarnation,
     Restart,
 )
-from ks_spark.sequence import META, PROBLEM, RUN
+from ks_spark.sequence import CORRUPT_PREFIX, META, PROBLEM, RUN
 
 
 class MalformedTrace(UserError):
@@ -88,6 +89,7 @@ class Timeline:
     regressions: list[Regression] = field(default_factory=list)
     contradictions: list[tuple[int, str]] = field(default_factory=list)
     keyless_ignored: int = 0
+    unknown_acks: int = 0
 
     @property
     def window(self) -> int:
@@ -160,18 +162,18 @@ def build_timeline(rows: Iterable[Any], file_order: list[str], source_format: st
     found: list[tuple[int, int, str, str]] = []
     for problem in problems:
         rank, line, place = where(problem.file, problem.block, problem.idx)
-        found.append((rank, line, place, problem.text))
+        found.append((rank, line, place, _describe_problem(problem.text)))
     # Rules across run boundaries (spec/trace.md section 2).
     previous: Run | None = None
     for run in runs:
         rank, line, place = where(run.file, run.block, 0)
         if previous is None:
-            if run.first_seq != 0:
-                found.append((rank, line, place, f"field 'seq': expected 0, got {run.first_seq}"))
             if run.first_event != "config":
                 found.append(
                     (rank, line, place, f"field 'event': the first event must be 'config', got '{run.first_event}'")
                 )
+            if run.first_seq != 0:
+                found.append((rank, line, place, f"field 'seq': expected 0, got {run.first_seq}"))
         else:
             if run.first_seq != previous.last_seq + 1:
                 found.append((rank, line, place, f"field 'seq': expected {previous.last_seq + 1}, got {run.first_seq}"))
@@ -187,12 +189,14 @@ def build_timeline(rows: Iterable[Any], file_order: list[str], source_format: st
                     )
                 )
         if run.publishes and run.first_pub != run.pub_base:
+            rank_p, line_p, place_p = where(run.file, run.block, int(run.extra.get("first_pub_idx", 0)))
+            expected = run.pub_base
             found.append(
                 (
-                    rank,
-                    line,
-                    place,
-                    f"field 'offset': publish offsets are dense from 0; expected {run.pub_base}, got {run.first_pub}",
+                    rank_p,
+                    line_p,
+                    place_p,
+                    f"field 'offset': publish offsets are dense from 0; expected {expected}, got {run.first_pub}",
                 )
             )
         excess = run.extra.get("excess")
@@ -202,7 +206,7 @@ def build_timeline(rows: Iterable[Any], file_order: list[str], source_format: st
             found.append((rank_e, line_e, place_e, f"field 'offset': {offset} has not been published"))
         previous = run
     if found:
-        found.sort()
+        found.sort(key=lambda problem: (problem[0], problem[1]))  # stable: a task's own finding wins a tie
         raise MalformedTrace(f"{found[0][2]}: {found[0][3]}")
     metas.sort(key=lambda m: m.seq)
     config_rows = [m for m in metas if m.event == "config"]
@@ -215,9 +219,33 @@ def build_timeline(rows: Iterable[Any], file_order: list[str], source_format: st
     events = runs[-1].last_seq + 1
     persists = sum(int(run.extra.get("persists", 0)) for run in runs)
     keyless = sum(int(run.extra.get("keyless_ignored", 0)) for run in runs)
+    unknown_acks = sum(int(run.extra.get("unknown_acks", 0)) for run in runs)
     return Timeline(
-        config, profile, events, pub_base, persists, runs, context, quiescents, regressions, contradictions, keyless
+        config,
+        profile,
+        events,
+        pub_base,
+        persists,
+        runs,
+        context,
+        quiescents,
+        regressions,
+        contradictions,
+        keyless,
+        unknown_acks,
     )
+
+
+def _describe_problem(text: str) -> str:
+    """A task's problem text; for a line Spark could not parse, name the field as `trace validate` would."""
+    if not text.startswith(CORRUPT_PREFIX):
+        return text
+    raw = text.removeprefix(CORRUPT_PREFIX)
+    try:
+        event = json.loads(raw)
+    except json.JSONDecodeError as error:
+        return f"field '(line)': not valid JSON ({error.msg})"
+    return schema_problem(event) or "field '(line)': a value Spark cannot read with the trace schema"
 
 
 def _parse_config(detail: str, file: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ks_conformance.anomalies import Anomaly, Explanation, Verdict
-from ks_spec.errors import UserError
+from ks_spec.errors import MissingInput, UserError
 
 from ks_spark import catalogue, explain
 from ks_spark.globalchecks import UNIFIED_COLUMNS, capacity_findings, window_and_cursor
@@ -97,10 +97,12 @@ def validate(
     say = stage or (lambda _: None)
     if not 0 <= witnesses <= MAX_WITNESSES:
         raise UserError(f"--witnesses: between 0 and {MAX_WITNESSES}", exit_code=64)
-    source = resolve(trace)
     result = ValidationResult(trace, Verdict.UNKNOWN)
     try:
+        source = resolve(trace)
         _judge(session, source, result, witnesses, say, everything)
+    except MissingInput:
+        raise
     except MalformedTrace as error:
         result.malformed = str(error)
         result.verdict = Verdict.UNKNOWN
@@ -170,6 +172,7 @@ def _judge(
         else:
             exercised[row.name] = exercised.get(row.name, 0) + int(row.a)
     exercised["lost"] = len(returns)
+    exercised["stale-ack-accepted"] = exercised.get("stale-ack-accepted", 0) + timeline.unknown_acks
     result.problems.sort()
     say("checking capacity, the window and the persisted cursor")
     window = timeline.window if "window-overrun" in context.active else 0

@@ -295,3 +295,26 @@ INJECTIONS: dict[str, tuple[str, Injector]] = {
     "cursor-stall": ("steady", forget_last_persist),
 }
 """Per anomaly kind (a suffix after / names a variant): the reference workload to start from and the fault."""
+
+
+COMBINED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "steady": (
+        "steady",
+        ("key-reorder", "strict-overlap", "key-moved", "duplicate", "cursor-skip", "cursor-stall"),
+    ),
+    "churn": ("churn", ("split-owner", "stale-ack-accepted", "lost", "drain-stuck", "capacity-overrun")),
+    "hot-key": ("hot-key-slow-consumer", ("overtaken-hold", "window-overrun")),
+    "poison": ("poison-drop", ("retry-overtaken", "stuck-key")),
+    "crash": ("crash-restart", ("cursor-skip/holes", "cursor-regress")),
+}
+"""Several faults in one trace (fewer Spark jobs in the default suite): name -> (workload, injections in order)."""
+
+
+def inject_all(events: list[Event], targets: tuple[str, ...]) -> list[Event]:
+    """Apply the injections one after the other; raise if one finds no place in what the others left."""
+    for target in targets:
+        mutated = INJECTIONS[target][1](events)
+        if mutated is None:
+            raise AssertionError(f"no place to inject {target}")
+        events = mutated
+    return events

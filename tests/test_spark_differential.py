@@ -1,0 +1,92 @@
+"""The Spark validator and the Python checker report the same anomalies on the same traces.
+
+Traces come from the reference dispatcher (named workloads) and from injecting faults of every kind the
+Spark validator computes. Compared: every anomaly (name, seq, witness), the exercised counts, the
+verdict, and the explanation text of every witness the Spark side shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ks_conformance.checker import Checker, check_events
+from ks_reference.store import MemoryStore
+from ks_reference.workloads import NAMED_WORKLOADS, run_named
+from ks_spec.trace import write_trace
+from spark_support import assert_exercised_agree, spark_fixture  # noqa: F401  (spark_fixture: `spark`)
+from spark_support.faults import COMBINED, INJECTIONS, inject_all
+
+pytestmark = pytest.mark.spark
+
+Event = dict[str, Any]
+
+
+def _workload(name: str, size: int = 300, seed: int = 3) -> list[Event]:
+    events: list[Event] = run_named(name, size=size, seed=seed, store=MemoryStore()).events
+    return events
+
+
+def _compare(spark: Any, events: list[Event], path: Path) -> dict[str, int]:
+    """Judge `events` with both checkers; assert they agree; return the Spark side's counts."""
+    from ks_spark.catalogue import BY_NAME
+    from ks_spark.validator import validate
+
+    write_trace(events, path)
+    result = validate(spark, str(path), witnesses=3, everything=True)
+    python: Checker = check_events(events)
+    assert result.malformed is None
+    spark_found = sorted(result.all_anomalies or [])
+    python_found = sorted((a.name, a.seq, a.witness) for a in python.anomalies if a.name in BY_NAME)
+    assert spark_found == python_found
+    assert_exercised_agree(result.exercised, {k: v for k, v in python.exercised.items() if python.applies(k)})
+    python_texts = {(a.name, a.seq, a.witness): a.explanation.text() for a in python.anomalies}
+    for finding in result.findings:
+        anomaly = finding.anomaly
+        assert anomaly.explanation.text() == python_texts[(anomaly.name, anomaly.seq, anomaly.witness)]
+        assert [e["seq"] for e in finding.events] == list(anomaly.witness)
+    expected_verdict = "invalid" if python_found else "unknown" if python.problems else "valid"
+    assert result.verdict.value == expected_verdict
+    return result.counts
+
+
+@pytest.mark.parametrize("workload", ["steady", "churn", "crash-restart", "best-effort-saturation"])
+def test_reference_workloads_agree(spark: Any, tmp_path: Path, workload: str) -> None:
+    counts = _compare(spark, _workload(workload), tmp_path / f"{workload}.parquet")
+    assert counts == {}  # the reference is correct: both checkers find nothing
+
+
+@pytest.mark.parametrize("group", sorted(COMBINED))
+def test_injected_faults_agree(spark: Any, tmp_path: Path, group: str) -> None:
+    workload, targets = COMBINED[group]
+    events = inject_all(_workload(workload), targets)
+    counts = _compare(spark, events, tmp_path / f"{group}.parquet")
+    for target in targets:
+        assert target.split("/")[0] in counts, f"{target} was injected but not found"
+
+
+def test_every_computed_anomaly_kind_is_injected() -> None:
+    from ks_spark.catalogue import CHECKS
+
+    injected = {target.split("/")[0] for _, targets in COMBINED.values() for target in targets}
+    assert injected == {check.anomaly for check in CHECKS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", sorted(NAMED_WORKLOADS))
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_reference_workloads_agree_at_size(spark: Any, tmp_path: Path, workload: str, seed: int) -> None:
+    _compare(spark, _workload(workload, size=3000, seed=seed), tmp_path / "trace.parquet")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", sorted(INJECTIONS))
+@pytest.mark.parametrize("seed", [3, 8])
+def test_each_injected_fault_agrees(spark: Any, tmp_path: Path, target: str, seed: int) -> None:
+    workload, inject = INJECTIONS[target]
+    events = inject(_workload(workload, size=1000, seed=seed))
+    if events is None:
+        pytest.skip(f"seed {seed} of {workload} offers no place for {target}")
+    counts = _compare(spark, events, tmp_path / "trace.jsonl")
+    assert target.split("/")[0] in counts

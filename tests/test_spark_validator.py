@@ -1,0 +1,233 @@
+"""Spark replay validation: reading every trace form, rejecting corrupt input, the CLI, and the driver's diet."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from ks_conformance.checker import check_events
+from ks_reference.store import MemoryStore
+from ks_reference.workloads import run_named
+from ks_spec.errors import MissingInput, UserError
+from ks_spec.trace import load_trace, to_table, write_jsonl, write_parquet
+from spark_support import assert_exercised_agree, spark_fixture  # noqa: F401  (spark_fixture: `spark`)
+
+pytestmark = pytest.mark.spark
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "spec" / "examples" / "traces"
+BAD = json.loads((EXAMPLES / "bad" / "expected.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def churn() -> list[dict[str, Any]]:
+    """A reference trace with joins, leaves, disconnections, draining and filters."""
+    events: list[dict[str, Any]] = run_named("churn", size=400, seed=11, store=MemoryStore()).events
+    return events
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_malformed_examples_are_rejected_where_the_format_says(spark: Any, name: str) -> None:
+    from ks_spark.validator import validate
+
+    result = validate(spark, str(EXAMPLES / "bad" / name))
+    where = BAD[name]
+    assert result.verdict.value == "unknown"
+    assert result.malformed is not None and "\n" not in result.malformed
+    assert f"{name}:{where['line']}: field '{where['field']}'" in result.malformed
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (EXAMPLES / "good").glob("*.jsonl")))
+def test_well_formed_examples_are_judged_like_the_python_checker(spark: Any, name: str) -> None:
+    from ks_spark.validator import validate
+
+    path = EXAMPLES / "good" / name
+    result = validate(spark, str(path), everything=True)
+    python = check_events(load_trace(path))
+    assert result.malformed is None
+    assert result.verdict.value == python.verdict.value
+    assert_exercised_agree(result.exercised, {k: v for k, v in python.exercised.items() if python.applies(k)})
+
+
+def test_jsonl_parquet_and_a_folder_of_parquet_files_give_the_same_judgement(
+    spark: Any, tmp_path: Path, churn: list[dict[str, Any]]
+) -> None:
+    from ks_spark.twins import fault_twin
+    from ks_spark.validator import validate
+
+    events = fault_twin(churn)
+    write_jsonl(events, tmp_path / "trace.jsonl")
+    write_parquet(events, tmp_path / "trace.parquet")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    third = len(events) // 3
+    for index, part in enumerate((events[:third], events[third : 2 * third], events[2 * third :])):
+        # Several row groups per file as well, so that runs span splits inside files too.
+        write_parquet(part, folder / f"part-{index:05d}.parquet", rows_per_group=97)
+    results = [
+        validate(spark, str(p), everything=True) for p in (tmp_path / "trace.jsonl", tmp_path / "trace.parquet", folder)
+    ]
+    first = results[0]
+    assert first.verdict.value == "invalid" and first.counts
+    for other in results[1:]:
+        assert other.counts == first.counts
+        assert other.exercised == first.exercised
+        assert other.all_anomalies == first.all_anomalies
+        assert other.events == first.events == len(events)
+
+
+def test_a_gap_between_parquet_files_is_named_by_file_and_line(spark: Any, tmp_path: Path) -> None:
+    from ks_spark.validator import validate
+
+    events = load_trace(EXAMPLES / "good" / "owner-draining.jsonl")
+    write_parquet(events[:5], tmp_path / "part-0.parquet")
+    write_parquet(events[6:], tmp_path / "part-1.parquet")
+    result = validate(spark, str(tmp_path))
+    assert result.malformed is not None
+    assert "part-1.parquet:1: field 'seq': expected 5, got 6" in result.malformed
+
+
+def _parquet(table: pa.Table, path: Path) -> Path:
+    pq.write_table(table, path)
+    return path
+
+
+def test_corrupt_parquet_is_rejected_before_spark_runs(tmp_path: Path) -> None:
+    from ks_spark.reader import resolve
+
+    events = load_trace(EXAMPLES / "good" / "strict-basic.jsonl")
+    table = to_table(events)
+    missing = _parquet(table.drop_columns(["tick"]), tmp_path / "missing.parquet")
+    wrong = _parquet(
+        table.set_column(3, "offset", pa.array([str(o) for o in table["offset"].to_pylist()])),
+        tmp_path / "wrong.parquet",
+    )
+    extra = _parquet(table.append_column("colour", pa.array(["red"] * table.num_rows)), tmp_path / "extra.parquet")
+    whole = _parquet(table, tmp_path / "whole.parquet").read_bytes()
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    cases = {
+        missing: "field 'tick': required column is missing",
+        wrong: "field 'offset': column type string, expected int64",
+        extra: "field 'colour': not a column of the trace format v1",
+        truncated: "not a readable Parquet file, truncated or corrupt",
+    }
+    for path, problem in cases.items():
+        with pytest.raises(UserError) as caught:
+            resolve(str(path))
+        message = str(caught.value)
+        assert message.startswith(f"{path}: ") and problem in message and "\n" not in message
+    with pytest.raises(MissingInput):
+        resolve(str(tmp_path / "absent.parquet"))
+
+
+def test_corrupt_input_gives_the_verdict_unknown_with_one_line(spark: Any, tmp_path: Path) -> None:
+    from ks_spark.validator import validate
+
+    table = to_table(load_trace(EXAMPLES / "good" / "strict-basic.jsonl"))
+    whole = _parquet(table, tmp_path / "whole.parquet").read_bytes()
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(whole[:-100])
+    result = validate(spark, str(truncated))
+    assert result.verdict.value == "unknown"
+    assert result.malformed is not None and str(truncated) in result.malformed
+
+
+def test_the_driver_receives_counts_and_witnesses_never_the_trace(
+    spark: Any, tmp_path: Path, churn: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row that reaches the driver is counted: it must stay far below the number of events."""
+    from ks_spark.twins import fault_twin
+    from ks_spark.validator import validate
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    events = fault_twin(churn)
+    write_parquet(events, tmp_path / "twin.parquet")
+    collected: list[int] = []
+    original = DataFrame.collect
+
+    def counting(self: DataFrame) -> Any:
+        rows = original(self)
+        collected.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(DataFrame, "collect", counting)
+    result = validate(spark, str(tmp_path / "twin.parquet"), witnesses=3)
+    assert result.verdict.value == "invalid"
+    assert sum(collected) < len(events) // 10, f"{sum(collected)} rows collected for {len(events)} events"
+
+
+def test_cli_prints_the_verdicts_and_writes_a_report_in_the_conformance_format(
+    spark: Any, tmp_path: Path, churn: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from keyshared.cli import main
+    from ks_conformance.report import read_report
+    from ks_spark.twins import fault_twin
+
+    write_parquet(churn, tmp_path / "good.parquet")
+    write_jsonl(fault_twin(churn), tmp_path / "twin.jsonl")
+    report = tmp_path / "report.jsonl"
+    code = main(
+        ["validate-replay", str(tmp_path / "good.parquet"), str(tmp_path / "twin.jsonl"), "--report", str(report)]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "valid" in out and "invalid" in out and "duplicate" in out and "Let " in out
+    lines = read_report(report)  # every line validates against spec/schemas/report-v1.schema.json
+    traces = [line for line in lines if line["type"] == "trace"]
+    assert [t["verdict"] for t in traces] == ["valid", "invalid"]
+    violations = [line for line in lines if line["type"] == "violation"]
+    assert {v["anomaly"] for v in violations} == set(traces[1]["anomalies"])
+    assert all(v["events"] and [e["seq"] for e in v["events"]] == v["witness"] for v in violations)
+    assert lines[-1]["type"] == "footer" and lines[-1]["verdict"] == "invalid"
+
+
+def test_cli_exit_codes_for_malformed_and_missing_traces(spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from keyshared.cli import main
+
+    assert main(["validate-replay", str(EXAMPLES / "bad" / "seq-gap.jsonl"), "--quiet"]) == 2
+    assert "seq-gap.jsonl:3: field 'seq'" in capsys.readouterr().out
+    assert main(["validate-replay", str(EXAMPLES / "absent.jsonl")]) == 66
+
+
+@pytest.mark.slow
+def test_runs_under_spark_submit(tmp_path: Path, churn: list[dict[str, Any]]) -> None:
+    """The same command under spark-submit: it joins the session spark-submit made (here local[1])."""
+    import pyspark
+    from ks_spark import submit
+    from spark_support import spark_missing
+
+    reason = spark_missing()
+    if reason:
+        pytest.skip(reason)
+    write_parquet(churn, tmp_path / "trace.parquet")
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    completed = subprocess.run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[1]",
+            "--conf",
+            f"spark.pyspark.python={sys.executable}",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            "--conf",
+            "spark.ui.enabled=false",
+            submit.__file__,
+            "validate-replay",
+            str(tmp_path / "trace.parquet"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**__import__("os").environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "valid" in completed.stdout
