@@ -19,10 +19,12 @@ LAYOUT_GAP = "key-moved-across-segments"  # a spec gap, see notes/reference-vs-c
 
 @st.composite
 def configs(draw: st.DrawFn) -> dict[str, Any]:
-    selector = draw(st.sampled_from(["ring", "pulsar-consistent", "danube", "pulsar-auto-split", "buckets"]))
+    selector = draw(
+        st.sampled_from(["ring", "pulsar-consistent", "danube", "pulsar-auto-split", "pulsar-sticky", "buckets"])
+    )
     base = draw(st.integers(0, 2))
     config: dict[str, Any] = {
-        "profile": draw(st.sampled_from(["strict", "owner"])),
+        "profile": draw(st.sampled_from(["strict", "owner", "owner", "strict", "best-effort"])),
         "selector": selector,
         "window": draw(st.integers(1, 6)),
         "ack_timeout": draw(st.integers(0, 3)),
@@ -60,10 +62,7 @@ def draw_op(data: st.DataObject, simulation: Simulation) -> dict[str, Any]:
         verb = "ack" if kind == "stray_ack" else kind
         return {"op": verb, "consumer": data.draw(st.sampled_from(NAMES)), "offset": data.draw(st.integers(0, 12))}
     if kind == "add_consumer":
-        takes = dispatcher.selector.takes_filters
-        filters = data.draw(st.sampled_from([[], [], ["eu-*"], ["a"]])) if takes else []
-        capacity = data.draw(st.integers(1, 3))
-        return {"op": kind, "consumer": data.draw(st.sampled_from(NAMES)), "capacity": capacity, "filters": filters}
+        return join_op(data, simulation, data.draw(st.sampled_from(NAMES)))
     if kind in ("remove_consumer", "disconnect"):
         return {"op": kind, "consumer": data.draw(st.sampled_from(NAMES))}
     if kind == "operator":
@@ -83,20 +82,44 @@ def draw_op(data: st.DataObject, simulation: Simulation) -> dict[str, Any]:
     return {"op": kind}
 
 
+STICKY = {"c1": [[0, 21844]], "c2": [[21845, 43689]], "c3": [[43690, 65535]]}
+"""pulsar-sticky consumers declare these slot ranges (together they cover every slot)."""
+
+
+def join_op(data: st.DataObject, simulation: Simulation, name: str) -> dict[str, Any]:
+    """An add_consumer op fit for the selector: filters where it takes them, ranges for pulsar-sticky."""
+    selector = simulation.dispatcher.selector
+    filters = data.draw(st.sampled_from([[], [], ["eu-*"], ["a"]])) if selector.takes_filters else []
+    op = {"op": "add_consumer", "consumer": name, "capacity": data.draw(st.integers(1, 3)), "filters": filters}
+    if selector.name == "pulsar-sticky":
+        op["ranges"] = STICKY[name]
+    return op
+
+
 def drive(data: st.DataObject, store: Any = None) -> Simulation:
     """A random run: a configuration, one or two consumers, then up to 60 state-aware ops."""
     simulation = Simulation(data.draw(configs(), label="config"), store)
     for name in NAMES[: data.draw(st.integers(1, 2))]:
-        simulation.apply(
-            {"op": "add_consumer", "consumer": name, "capacity": data.draw(st.integers(1, 3)), "filters": []}
-        )
+        simulation.apply({**join_op(data, simulation, name), "filters": []})
     for _ in range(data.draw(st.integers(0, 60), label="steps")):
         simulation.apply(draw_op(data, simulation))
     return simulation
 
 
 def settle(simulation: Simulation) -> Simulation:
-    simulation.apply({"op": "add_consumer", "consumer": "settler", "capacity": 2, "filters": []})
+    """Add a member that takes every key (pulsar-sticky: the slots nobody connected covers), then settle."""
+    dispatcher = simulation.dispatcher
+    settler: dict[str, Any] = {"op": "add_consumer", "consumer": "settler", "capacity": 2, "filters": []}
+    if dispatcher.selector.name == "pulsar-sticky":
+        for name, member in list(dispatcher.members.items()):
+            if not member.connected:
+                simulation.apply({"op": "remove_consumer", "consumer": name})
+        free = [ranges for name, ranges in STICKY.items() if name not in dispatcher.members]
+        if not free:
+            simulation.settle()
+            return simulation
+        settler["ranges"] = [r for ranges in free for r in ranges]
+    assert simulation.apply(settler) is not None
     simulation.settle()
     return simulation
 

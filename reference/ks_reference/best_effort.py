@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from ks_reference.buckets import Placement
 from ks_reference.core import Core, Member
 
 
 class BestEffort(Core):
     """Publish and ack (\"received\") for the best-effort profile: no window, retries or cursor."""
 
-    def best_effort_publish(self, offset: int, key: str) -> None:
+    def best_effort_publish(self, offset: int, key: str, placement: Placement | None) -> None:
         """Deliver the new message to its target at once, or drop or filter it, once (KS-BEF-1)."""
         if not self.members:
             # req: KS-BEF-1, KS-BEF-2
@@ -19,7 +20,7 @@ class BestEffort(Core):
             self.resolved_total["filtered"] += 1
             self.emit("filter", offset=offset, key=key)
             return
-        target_name = self.target_name(key, None)
+        target_name = self.target_name(key, placement)  # with buckets: the owner of the message's bucket
         if target_name is None:
             self.best_effort_drop(offset, key, "no-consumer")
             return

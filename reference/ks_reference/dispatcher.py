@@ -116,7 +116,7 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         if self.layout is not None and placement is not None:
             self.layout.on_publish(expected, placement)
         if not self.config.reliable:
-            self.best_effort_publish(expected, text)
+            self.best_effort_publish(expected, text, placement)
         return self._end(placement=placement)
 
     def add_consumer(
