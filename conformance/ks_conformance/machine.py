@@ -154,7 +154,7 @@ def configs(capabilities: Capabilities, stratum: Stratum | None = None) -> Searc
             if capabilities.ack_timeout:
                 config["ack_timeout"] = draw(st.sampled_from((2, 1, 0, 3)))
             if "nack" in ops or capabilities.ack_timeout:
-                config["max_redeliveries"] = draw(st.sampled_from((1, 0, 2)))
+                config["max_redeliveries"] = draw(st.sampled_from((0, 1, 2)))
                 base = draw(st.sampled_from((1, 0, 2)))
                 config["backoff_base"] = base
                 config["backoff_max"] = base + draw(st.integers(0, 3))
@@ -166,7 +166,7 @@ def configs(capabilities: Capabilities, stratum: Stratum | None = None) -> Searc
             if capabilities.persist_ack_holes:
                 config["persist_ack_holes"] = draw(st.booleans())
         if "disconnect" in ops:
-            config["evict_after"] = draw(st.sampled_from((1, 2, 0, 3)))
+            config["evict_after"] = draw(st.sampled_from((2, 0, 1, 3)))
         if selector == "buckets":
             config["bucket_budget"] = draw(st.integers(1, 4))
             config["bucket_max"] = draw(st.integers(4, 8))
@@ -252,6 +252,66 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             """Publish a burst, so that keys queue behind each other."""
             for key in keys:
                 self.publish(key)
+
+        @precondition(lambda self: self.able("publish") and bool(self.outstanding()))
+        @rule(pick=st.integers(0, 15))
+        def publish_to_busy_key(self, pick: int) -> None:
+            """Publish to a key that has deliveries outstanding (draining, handoffs and queues need it)."""
+            assert self.session is not None
+            deliveries = self.outstanding()
+            _, offset = deliveries[pick % len(deliveries)]
+            self.publish(self.session.checker.messages[offset].key)
+
+        @precondition(
+            lambda self: (
+                self.able("add_consumer")
+                and bool(self.outstanding())
+                and self.session is not None
+                and len(self.session.checker.members) < min(capabilities.max_consumers, len(NAMES))
+            )
+        )
+        @rule(pick=st.integers(0, 7), capacity=st.integers(1, 3))
+        def join_while_busy(self, pick: int, capacity: int) -> None:
+            """A consumer joins while keys are outstanding, then those keys get new messages: draining (KS-DRN-1),
+            bucket handoffs (KS-BKT-4) and the stability of the selector (KS-ASN-2) are all at stake."""
+            assert self.session is not None
+            busy = sorted({self.session.checker.messages[o].key for _, o in self.outstanding()})
+            self.add_consumer(pick, capacity, ())
+            for key in busy:
+                self.publish(key)
+
+        @precondition(
+            lambda self: (
+                self.session is not None
+                and self.session.profile != "best-effort"
+                and (self.able("nack") or (self.able("tick") and bool(self.session.config.get("ack_timeout"))))
+                and bool(self.outstanding())
+            )
+        )
+        @rule(pick=st.integers(0, 15), then=st.sampled_from(("skip", "release", "nothing")))
+        def poison(self, pick: int, then: str) -> None:
+            """Fail one delivery again and again (nacks, or ticks past the ack timeout) until it is poisoned;
+            if that blocks its key, the operator may then skip or release it."""
+            assert self.session is not None
+            checker = self.session.checker
+            deliveries = self.outstanding()
+            _, offset = deliveries[pick % len(deliveries)]
+            config = self.session.config
+            rounds = (int(config.get("max_redeliveries", 5)) + 2) * (int(config.get("backoff_max", 60)) + 3)
+            for _ in range(min(rounds, 80)):
+                message = checker.messages[offset]
+                if message.blocked and then != "nothing" and self.able(then):
+                    self.do({"op": then, "key": message.key})
+                    return
+                if message.resolved or message.blocked or self.session.diverged:
+                    return
+                holder = message.outstanding
+                if holder is not None and self.able("nack"):
+                    self.do({"op": "nack", "consumer": holder.holder.name, "offset": offset})
+                elif self.able("tick"):
+                    self.do({"op": "tick"})
+                else:
+                    return
 
         @precondition(
             lambda self: (

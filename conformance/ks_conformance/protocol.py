@@ -358,6 +358,8 @@ class Connection(ABC):
     def __init__(self) -> None:
         self._seq = 0
         self.info: StartInfo | None = None
+        self.exchanges: list[tuple[dict[str, Any], Any]] | None = None
+        """When a list, every (request, response) pair is appended to it (`smoke` prints them)."""
 
     def _next_seq(self) -> int:
         self._seq += 1
@@ -368,7 +370,10 @@ class Connection(ABC):
             problem = protocol_problem(message, "request")
             if problem:
                 raise AdapterFault("internal", f"the kit built an invalid request ({problem}): {message}")
-        return self.request(message)
+        response = self.request(message)
+        if self.exchanges is not None:
+            self.exchanges.append((message, response))
+        return response
 
     def start(self) -> StartInfo:
         """Start the adapter and read its implementation and capabilities."""

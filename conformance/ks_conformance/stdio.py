@@ -51,8 +51,6 @@ class StdioConnection(Connection):
         self.process: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
-        self.exchanges: list[tuple[dict[str, Any], Any]] | None = None
-        """When a list, every (request, response) pair is appended to it (for `smoke`)."""
         self.dead: AdapterFault | None = None
 
     def spawn(self) -> None:
@@ -129,8 +127,6 @@ class StdioConnection(Connection):
             raise self._fault(
                 "malformed", f"the answer to {message['cmd']} is not a JSON line ({error}): {shown}", message
             ) from None
-        if self.exchanges is not None:
-            self.exchanges.append((message, response))
         if "seq" in message:
             if not isinstance(response, dict) or response.get("seq") != message["seq"]:
                 got = response.get("seq") if isinstance(response, dict) else None

@@ -139,7 +139,7 @@ class Core:
                 placement = placement_of(entry)
                 bucket = (placement.segment, placement.bucket)
                 self.layout.last_offset[bucket] = offset
-                if not self.cursor.is_resolved(offset):
+                if self.config.reliable and not self.cursor.is_resolved(offset):
                     self.layout.track_unresolved(offset, placement)
                     self.layout.undurable.setdefault(bucket, deque()).append(offset)
 

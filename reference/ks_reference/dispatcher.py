@@ -117,6 +117,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             self.layout.on_publish(expected, placement)
         if not self.config.reliable:
             self.best_effort_publish(expected, text, placement)
+            if self.layout is not None and placement is not None:
+                self.layout.on_resolve(placement)  # its outcome is final: it holds back no successor
         return self._end(placement=placement)
 
     def add_consumer(

@@ -30,6 +30,9 @@ def collect_stats(state: Core) -> dict[str, Any]:
         "stuck_keys": [],
         "evicted_total": state.evicted_total,
     }
+    if not state.config.reliable:  # best-effort has no window and no cursor (spec section 18)
+        for name in ("window_used", "window_size", "cursor", "persisted_cursor", "ack_holes"):
+            del stats[name]
     held_at: dict[str, int] = {name: 0 for name in state.members}
     for offset in state.holds.values():
         held = state.messages[offset].held

@@ -1,0 +1,286 @@
+"""`keyshared conformance`: run any dispatcher against the spec (run, smoke, replay, report, serve)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from keyshared.ui import console, error_console, table
+
+EXIT_BY_VERDICT = {"conformant": 0, "not-conformant": 1, "unknown": 2}
+EX_USAGE = 64
+EX_CONFIG = 78
+"""The adapter failed to start or speaks another protocol version."""
+
+ADAPTER_HELP = (
+    "the implementation: 'reference', py:module:factory (in-process) or cmd:\"command\" (JSON lines over stdio, "
+    "spec/adapter-protocol.md)"
+)
+STATUS_COLOURS = {
+    "passed": "green",
+    "failed": "red",
+    "warning": "yellow",
+    "vacuous": "yellow",
+    "skipped": "dim",
+    "untested": "dim",
+}
+
+
+def register(commands: Any) -> None:
+    """Add `conformance run|smoke|replay|report|serve`."""
+    conformance = commands.add_parser(
+        "conformance",
+        help="run a dispatcher against the spec through its adapter (run, smoke, replay, report, serve)",
+        description="The conformance kit. Exit codes: 0 conformant, 1 not conformant, 2 unknown, 64 usage, "
+        "66 missing file, 78 the adapter failed to start.",
+    )
+    actions = conformance.add_subparsers(title="actions", metavar="ACTION", parser_class=type(conformance))
+    actions.required = True
+
+    run = actions.add_parser(
+        "run",
+        help="the suite: random programs drawn from the adapter's capabilities, every step judged, a verdict per "
+        "requirement",
+    )
+    run.add_argument("--adapter", required=True, help=ADAPTER_HELP)
+    run.add_argument("--profile", choices=("ci", "thorough"), default="ci", help="how hard to look (default ci)")
+    run.add_argument("--seed", type=int, default=0, help="the seed of the random programs (default 0)")
+    run.add_argument("--examples", type=int, metavar="N", help="override: examples per stratum and round")
+    run.add_argument("--steps", type=int, metavar="N", help="override: steps per example")
+    run.add_argument("--report", type=Path, metavar="FILE", help="write the JSON-lines report (spec/report-format.md)")
+    run.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML (a test case per requirement)")
+    run.add_argument("--markdown", type=Path, metavar="FILE", help="write a Markdown summary")
+    run.add_argument(
+        "--scenarios",
+        type=Path,
+        default=Path("conformance-scenarios"),
+        metavar="DIR",
+        help="where to save each failure as a replayable scenario (default ./conformance-scenarios)",
+    )
+    run.add_argument("--validate-protocol", action="store_true", help="check every message against the schema")
+    run.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for each answer")
+    run.add_argument("--no-stats", action="store_true", help="do not query and compare the stats after each op")
+    run.set_defaults(handler=run_run)
+
+    smoke = actions.add_parser("smoke", help="check that an adapter works at all: a short scripted exchange, printed")
+    smoke.add_argument("--adapter", required=True, help=ADAPTER_HELP)
+    smoke.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for each answer")
+    smoke.set_defaults(handler=run_smoke)
+
+    replay = actions.add_parser("replay", help="replay saved scenarios against an adapter and judge them")
+    replay.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO", help="scenario files (.jsonl)")
+    replay.add_argument("--adapter", required=True, help=ADAPTER_HELP)
+    replay.add_argument("--validate-protocol", action="store_true", help="check every message against the schema")
+    replay.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for each answer")
+    replay.add_argument("--trace", type=Path, metavar="DIR", help="write each replay's trace to DIR/<id>.jsonl")
+    replay.set_defaults(handler=run_replay)
+
+    show = actions.add_parser("report", help="render a saved report on the terminal, or as JUnit or Markdown")
+    show.add_argument("report", type=Path, metavar="REPORT", help="a report written by --report")
+    show.add_argument("--format", choices=("table", "junit", "markdown"), default="table", help="default table")
+    show.set_defaults(handler=run_report)
+
+    serve = actions.add_parser("serve", help="serve a py:module:factory adapter over stdio (JSON lines)")
+    serve.add_argument("--adapter", required=True, help="'reference' or py:module:factory")
+    serve.set_defaults(handler=run_serve)
+
+
+def _connect_factory(args: argparse.Namespace) -> Any:
+    from ks_conformance.adapters import check_adapter_name, connect
+
+    check_adapter_name(args.adapter)
+    validate = bool(getattr(args, "validate_protocol", False))
+    return lambda: connect(args.adapter, validate=validate, timeout=args.timeout)
+
+
+def _start_failed(error: Exception) -> int:
+    error_console.print(f"keyshared: error: the adapter failed to start: {error}", soft_wrap=True, markup=False)
+    return EX_CONFIG
+
+
+def run_run(args: argparse.Namespace) -> int:
+    """Run the suite, print the summary, write the reports; exit by verdict."""
+    from ks_conformance import report
+    from ks_conformance.protocol import StartFailed
+    from ks_conformance.suite import report_lines, run_suite, settings_for
+    from ks_spec.errors import UserError
+
+    overrides: dict[str, int] = {}
+    for name, value in (("max_examples", args.examples), ("steps", args.steps)):
+        if value is not None:
+            if value < 1:
+                raise UserError(f"--{'examples' if name == 'max_examples' else 'steps'}: must be at least 1", 64)
+            overrides[name] = value
+    settings = settings_for(args.profile, seed=args.seed, **overrides)
+    factory = _connect_factory(args)
+    try:
+        result = run_suite(
+            factory,
+            settings,
+            scenarios=args.scenarios,
+            check_stats=not args.no_stats,
+            on_progress=lambda message: error_console.print(f"[dim]{message}[/dim]", markup=True, highlight=False),
+        )
+    except StartFailed as error:
+        return _start_failed(error)
+    lines = report_lines(result)
+    print_summary(lines)
+    if args.report:
+        report.write_report(lines, args.report)
+    if args.junit:
+        report.write_text(report.to_junit(lines), args.junit)
+    if args.markdown:
+        report.write_text(report.to_markdown(lines), args.markdown)
+    return EXIT_BY_VERDICT[result.verdict]
+
+
+def print_summary(lines: Sequence[dict[str, Any]]) -> None:
+    """The terminal view of a report: a table of requirements, each violation explained, the verdict."""
+    from rich.markup import escape
+
+    head = lines[0]
+    footer = lines[-1]
+    implementation = head.get("implementation", {})
+    console.print(
+        f"[bold]{escape(str(implementation.get('name', '?')))}[/bold] {escape(str(implementation.get('version', '')))}"
+        f" via {escape(str(head.get('adapter', '?')))} ({head.get('transport', '?')}), spec {head['spec_version']}",
+        soft_wrap=True,
+    )
+    rows = []
+    for line in lines:
+        if line["type"] != "requirement":
+            continue
+        colour = STATUS_COLOURS.get(line["status"], "white")
+        exercised = sum(line["exercised"].values())
+        status = f"[{colour}]{line['status']}[/{colour}]"
+        note = escape(line.get("reason", "")) if line["status"] != "passed" else ""
+        rows.append((line["id"], line["level"], status, exercised, escape(line["title"]), note))
+    console.print(table("requirements", ("id", "level", "status", "exercised", "title", "note"), rows))
+    for line in lines:
+        if line["type"] == "violation":
+            where = f" (replay: {escape(line['scenario'])})" if line.get("scenario") else ""
+            console.print(f"[red]{line['anomaly']}[/red] ({line['id']}, {line['level']}){where}", soft_wrap=True)
+            console.print(f"  {escape(line['text'])}", soft_wrap=True)
+        elif line["type"] == "error":
+            console.print(f"[yellow]adapter fault[/yellow] ({line['kind']}): {escape(line['message'])}", soft_wrap=True)
+            if line.get("stderr"):
+                console.print(escape(line["stderr"]), soft_wrap=True)
+    counts = ", ".join(f"{count} {status}" for status, count in sorted(footer["counts"].items()))
+    colour = {"conformant": "green", "not-conformant": "red"}.get(footer["verdict"], "yellow")
+    examples = f", {footer['examples']} examples, {footer['steps']} steps" if "examples" in footer else ""
+    console.print(f"verdict: [{colour}]{footer['verdict']}[/{colour}] ({counts}{examples})")
+
+
+def run_smoke(args: argparse.Namespace) -> int:
+    """Run the smoke script and print every exchange; 0 if the adapter works, 1 if not, 78 if it did not start."""
+    import json
+
+    from ks_conformance.protocol import StartFailed
+    from ks_conformance.smoke import smoke
+    from rich.markup import escape
+
+    try:
+        result = smoke(_connect_factory(args)())
+    except StartFailed as error:
+        return _start_failed(error)
+    for request, response in result.exchanges:
+        console.print(f"[cyan]>[/cyan] {escape(json.dumps(request))}", soft_wrap=True)
+        console.print(f"[magenta]<[/magenta] {escape(json.dumps(response))}", soft_wrap=True)
+    for anomaly in result.anomalies:
+        console.print(f"[red]{anomaly.name}[/red] ({anomaly.requirement}): {escape(anomaly.explanation.text())}")
+    if result.fault is not None:
+        console.print(f"[red]adapter fault[/red] ({result.fault.kind}): {escape(result.fault.message)}", soft_wrap=True)
+        if result.fault.stderr:
+            console.print(escape(result.fault.stderr), soft_wrap=True)
+    if result.ok:
+        name = result.info.implementation.get("name") if result.info else "?"
+        console.print(f"[green]smoke ok[/green]: {name} answered {len(result.exchanges)} requests correctly")
+        return 0
+    console.print("[red]smoke failed[/red]")
+    return 1
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Replay scenarios; print what each showed; exit by the merged verdict."""
+    from ks_conformance.protocol import AdapterFault, StartFailed
+    from ks_conformance.scenario import read_scenario, replay
+    from ks_spec.trace import write_trace
+    from rich.markup import escape
+
+    scenarios = [(path, read_scenario(path)) for path in args.scenarios]
+    connection = _connect_factory(args)()
+    try:
+        info = connection.start()
+    except StartFailed as error:
+        return _start_failed(error)
+    worst = "conformant"
+    try:
+        for path, scenario in scenarios:
+            try:
+                outcome = replay(scenario, connection, info.capabilities, info.implementation)
+            except AdapterFault as fault:
+                console.print(f"[yellow]unknown[/yellow] {escape(str(path))}: adapter fault: {escape(fault.message)}")
+                worst = "unknown" if worst == "conformant" else worst
+                continue
+            if outcome.skipped:
+                console.print(f"[dim]skipped[/dim] {escape(str(path))}: needs {', '.join(outcome.skipped)}")
+                continue
+            if outcome.refused_config:
+                console.print(f"[yellow]unknown[/yellow] {escape(str(path))}: reset refused ({outcome.refused_config})")
+                worst = "unknown" if worst == "conformant" else worst
+                continue
+            assert outcome.session is not None
+            if args.trace:
+                write_trace(outcome.session.trace, args.trace / f"{scenario.id}.jsonl")
+            must = [a for a in outcome.anomalies if a.level == "MUST"]
+            if must:
+                worst = "not-conformant"
+            colour, verdict = ("red", "violates") if must else ("green", "passes")
+            covered = ", ".join(scenario.covers) or "-"
+            console.print(
+                f"[{colour}]{verdict}[/{colour}] {escape(str(path))} ({scenario.id}, covers {covered}): "
+                f"{len(outcome.session.steps)} steps, {len(outcome.session.trace)} events",
+                soft_wrap=True,
+            )
+            for anomaly in outcome.anomalies:
+                console.print(f"  [bold]{anomaly.name}[/bold] ({anomaly.requirement}, {anomaly.level})")
+                console.print(f"    {escape(anomaly.explanation.text())}", soft_wrap=True)
+    finally:
+        connection.close()
+    return EXIT_BY_VERDICT[worst]
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Render a saved report."""
+    from ks_conformance import report
+
+    lines = report.read_report(args.report)
+    if args.format == "junit":
+        console.print(report.to_junit(lines), markup=False, highlight=False, soft_wrap=True)
+    elif args.format == "markdown":
+        console.print(report.to_markdown(lines), markup=False, highlight=False, soft_wrap=True)
+    elif lines[0]["kind"] == "check-trace":
+        console.print(report.to_markdown(lines), markup=False, highlight=False, soft_wrap=True)
+    else:
+        print_summary(lines)
+    verdict = report.footer_of(lines)["verdict"]
+    return {"valid": 0, "invalid": 1}.get(verdict, EXIT_BY_VERDICT.get(verdict, 2))
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve an in-process adapter over stdio until `stop`."""
+    from ks_conformance.adapters import check_adapter_name, load_object
+    from ks_conformance.protocol import StartFailed
+    from ks_conformance.stdio import serve_stdio
+    from ks_spec.errors import UserError
+
+    full = check_adapter_name(args.adapter)
+    if not full.startswith("py:"):
+        raise UserError(f"--adapter {args.adapter}: only a py: adapter (or 'reference') can be served", EX_USAGE)
+    try:
+        adapter = load_object(full)
+    except StartFailed as error:
+        return _start_failed(error)
+    return serve_stdio(adapter)
