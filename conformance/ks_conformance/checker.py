@@ -204,7 +204,7 @@ class KeyState:
     awaiting: set[int] = field(default_factory=set)
     blocked: set[int] = field(default_factory=set)
     """Its blocked messages (more than one when several prefetched messages are poisoned together)."""
-    last_delivery: tuple[int, Incarnation, int] | None = None
+    last_delivery: tuple[int, Incarnation, int, int | None] | None = None
     """(epoch, incarnation, seq) of the key's last delivery."""
 
 
@@ -657,6 +657,8 @@ class Checker:
         holes = self.persisted_holes
         for message in self.messages:
             self._reset_volatile(message)
+            if self.best_effort:
+                continue  # best-effort outcomes are final (KS-BEF-1): there is no cursor to resume from
             if message.resolved and message.offset >= self.persisted_cursor and message.offset not in holes:
                 message.resolved = False
                 message.resolution = None
@@ -1104,7 +1106,9 @@ class Checker:
         last = state.last_delivery
         if last is None:
             return
-        epoch, previous, previous_seq = last
+        epoch, previous, previous_seq, segment = last
+        if segment != message.segment:
+            return  # selector `buckets`: each segment has its own N, so its own bucket and target (KS-BKT-3)
         if epoch == self.epoch:
             # req: KS-ASN-1
             self._exercise("key-moved")
@@ -1283,7 +1287,7 @@ class Checker:
         holder.outstanding[message.offset] = delivery
         state.outstanding[message.offset] = delivery
         state.undelivered.discard(message.offset)
-        state.last_delivery = (self.epoch, holder, seq)
+        state.last_delivery = (self.epoch, holder, seq, message.segment)
         if message.segment is not None and message.bucket is not None:
             self.bucket_outstanding.setdefault((message.segment, message.bucket), {})[message.offset] = delivery
         self._clear_awaiting(message, state)
