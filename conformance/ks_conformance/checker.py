@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Any
 
+from ks_spec.trace import OP_EVENTS
 from pyroaring import BitMap
 
 from ks_conformance.anomalies import Anomaly, Explanation, Verdict, requirement_profiles, verdict_of
@@ -381,7 +382,7 @@ class Checker:
         kind = event["event"]
         seq = int(event["seq"])
         handler = getattr(self, f"_on_{kind}", None)
-        if kind in _OP_EVENTS:
+        if kind in OP_EVENTS:
             self._close_op()
             self.now = int(event["tick"])
             self._open_op(kind, seq)
@@ -2097,24 +2098,6 @@ class Checker:
                 offset=head,
                 key=key,
             )
-
-
-_OP_EVENTS = frozenset(
-    {
-        "config",
-        "publish",
-        "consumer_added",
-        "consumer_removed",
-        "consumer_disconnected",
-        "tick",
-        "restart",
-        "quiescent",
-        "key_released",
-        "key_skipped",
-        "segment_sealed",
-        "segment_created",
-    }
-)
 
 
 def bucket_owner(bucket: int, buckets: int, names: list[str]) -> str:
