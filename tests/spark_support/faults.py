@@ -153,6 +153,36 @@ def reroute_delivery(events: list[Event]) -> list[Event] | None:
     return None
 
 
+def reroute_while_held(events: list[Event]) -> list[Event] | None:
+    """split-owner: the last delivery of a key whose holder still holds an earlier message of it goes elsewhere."""
+    members: set[str] = set()
+    held: dict[int, tuple[str, str]] = {}  # offset -> (key, holder), outstanding since the last membership change
+    chosen: tuple[int, str] | None = None
+    for index, event in enumerate(events):
+        kind = event["event"]
+        if kind in ("consumer_added", "consumer_removed", "consumer_evicted", "consumer_disconnected", "restart"):
+            held.clear()  # keep clear of returns and draining: only plain holds count
+            if kind == "consumer_added":
+                members.add(event["consumer"])
+            elif kind == "restart":
+                members.clear()
+            else:
+                members.discard(event["consumer"])
+        elif kind == "deliver":
+            holder, key = event["consumer"], event["key"]
+            others = sorted(members - {holder})
+            if others and any(k == key and c == holder for o, (k, c) in held.items() if o != event["offset"]):
+                chosen = (index, others[0])
+            held[event["offset"]] = (key, holder)
+        elif event.get("offset") is not None and kind != "publish":
+            held.pop(event["offset"], None)
+    if chosen is None:
+        return None
+    mutated = copy.deepcopy(events)
+    mutated[chosen[0]]["consumer"] = chosen[1]
+    return renumber(mutated)
+
+
 def duplicate_delivery(events: list[Event]) -> list[Event] | None:
     """duplicate: a delivery sent twice."""
     for index, event in enumerate(events):
@@ -280,7 +310,7 @@ INJECTIONS: dict[str, tuple[str, Injector]] = {
     "overtaken-hold": ("hot-key-slow-consumer", deliver_before_held),
     "strict-overlap": ("steady", deliver_while_earlier_unresolved),
     "retry-overtaken": ("poison-drop", deliver_before_retry),
-    "split-owner": ("churn", reroute_delivery),
+    "split-owner": ("churn", reroute_while_held),
     "key-moved": ("steady", reroute_delivery),
     "stale-ack-accepted": ("churn", reroute_delivery),
     "duplicate": ("steady", duplicate_delivery),
