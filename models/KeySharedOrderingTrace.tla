@@ -54,13 +54,25 @@ HeldFits ==
          [] Ev.r = "inactive" -> Ev.c # NoOne /\ Ev.c \notin connected
          [] OTHER -> TRUE
 
+\* A release names a key: every blocked message of it is pending again with a fresh budget (KS-POI-4).
+ReleaseKey(k) ==
+    LET blocked == {o \in OfKey(k) : st[o] = "blocked"}
+    IN /\ blocked # {}
+       /\ st' = [o \in DOMAIN st |-> IF o \in blocked THEN "pending" ELSE st[o]]
+       /\ fails' = [o \in DOMAIN fails |-> IF o \in blocked THEN 0 ELSE fails[o]]
+       /\ UNCHANGED <<published, keyOf, holder, attempts, how, processed, members, connected,
+                      accepts, cap, target, draining, pcur, pholes>>
+
+\* Reporting a disconnected member disconnected again changes nothing (its eviction clock keeps running).
+DisconnectEvent(c) == IF c \in connected THEN Disconnect(c) ELSE c \in members /\ Same
+
 \* The model step for the current event (the trace position advances separately).
 EventStep ==
     CASE Ev.e = "publish" -> Ev.o = published /\ Publish(Ev.k)
       [] Ev.e = "consumer_added" -> Join(Ev.c, Ev.acc, Ev.cap)
       [] Ev.e = "consumer_removed" -> Leave(Ev.c)
       [] Ev.e = "consumer_evicted" -> Evict(Ev.c)
-      [] Ev.e = "consumer_disconnected" -> Disconnect(Ev.c)
+      [] Ev.e = "consumer_disconnected" -> DisconnectEvent(Ev.c)
       [] Ev.e = "restart" -> Restart
       [] Ev.e = "deliver" -> OffsetOk /\ Deliver(Ev.o, Ev.c) /\ attempts'[Ev.o] = Ev.a
       [] Ev.e = "held" -> HeldFits /\ Same
@@ -71,7 +83,7 @@ EventStep ==
       [] Ev.e = "drop" /\ Ev.r = "operator" -> OffsetOk /\ Skip(Ev.o)
       [] Ev.e = "dead_letter" -> OffsetOk /\ PoisonPolicy = "dead-letter" /\ attempts[Ev.o] = Ev.a /\ Poison(Ev.o)
       [] Ev.e = "key_blocked" -> OffsetOk /\ PoisonPolicy = "block" /\ attempts[Ev.o] = Ev.a /\ Poison(Ev.o)
-      [] Ev.e = "key_released" -> \E o \in OfKey(Ev.k) : st[o] = "blocked" /\ Release(o)
+      [] Ev.e = "key_released" -> ReleaseKey(Ev.k)
       [] Ev.e = "key_skipped" -> (\E o \in OfKey(Ev.k) : st[o] = "blocked") /\ Same
       [] Ev.e = "filter" -> OffsetOk /\ Filter(Ev.o)
       [] Ev.e = "cursor_persisted" ->

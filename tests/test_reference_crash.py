@@ -35,8 +35,12 @@ def _run_and_kill(store: Path, holes: bool, lines_wanted: int) -> list[str]:
             break
         lines.append(line.strip())
     child.send_signal(signal.SIGKILL)  # no clean-up, no flush: a crash
-    rest, errors = child.communicate(timeout=30)
-    lines += [line for line in rest.splitlines() if line]
+    child.wait(timeout=30)
+    # Read the rest through the same buffered reader: communicate() reads the raw pipe and would
+    # miss lines readline() had already buffered.
+    lines += [line.strip() for line in child.stdout.read().splitlines() if line.strip()]
+    assert child.stderr is not None
+    errors = child.stderr.read()
     assert child.returncode == -signal.SIGKILL, errors
     return lines
 

@@ -60,6 +60,11 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--list", action="store_true", help="list the configurations and traces of the manifest without running them"
     )
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="rewrite the generated tables of models/README.md from the manifest (after --record; runs nothing)",
+    )
     parser.set_defaults(handler=run_model_check)
 
 
@@ -69,6 +74,13 @@ def run_model_check(args: argparse.Namespace) -> int:
 
     if args.workers < 1 or args.jobs < 1 or args.timeout <= 0:
         raise UserError("--workers and --jobs need at least 1, --timeout a positive number", exit_code=64)
+    if args.readme:
+        from ks_models import README
+        from ks_models.coverage import update_readme
+
+        changed = update_readme()
+        console.print(f"{README}: {'tables rewritten' if changed else 'already fresh'}")
+        return 0
     if args.trace:
         return _validate_traces(args)
     from ks_models.manifest import entries, load_manifest
@@ -119,7 +131,7 @@ def _run_manifest(args: argparse.Namespace, models: list[Any], traces: list[Any]
     failed = len(mismatches) + sum(1 for actions in uncovered.values() if actions)
     if args.record:
         updated = record(results)
-        console.print(f"recorded the figures of {updated} runs in models/manifest.json")
+        console.print(f"recorded the figures of {updated} runs in models/manifest.json; --readme refreshes the tables")
     if failed:
         console.print(f"[red]{failed} of {total} checks did not end as the manifest expects[/red]")
         return 1
