@@ -113,6 +113,8 @@ def run_run(args: argparse.Namespace) -> int:
             if value < 1:
                 raise UserError(f"--{'examples' if name == 'max_examples' else 'steps'}: must be at least 1", 64)
             overrides[name] = value
+    if args.examples is not None:
+        overrides["examples_total"] = 0  # exactly N per stratum, not the profile's total budget
     settings = settings_for(args.profile, seed=args.seed, **overrides)
     factory = _connect_factory(args)
     try:

@@ -2021,6 +2021,8 @@ class Checker:
         if cursor == self.persisted_cursor and (holes is None or holes == self.persisted_holes):
             self.synced_version = self.state_version
             return
+        if self.persisted_cursor > cursor:
+            return  # ahead, not late: cursor-skip reported it when it was persisted
         interval = int(self.config["persist_interval"])
         if interval == 0:
             due = True

@@ -77,6 +77,7 @@ class Session:
         self.since_restart: Counter[str] = Counter()
         self.diverged = False
         self._reported = 0
+        self._settle_mark = 0
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -389,38 +390,47 @@ class Session:
 
         Every member connected (disconnected ones are removed), at least one member that accepts every
         key, every delivery acked (oldest first, newest first or shuffled), blocked keys released, and
-        time advanced past every timeout, back-off and persistence interval.
+        time advanced past every timeout, back-off and persistence interval. Settling stops at the first
+        op that shows an anomaly (what it would do next could be a consequence), and then records no
+        `quiescent` point: liveness is judged only after a clean drive.
         """
         if record:
             self.steps.append(Step(settle=order))
-        if self.diverged:
+        self._settle_mark = len(self.anomalies)
+        if self._halted():
             return
         ops = set(self.capabilities.ops) - set(self.skipped_ops)
         shuffle = random.Random(seed)
         config = {**_DEFAULTS, **self.config}
         for member in [m for m in self.checker.members.values() if not m.connected]:
-            if "remove_consumer" in ops:
+            if "remove_consumer" in ops and not self._halted():
                 self.perform({"op": "remove_consumer", "consumer": member.name}, record=False)
         self._ensure_catch_all(ops)
         patience = max(int(config["backoff_max"]), int(config["persist_interval"]), int(config["ack_timeout"]), 1) + 2
         idle, rounds = 0, 0
-        while rounds < 200 and not self.diverged:
+        while rounds < 200 and not self._halted():
             rounds += 1
             before = self._progress()
             self._ack_everything(order, shuffle)
             if "release" in ops:
                 for key, state in sorted(self.checker.keys.items()):
-                    if state.blocked and not self.diverged:
+                    if state.blocked and not self._halted():
                         self.perform({"op": "release", "key": key}, record=False)
                         self._ack_everything(order, shuffle)
-            if self._quiet() or "tick" not in ops:
+            if self._halted() or self._quiet() or "tick" not in ops:
                 break
             self.perform({"op": "tick"}, record=False)
             idle = 0 if self._progress() != before else idle + 1
             if idle > patience:
                 break
+        if self._halted():
+            return
         self._record({"event": "quiescent"})
         self._close_op()
+
+    def _halted(self) -> bool:
+        """True once the adapter diverged, or an op of the current settle showed an anomaly."""
+        return self.diverged or len(self.anomalies) > self._settle_mark
 
     def _progress(self) -> tuple[int, int]:
         """What settling moves forward: resolved messages and the persisted cursor."""
@@ -457,13 +467,13 @@ class Session:
         """Every member acks every delivery it holds, including those its acks cause, before time moves."""
         for _ in range(1000):
             deliveries = [d for m in self.checker.members.values() for d in m.outstanding.values()]
-            if not deliveries or self.diverged:
+            if not deliveries or self._halted():
                 return
             deliveries.sort(key=lambda d: d.seq, reverse=order == "newest")
             if order == "shuffled":
                 shuffle.shuffle(deliveries)
             for delivery in deliveries:
-                if self.diverged:
+                if self._halted():
                     return
                 holder = self.checker.messages[delivery.offset].outstanding
                 if holder is delivery:

@@ -384,6 +384,26 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             kind = "nack" if negative and self.able("nack") else "ack"
             self.do({"op": kind, "consumer": consumer, "offset": offset})
 
+        @precondition(
+            lambda self: (
+                self.able("ack")
+                and self.session is not None
+                and len(self.session.checker.members) >= 2
+                and bool(self.outstanding())
+            )
+        )
+        @rule(pick=st.integers(0, 15), member=st.integers(0, 7), negative=st.booleans())
+        def answer_for_another(self, pick: int, member: int, negative: bool) -> None:
+            """A member acks or nacks a delivery another member holds (e.g. the key's previous owner).
+
+            Drawn over all offsets, such answers would be rare; they are the ones a sloppy implementation accepts.
+            """
+            deliveries = self.outstanding()
+            holder, offset = deliveries[pick % len(deliveries)]
+            others = [name for name in self.members() if name != holder]
+            kind = "nack" if negative and self.able("nack") else "ack"
+            self.do({"op": kind, "consumer": others[member % len(others)], "offset": offset})
+
         @precondition(lambda self: self.able("tick"))
         @rule(count=st.integers(1, 3))
         def tick(self, count: int) -> None:
@@ -413,6 +433,19 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             self.do({"op": "restart"})
             self.restarts += 1
             self.restarted_at = len(self.session.checker.messages)
+
+        @precondition(
+            lambda self: (
+                self.able("restart")
+                and self.restarts < 2
+                and self.session is not None
+                and bool(self.session.checker.persisted_holes)
+            )
+        )
+        @rule()
+        def restart_with_holes(self) -> None:
+            """The dispatcher crashes while the store records ack holes: nothing in them may come back (KS-CUR-4)."""
+            self.restart()
 
         def published_since_restart(self) -> bool:
             return self.session is not None and len(self.session.checker.messages) > self.restarted_at
@@ -464,7 +497,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             if probe == "wrong-offset":
                 return {"op": "publish", "offset": len(checker.messages) + 1 + pick, "key": KEYS[0]}
             if probe in ("release-not-blocked", "skip-not-blocked"):
-                free = [k for k in KEYS if k not in self.blocked_keys()]
+                free = [k for k in KEYS if k not in self.blocked_keys()] or ["never-published"]
                 return {"op": probe.split("-")[0], "key": free[pick % len(free)]}
             if probe == "filters-not-allowed" and capabilities.filters and selector in _NO_FILTERS:
                 op: dict[str, Any] = {"op": "add_consumer", "consumer": "ghost", "capacity": 1, "filters": ["a*"]}
@@ -499,6 +532,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             if not found:
                 return
             if any(a.name not in context.suppressed for a in found):
+                self.tainted = True  # teardown must not settle on top of the failure it is unwinding from
                 raise Violation(found, self.session)
             self.tainted = True  # an anomaly already reported: what follows may be its consequence
 

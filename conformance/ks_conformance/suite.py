@@ -32,13 +32,19 @@ class RunSettings:
 
     profile: str
     max_examples: int
-    """Hypothesis examples per stratum (profile x poison policy) and round."""
+    """Hypothesis examples per stratum (profile x poison policy) and round, at least."""
     steps: int
     rounds: int
     """At most this many rounds per stratum: each looks for anomaly kinds not found yet."""
+    examples_total: int = 0
+    """Examples per round over all strata: an implementation declaring few strata gets more per stratum."""
     seed: int = 0
     determinism_replays: int = 3
     shrink_seconds: int = 20
+
+    def examples_per_stratum(self, strata: int) -> int:
+        """`max_examples`, or more when few strata share the `examples_total` budget."""
+        return max(self.max_examples, -(-self.examples_total // max(strata, 1)))
 
     def to_json(self) -> dict[str, Any]:
         """For the report header."""
@@ -46,6 +52,7 @@ class RunSettings:
             "profile": self.profile,
             "seed": self.seed,
             "max_examples": self.max_examples,
+            "examples_total": self.examples_total,
             "stateful_step_count": self.steps,
             "rounds": self.rounds,
             "shrink_seconds": self.shrink_seconds,
@@ -53,8 +60,10 @@ class RunSettings:
 
 
 PROFILES = {
-    "ci": RunSettings("ci", max_examples=30, steps=40, rounds=3, shrink_seconds=15),
-    "thorough": RunSettings("thorough", max_examples=300, steps=80, rounds=8, shrink_seconds=120),
+    "ci": RunSettings("ci", max_examples=30, steps=40, rounds=3, examples_total=210, shrink_seconds=15),
+    "thorough": RunSettings(
+        "thorough", max_examples=300, steps=80, rounds=8, examples_total=2100, shrink_seconds=120
+    ),
 }
 """`ci` runs in about a minute against the reference; `thorough` is for nightly runs."""
 
@@ -130,10 +139,13 @@ def run_suite(
     context = RunContext(connect, declared, info.implementation, check_stats=check_stats, connection=connection)
     try:
         _probe_configs(connection, declared, result, context)
-        for index, stratum in enumerate(strata(declared)):
+        searched = strata(declared)
+        per_stratum = settings.examples_per_stratum(len(searched))
+        for index, stratum in enumerate(searched):
             context.stratum = stratum
             for number in range(settings.rounds):
-                found = _round(context, settings, index * 100 + number, f"{stratum.label} round {number + 1}", say)
+                label = f"{stratum.label} round {number + 1}"
+                found = _round(context, settings, per_stratum, index * 100 + number, label, say)
                 if found is None:
                     break
                 if isinstance(found, Finding):
@@ -149,7 +161,14 @@ def run_suite(
             if result.faults:
                 break
         if not result.faults and declared.deterministic:
-            _check_determinism(context, result)
+            try:
+                _check_determinism(context, result)
+            except AdapterFault as fault:  # a fault while replaying makes the run unknown, like any other
+                result.faults.append((fault, None))
+        if scenarios is not None:
+            for finding in result.findings:
+                if finding.path is None:  # configuration probes and determinism replays: saved as well
+                    finding.path = write_scenario(finding.scenario, scenarios)
     finally:
         if context.connection is not None:
             context.connection.close()
@@ -162,7 +181,12 @@ def run_suite(
 
 
 def _round(
-    context: RunContext, settings: RunSettings, number: int, label: str, say: Callable[[str], None]
+    context: RunContext,
+    settings: RunSettings,
+    examples: int,
+    number: int,
+    label: str,
+    say: Callable[[str], None],
 ) -> Finding | tuple[AdapterFault, Scenario | None] | None:
     """One Hypothesis run; the shrunk finding, an adapter fault, or None when nothing new was found."""
     from hypothesis import HealthCheck, Phase, seed
@@ -174,7 +198,7 @@ def _round(
     machine = make_machine(context)
     seeded = seed(settings.seed * 1000 + number)(machine)
     options = hypothesis_settings(
-        max_examples=settings.max_examples,
+        max_examples=examples,
         stateful_step_count=settings.steps,
         deadline=None,
         database=None,
@@ -189,7 +213,7 @@ def _round(
     def keep(value: object) -> None:
         printed.append(str(value))
 
-    say(f"{label}: {settings.max_examples} examples of up to {settings.steps} steps")
+    say(f"{label}: {examples} examples of up to {settings.steps} steps")
     try:
         with with_reporter(keep), _shrink_budget(settings.shrink_seconds):
             run_state_machine_as_test(seeded, settings=options)
@@ -212,6 +236,12 @@ def _round(
     except AdapterFault as fault:
         return fault, None
     except Flaky as flaky:
+        # An adapter that faulted once and then answered the same ops is faulty, not nondeterministic.
+        faults = flaky.subgroup(AdapterFault) if isinstance(flaky, BaseExceptionGroup) else None
+        if faults is not None:
+            first = _first_fault(faults)
+            if first is not None:
+                return first, None
         anomaly = Anomaly(
             "nondeterministic",
             -1,
@@ -223,6 +253,18 @@ def _round(
             ),
         )
         return Finding([anomaly], {}, Scenario({}, [], covers=["KS-GEN-5"], anomalies=["nondeterministic"]), [])
+    return None
+
+
+def _first_fault(group: BaseExceptionGroup[Any]) -> AdapterFault | None:
+    """The first AdapterFault inside a (possibly nested) exception group."""
+    for exception in group.exceptions:
+        if isinstance(exception, AdapterFault):
+            return exception
+        if isinstance(exception, BaseExceptionGroup):
+            found = _first_fault(exception)
+            if found is not None:
+                return found
     return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,14 +211,16 @@ def _verdict_lines(outcome: TlcOutcome) -> list[Any]:
 def validate_trace(path: Path, java: Path, jar: Path, timeout: float = 600.0) -> TraceVerdict:
     """Replay one trace file (JSON lines or Parquet) in KeySharedOrdering with TLC."""
     events = load_trace(path)
-    generated = build_trace_module(events, str(path))
+    # A module name of its own per run: concurrent TLC processes never see one another's trace module.
+    name = f"KSTrace_{uuid.uuid4().hex[:12]}"
+    generated = build_trace_module(events, str(path), module_name=name)
     by_seq = {event["seq"]: event for event in events}
     workdir = Path(tempfile.mkdtemp(prefix="keyshared-trace-"))
     try:
         for module in (MODEL_SPEC, TRACE_SPEC):
             shutil.copy2(MODELS_DIR / module, workdir / module)
-        spec = workdir / "KSTrace.tla"
-        config = workdir / "KSTrace.cfg"
+        spec = workdir / f"{name}.tla"
+        config = workdir / f"{name}.cfg"
         spec.write_text(generated.module, encoding="utf-8")
         config.write_text(generated.config, encoding="utf-8")
         outcome = run_tlc(TlcRun(spec, config, workers=1, check_deadlock=False, timeout=timeout), java, jar)

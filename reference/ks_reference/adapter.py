@@ -37,7 +37,13 @@ CAPABILITIES: dict[str, Any] = {
 
 
 class ReferenceAdapter:
-    """The reference dispatcher behind the adapter protocol's in-process methods."""
+    """The reference dispatcher behind the adapter protocol's in-process methods.
+
+    `dispatcher_class` is the one plug point: a subclass may name a variant of `Dispatcher` (the
+    kit's own tests serve deliberately broken ones this way) and everything else stays the same.
+    """
+
+    dispatcher_class: type[Dispatcher] = Dispatcher
 
     def __init__(self, durable: bool = True) -> None:
         self.durable = durable
@@ -64,7 +70,7 @@ class ReferenceAdapter:
             self._store = SqliteStore(Path(self._folder.name) / "store.sqlite", parsed.as_dict())
         else:
             self._store = MemoryStore()
-        self._dispatcher = Dispatcher(parsed, self._store)
+        self._dispatcher = self.dispatcher_class(parsed, self._store)
         return {"ok": True, "events": []}
 
     def op(self, op: Mapping[str, Any]) -> dict[str, Any]:

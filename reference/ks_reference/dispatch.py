@@ -74,6 +74,9 @@ class DispatchPass(Core):
 
     def first_candidate(self, key: str) -> int | None:
         """The key's first message a delivery could start from, or None when an earlier one makes it wait."""
+        if key in self.blocked:
+            # req: KS-POI-3 (owner: not even an earlier message of the key, retried after a later one was blocked)
+            return None
         strict = self.config.profile == "strict"
         for offset in self.queues[key]:
             state = self.messages[offset].state

@@ -1,0 +1,74 @@
+"""The conformance kit's steps of `keyshared verify` (order 40): the suite against the reference, both transports."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from keyshared.cmd_verify import Step, StepResult
+
+VERIFY_SEED = 0
+_results: dict[str, Any] = {}
+"""The in-process run, kept so that the stdio step can compare its verdicts with it."""
+
+
+def _run(adapter: str) -> Any:
+    from ks_conformance.adapters import connect
+    from ks_conformance.suite import run_suite, settings_for
+
+    return run_suite(lambda: connect(adapter), settings_for("ci", VERIFY_SEED))
+
+
+def _summary(result: Any) -> str:
+    counts: dict[str, int] = {}
+    for line in result.requirements:
+        counts[line["status"]] = counts.get(line["status"], 0) + 1
+    shown = ", ".join(f"{counts[s]} {s}" for s in ("passed", "skipped", "untested", "vacuous", "failed") if s in counts)
+    return f"{result.verdict}: {shown}; {result.examples} examples, {result.steps} steps in {result.duration:.0f} s"
+
+
+def _problem(result: Any) -> str | None:
+    if result.faults:
+        return f"adapter fault: {result.faults[0][0].message}"
+    if result.verdict != "conformant":
+        failed = [line["id"] for line in result.requirements if line["status"] in ("failed", "vacuous")]
+        first = result.anomalies[0].explanation.text() if result.anomalies else ""
+        return f"{result.verdict} ({', '.join(failed)}) {first}".strip()
+    return None
+
+
+def _in_process(args: argparse.Namespace) -> StepResult:
+    result = _run("reference")
+    _results["in-process"] = result
+    problem = _problem(result)
+    return StepResult(problem is None, problem or _summary(result))
+
+
+def _stdio(args: argparse.Namespace) -> StepResult:
+    from ks_conformance.adapters import stdio_command
+
+    result = _run(stdio_command("reference"))
+    problem = _problem(result)
+    if problem is not None:
+        return StepResult(False, problem)
+    local = _results.get("in-process")
+    if local is None:
+        return StepResult(True, _summary(result) + " (no in-process run to compare with)")
+    statuses = {line["id"]: line["status"] for line in result.requirements}
+    differ = sorted(line["id"] for line in local.requirements if statuses.get(line["id"]) != line["status"])
+    if local.verdict != result.verdict or differ:
+        return StepResult(False, f"the transports disagree: {local.verdict} vs {result.verdict}; on {differ[:5]}")
+    return StepResult(True, _summary(result) + "; the same verdict on every requirement as in process")
+
+
+def steps() -> list[Step]:
+    """The suite's `ci` profile against the reference, in process and over the stdio protocol."""
+    return [
+        Step("conformance (in-process)", "the reference is conformant to the ci profile", _in_process, order=40),
+        Step(
+            "conformance (stdio)",
+            "served over JSON lines, the reference gets the same verdict on every requirement",
+            _stdio,
+            order=41,
+        ),
+    ]

@@ -1,0 +1,182 @@
+"""Deliberately broken dispatchers (mutants): each breaks one rule of the spec the way real brokers do.
+
+A check of the conformance suite is only real if a broken implementation makes it fail. Every mutant
+here is the reference dispatcher with one bug, declares the requirement IDs the suite must catch it
+on, and the capability slice it is tested with (the slice narrows what the suite draws so that the
+bug is found within the `ci` profile; it is declared honestly, like any adapter's capabilities).
+`tests/test_conformance_mutants.py` proves each is caught on exactly those IDs.
+
+Every mutant is also an adapter factory: `keyshared conformance run --adapter
+py:conformance_mutants:no_draining` runs the suite against one (with `tests/` on `PYTHONPATH`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ks_reference.adapter import CAPABILITIES, ReferenceAdapter
+from ks_reference.dispatcher import Dispatcher
+
+from conformance_mutants import bugs
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One broken dispatcher: what is wrong, what the suite must report, and what it is run with."""
+
+    name: str
+    bug: str
+    """The bug in one sentence, as a broker team would describe it."""
+    catches: frozenset[str]
+    """The requirement IDs the suite must report failed, no more and no fewer."""
+    dispatcher: type[Dispatcher] = Dispatcher
+    adapter: type[ReferenceAdapter] = ReferenceAdapter
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    """Overrides of the reference's capabilities: the slice of the configuration space searched."""
+    warns: frozenset[str] = frozenset()
+    """SHOULD requirements the suite must report as warnings."""
+
+    def create(self) -> ReferenceAdapter:
+        """The adapter object the kit connects to in process."""
+        mutant = self
+
+        class MutantAdapter(mutant.adapter):  # type: ignore[name-defined,misc]
+            dispatcher_class = mutant.dispatcher
+
+            def start(self) -> dict[str, Any]:
+                info = super().start()
+                info["implementation"] = {**info["implementation"], "name": f"mutant-{mutant.name}"}
+                info["capabilities"] = {**CAPABILITIES, **mutant.capabilities}
+                return info
+
+        return MutantAdapter(durable=False)
+
+
+OWNER = {"profiles": ["owner"]}
+STRICT = {"profiles": ["strict"]}
+RING = {"selectors": ["ring"]}
+BUCKETS = {"selectors": ["buckets"]}
+BASE: dict[str, Any] = {**OWNER, **RING, "poison_policies": ["drop"]}
+"""The slice most mutants are run with: one profile, one selector, one poison policy."""
+GROWING = ["publish", "add_consumer", "ack", "nack", "tick"]
+"""Ops of a membership that only grows: joins to a busy membership are where selector stability shows."""
+
+
+def _mutant(name: str, catches: str, dispatcher: type[Dispatcher], warns: str = "", **capabilities: Any) -> Mutant:
+    return Mutant(
+        name,
+        (dispatcher.__doc__ or "").strip().splitlines()[0],
+        frozenset(catches.split()),
+        dispatcher,
+        capabilities=capabilities,
+        warns=frozenset(warns.split()),
+    )
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # ordering (section 6)
+    _mutant("newest_first", "KS-ORD-1", bugs.NewestFirst, **OWNER, **RING),
+    # overtaken-hold is a key-reorder of a held message: both are reported at the delivery
+    _mutant("held_overtaken", "KS-ORD-1 KS-FLW-3", bugs.HeldOvertaken, **OWNER, **RING),
+    _mutant("strict_pipelines", "KS-ORD-2", bugs.StrictPipelines, **STRICT, **RING),
+    _mutant("retry_behind", "KS-ORD-3", bugs.RetryBehind, **BASE),
+    # draining (section 7)
+    _mutant("no_draining", "KS-DRN-1", bugs.NoDraining, **BASE),
+    _mutant("drain_never_clears", "KS-ISO-1", bugs.DrainNeverClears, **BASE),
+    # assignment (section 4) and filters (section 5)
+    # routing by offset moves keys within an epoch (ASN-1) and across a join to old members (ASN-2)
+    _mutant("per_message_routing", "KS-ASN-1 KS-ASN-2", bugs.PerMessageRouting, **BASE),
+    _mutant("modulo_ring", "KS-ASN-2", bugs.ModuloRing, **BASE, ops=GROWING),
+    _mutant("filters_ignored", "KS-FLT-2", bugs.FiltersIgnoredInRouting, **BASE),
+    _mutant("target_filters", "KS-FLT-3", bugs.FilterByRingTarget, **BASE),
+    _mutant("filter_when_empty", "KS-FLT-4", bugs.FilterWithoutMembers, **BASE),
+    # flow control (section 8)
+    _mutant("capacity_ignored", "KS-FLW-1", bugs.CapacityIgnored, **BASE),
+    _mutant("window_overread", "KS-FLW-2", bugs.WindowOverread, **BASE),
+    # acks, nacks, timeouts, retries (sections 9, 10)
+    _mutant("stale_ack_accepted", "KS-ACK-2", bugs.StaleAckAccepted, **BASE),
+    _mutant("first_ack_lost", "KS-ACK-1", bugs.FirstAckLost, **BASE),
+    _mutant("stale_nack_accepted", "KS-RTY-1", bugs.StaleNackAccepted, **BASE),
+    _mutant("early_timeout", "KS-RTY-2", bugs.EarlyTimeout, **BASE),
+    _mutant("late_timeout", "KS-RTY-3", bugs.LateTimeout, **BASE),
+    _mutant("no_backoff", "KS-RTY-4", bugs.NoBackoff, **BASE),
+    _mutant("attempt_reset", "KS-RTY-5", bugs.AttemptReset, **BASE),
+    _mutant("retry_forever", "KS-RTY-6", bugs.RetryForever, **BASE),
+    # poison policies and operator actions (section 11)
+    _mutant("drop_on_first_failure", "KS-RES-1", bugs.DropOnFirstFailure, **BASE),
+    _mutant(
+        "dead_letter_attempt", "KS-POI-2", bugs.DeadLetterAttempt, **OWNER, **RING, poison_policies=["dead-letter"]
+    ),
+    _mutant("blocked_leak", "KS-POI-3", bugs.BlockedLeak, **OWNER, **RING, poison_policies=["block"]),
+    _mutant("skip_ignored", "KS-POI-5", bugs.SkipIgnored, **OWNER, **RING, poison_policies=["block"]),
+    # a stranded message that a leave had returned is reported lost (MEM-1), the others stuck (LIV-1)
+    _mutant(
+        "dropped_key_stranded",
+        "KS-LIV-1 KS-MEM-1",
+        bugs.DroppedKeyStranded,
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+    ),
+    # membership (section 12)
+    # the forgotten message is lost (MEM-1); later ones of its key overtake it (ORD-3) or wait forever (LIV-1)
+    _mutant(
+        "lost_on_leave", "KS-MEM-1 KS-LIV-1 KS-ORD-3", bugs.LostOnLeave, **OWNER, **BUCKETS, poison_policies=["drop"]
+    ),
+    # acks nobody sent (ACK-2); each is an op of its own, so the leave ends with the message undelivered
+    # (ISO-1) and the ack with the cursor unpersisted (CUR-5)
+    _mutant("leave_counts_as_ack", "KS-ACK-2 KS-ISO-1 KS-CUR-5", bugs.LeaveCountsAsAck, **BASE),
+    _mutant("early_eviction", "KS-MEM-2", bugs.EarlyEviction, **BASE),
+    _mutant("disconnected_served", "KS-MEM-3", bugs.DisconnectedServed, **BASE),
+    # resolutions and duplicates (section 13)
+    # the second copy is a duplicate (RES-2) that takes a second permit (FLW-1)
+    _mutant("sent_twice", "KS-RES-2 KS-FLW-1", bugs.SentTwice, **BASE),
+    # the cursor (section 14)
+    _mutant("cursor_at_highest_ack", "KS-CUR-1", bugs.CursorAtHighestAck, warns="KS-OBS-1", **BASE),
+    # the replayed old write moves the cursor back (CUR-2) and is a write persistence did not call for (CUR-5)
+    _mutant("stale_cursor_write", "KS-CUR-2 KS-CUR-5", bugs.StaleCursorWrite, **BASE),
+    # a message in a persisted hole was resolved, and the restart did not lose that: resurrected and duplicate
+    _mutant("holes_reread", "KS-CUR-4 KS-RES-2", bugs.HolesReread, **BASE, filters=False),
+    _mutant("persist_on_tick_only", "KS-CUR-5", bugs.PersistOnTickOnly, **BASE),
+    _mutant("cursor_tail_unflushed", "KS-CUR-5", bugs.CursorTailUnflushed, **BASE),
+    # isolation (section 15), the tick (section 3)
+    _mutant("head_of_line", "KS-ISO-1", bugs.HeadOfLine, **BASE),
+    # the deliveries before the eviction cross phase 4 with the eviction missing (MEM-2), then it comes late
+    _mutant("dispatch_before_eviction", "KS-GEN-7 KS-MEM-2", bugs.DispatchBeforeEviction, **BASE),
+    # observability (section 16)
+    _mutant("blocked_keys_hidden", "KS-OBS-2", bugs.BlockedKeysHidden, **OWNER, **RING, poison_policies=["block"]),
+    # buckets (section 17)
+    _mutant("bucket_off_by_one", "KS-BKT-1", bugs.BucketOffByOne, **OWNER, **BUCKETS, poison_policies=["drop"]),
+    _mutant("owners_reversed", "KS-BKT-3", bugs.OwnersReversed, **OWNER, **BUCKETS, poison_policies=["drop"]),
+    _mutant("no_handoff", "KS-BKT-4", bugs.NoHandoff, **OWNER, **BUCKETS, poison_policies=["drop"]),
+    _mutant("successor_first", "KS-BKT-5", bugs.SuccessorFirst, **OWNER, **BUCKETS, poison_policies=["drop"]),
+    _mutant("checkpoint_ahead", "KS-BKT-6", bugs.CheckpointAhead, **OWNER, **BUCKETS, poison_policies=["drop"]),
+    # best-effort (section 18)
+    # a best-effort message had its outcome: sending it again is both a redelivery and a duplicate
+    _mutant("best_effort_redelivers", "KS-BEF-1 KS-RES-2", bugs.BestEffortRedelivers, profiles=["best-effort"], **RING),
+    _mutant("drops_uncounted", "KS-BEF-2", bugs.DropsUncounted, profiles=["best-effort"], **RING),
+    # refusals and configuration (sections 2, 3)
+    _mutant("duplicate_name_accepted", "KS-GEN-4", bugs.DuplicateNameAccepted, **BASE),
+    # SHOULD requirements: reported as warnings, never as failures
+    _mutant("stats_miscount", "", bugs.StatsMiscount, **BASE, warns="KS-OBS-1"),
+    _mutant("hash_ordered_pass", "", bugs.HashOrderedPass, **BASE, warns="KS-GEN-5"),
+    Mutant(
+        "lenient_config",
+        "reset accepts fields it does not know instead of refusing them",
+        frozenset({"KS-CFG-1"}),
+        adapter=bugs.LenientConfigAdapter,
+        capabilities={**OWNER, **RING, "poison_policies": ["drop"]},
+    ),
+)
+"""One mutant per MUST requirement the checker covers (and the real bugs of issue 5)."""
+
+BY_NAME: dict[str, Mutant] = {mutant.name: mutant for mutant in MUTANTS}
+
+
+def __getattr__(name: str) -> Callable[[], ReferenceAdapter]:
+    """`py:conformance_mutants:<name>`: each mutant's adapter factory, by the mutant's name."""
+    if name in BY_NAME:
+        return BY_NAME[name].create
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

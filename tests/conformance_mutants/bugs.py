@@ -1,0 +1,773 @@
+"""The bugs themselves: each class is the reference dispatcher with one rule broken.
+
+Each docstring's first line says what is wrong in the words a broker team would use; the comment
+at the change names the requirement it breaks. Nothing here is imported by the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ks_reference.adapter import ReferenceAdapter
+from ks_reference.buckets import BucketLayout, Placement
+from ks_reference.core import Member, Message, MessageState
+from ks_reference.cursor import Cursor
+from ks_reference.dispatch import Decision
+from ks_reference.dispatcher import Dispatcher
+from ks_reference.filters import accepts
+
+# --- ordering -------------------------------------------------------------------------------------
+
+
+class _OwnerOrderBug(Dispatcher):
+    """Base: the owner profile's per-key loop, with a hook choosing the order messages are visited in."""
+
+    def visit_order(self, key: str, queue: list[int]) -> list[int]:
+        return queue
+
+    def deliver_key(self, key: str) -> None:
+        queue = list(self.queues.get(key, ()))
+        for offset in self.visit_order(key, queue):
+            message = self.messages.get(offset)
+            if message is None or message.state is MessageState.OUTSTANDING:
+                continue
+            if message.state is not MessageState.PENDING:
+                return
+            decision = self.decide(message)
+            if decision.action == "filter":
+                self.resolve(message, "filtered", "filter")
+                continue
+            if decision.action == "hold":
+                self.hold(message, decision.reason or "", decision.target)
+                return
+            assert decision.member is not None
+            self.deliver(message, decision.member)
+
+
+def _fresh(messages: list[Message]) -> bool:
+    """True when none of these messages failed, was returned or is blocked (only first deliveries are due)."""
+    return all(
+        m.state in (MessageState.PENDING, MessageState.OUTSTANDING) and not m.awaiting_redelivery for m in messages
+    )
+
+
+class NewestFirst(_OwnerOrderBug):
+    """Messages queued behind a key's held head are sent newest first once the head goes (a LIFO backlog)."""
+
+    def visit_order(self, key: str, queue: list[int]) -> list[int]:
+        messages = [self.messages[o] for o in queue]
+        if not _fresh(messages):
+            return queue
+        held = [m.offset for m in messages if m.held is not None]
+        backlog = [m.offset for m in messages if m.held is None]
+        return held + backlog[::-1]  # breaks KS-ORD-1 (a held message itself is never overtaken)
+
+
+class HeldOvertaken(_OwnerOrderBug):
+    """Once a key's message has been held, the newest message of the key goes first when room frees."""
+
+    def visit_order(self, key: str, queue: list[int]) -> list[int]:
+        messages = [self.messages[o] for o in queue]
+        if _fresh(messages) and any(m.held is not None for m in messages):
+            return queue[::-1]  # breaks KS-FLW-3
+        return queue
+
+
+class StrictPipelines(Dispatcher):
+    """The strict profile pipelines a key like the owner profile: the next message goes before the ack."""
+
+    def first_candidate(self, key: str) -> int | None:
+        if key in self.blocked:
+            return None
+        for offset in self.queues[key]:
+            state = self.messages[offset].state
+            if state is MessageState.PENDING:
+                return offset
+            if state is not MessageState.OUTSTANDING:
+                return None
+        return None
+
+    def deliver_key(self, key: str) -> None:
+        for offset in list(self.queues.get(key, ())):
+            message = self.messages.get(offset)
+            if message is None or message.state is MessageState.OUTSTANDING:
+                continue  # breaks KS-ORD-2
+            if message.state is not MessageState.PENDING:
+                return
+            decision = self.decide(message)
+            if decision.action == "filter":
+                self.resolve(message, "filtered", "filter")
+                continue
+            if decision.action == "hold":
+                self.hold(message, decision.reason or "", decision.target)
+                return
+            assert decision.member is not None
+            self.deliver(message, decision.member)
+
+
+class RetryBehind(_OwnerOrderBug):
+    """A message waiting out its retry back-off does not stop later messages of its key."""
+
+    def first_candidate(self, key: str) -> int | None:
+        if key in self.blocked:
+            return None
+        for offset in self.queues[key]:
+            state = self.messages[offset].state
+            if state is MessageState.PENDING:
+                return offset
+            if state is MessageState.BLOCKED:
+                return None
+        return None
+
+    def deliver_key(self, key: str) -> None:
+        for offset in list(self.queues.get(key, ())):
+            message = self.messages.get(offset)
+            if message is None or message.state in (MessageState.OUTSTANDING, MessageState.RETRYING):
+                continue  # breaks KS-ORD-3 (a retrying message is passed over)
+            if message.state is not MessageState.PENDING:
+                return
+            decision = self.decide(message)
+            if decision.action == "filter":
+                self.resolve(message, "filtered", "filter")
+                continue
+            if decision.action == "hold":
+                self.hold(message, decision.reason or "", decision.target)
+                return
+            assert decision.member is not None
+            self.deliver(message, decision.member)
+
+
+# --- draining -------------------------------------------------------------------------------------
+
+
+class NoDraining(Dispatcher):
+    """A key's new owner is served at once, before the old owner acked what it holds."""
+
+    def decide(self, message: Message) -> Decision:
+        holders = self.key_holders.pop(message.key, None)  # breaks KS-DRN-1: the holders are not consulted
+        try:
+            return super().decide(message)
+        finally:
+            if holders is not None:
+                self.key_holders[message.key] = holders
+
+
+class DrainNeverClears(Dispatcher):
+    """A key that once drained stays marked draining: its messages wait forever."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.ever_drained: set[str] = set()
+        super().__init__(*args, **kwargs)
+
+    def decide(self, message: Message) -> Decision:
+        decision = super().decide(message)
+        if decision.reason == "draining":
+            self.ever_drained.add(message.key)
+        elif message.key in self.ever_drained and decision.action == "deliver":
+            target = decision.member.name if decision.member else None
+            return Decision("hold", reason="draining", target=target)  # breaks KS-DRN-2
+        return decision
+
+
+# --- assignment and filters -----------------------------------------------------------------------
+
+
+class PerMessageRouting(Dispatcher):
+    """Each message is routed by its offset as well as its key, so a key's messages spread over consumers."""
+
+    routing_salt = 0
+
+    def decide(self, message: Message) -> Decision:
+        self.routing_salt = message.offset
+        return super().decide(message)
+
+    def target_name(self, key: str, placement: Placement | None) -> str | None:
+        eligible = self.eligible(key)
+        if eligible == ():
+            return None
+        return self.selector.target(f"{key}#{self.routing_salt % 3}", eligible)  # breaks KS-ASN-1
+
+
+class ModuloRing(Dispatcher):
+    """The "ring" picks `members[hash % n]`: every membership change moves keys between old members."""
+
+    def target_name(self, key: str, placement: Placement | None) -> str | None:
+        eligible = self.eligible(key)
+        names = sorted(self.members) if eligible is None else sorted(eligible)
+        if not names:
+            return None
+        return names[self.selector.position(key) % len(names)]  # breaks KS-ASN-2
+
+
+class FiltersIgnoredInRouting(Dispatcher):
+    """A key goes to its ring target among all consumers, whether or not that consumer's filters accept it."""
+
+    def target_name(self, key: str, placement: Placement | None) -> str | None:
+        if self.eligible(key) == ():
+            return None
+        return self.selector.target(key, None)  # breaks KS-FLT-2
+
+
+class FilterByRingTarget(Dispatcher):
+    """A message is filtered out when its ring target does not accept it, even if another consumer would."""
+
+    def decide(self, message: Message) -> Decision:
+        if self.members:
+            target = self.selector.target(message.key, None)
+            member = self.members.get(target) if target is not None else None
+            if member is not None and member.filters and not accepts(member.filters, message.key):
+                return Decision("filter")  # breaks KS-FLT-3
+        return super().decide(message)
+
+
+class FilterWithoutMembers(Dispatcher):
+    """With no consumer at all, messages are resolved as filtered instead of waiting for one."""
+
+    def decide(self, message: Message) -> Decision:
+        if not self.members:
+            return Decision("filter")  # breaks KS-FLT-4
+        return super().decide(message)
+
+
+# --- flow control ---------------------------------------------------------------------------------
+
+
+class CapacityIgnored(Dispatcher):
+    """A consumer's capacity (its permits) is never checked."""
+
+    def decide(self, message: Message) -> Decision:
+        decision = super().decide(message)
+        if decision.reason == "capacity" and decision.target is not None:
+            return Decision("deliver", member=self.members[decision.target])  # breaks KS-FLW-1
+        return decision
+
+
+class WindowOverread(Dispatcher):
+    """The read window is checked after reading, so one message more than `window` is read."""
+
+    def read_into_window(self) -> None:
+        window = self.config.window
+        object.__setattr__(self.config, "window", window + 1)  # breaks KS-FLW-2
+        try:
+            super().read_into_window()
+        finally:
+            object.__setattr__(self.config, "window", window)
+
+
+# --- acks, nacks, timeouts, retries ---------------------------------------------------------------
+
+
+class StaleAckAccepted(Dispatcher):
+    """An ack resolves an outstanding message whoever sends it (e.g. the key's previous owner)."""
+
+    def on_ack(self, member: Member, offset: int) -> None:
+        message = self.messages.get(offset)
+        if message is not None and message.state is MessageState.OUTSTANDING and message.holder is not member:
+            self.resolve(message, "acked", "ack", consumer=member.name)  # breaks KS-ACK-2
+            return
+        super().on_ack(member, offset)
+
+
+class FirstAckLost(Dispatcher):
+    """The first ack of every redelivered message is lost (reported as not from the holder)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.lost_once: set[int] = set()
+        super().__init__(*args, **kwargs)
+
+    def on_ack(self, member: Member, offset: int) -> None:
+        message = self.messages.get(offset)
+        if message is not None and message.holder is member and message.attempts > 1 and offset not in self.lost_once:
+            self.lost_once.add(offset)
+            self.ignore_ack("ack_ignored", member, offset, "not-holder", key=message.key)  # breaks KS-ACK-1
+            return
+        super().on_ack(member, offset)
+
+
+class StaleNackAccepted(Dispatcher):
+    """A nack from any consumer sends the message back for retry, not only the holder's."""
+
+    def on_nack(self, member: Member, offset: int) -> None:
+        message = self.messages.get(offset)
+        if message is not None and message.state is MessageState.OUTSTANDING and message.holder is not member:
+            # breaks KS-RTY-1
+            self.emit("nack", offset=offset, key=message.key, consumer=member.name, attempt=message.attempts)
+            self.end_delivery(message)
+            self.fail(message, "nack")
+            return
+        super().on_nack(member, offset)
+
+
+class EarlyTimeout(Dispatcher):
+    """The ack timeout is counted from the tick before the delivery (an off-by-one)."""
+
+    def phase_timeouts(self) -> None:
+        for member in self.members.values():
+            for offset in member.outstanding:
+                self.messages[offset].delivered_at -= 1  # breaks KS-RTY-2
+        try:
+            super().phase_timeouts()
+        finally:
+            for member in self.members.values():
+                for offset in member.outstanding:
+                    self.messages[offset].delivered_at += 1
+
+
+class LateTimeout(Dispatcher):
+    """A delivery times out one tick after its ack timeout has passed."""
+
+    def phase_timeouts(self) -> None:
+        for member in self.members.values():
+            for offset in member.outstanding:
+                self.messages[offset].delivered_at += 1  # breaks KS-RTY-3
+        try:
+            super().phase_timeouts()
+        finally:
+            for member in self.members.values():
+                for offset in member.outstanding:
+                    self.messages[offset].delivered_at -= 1
+
+
+class NoBackoff(Dispatcher):
+    """A failed message is retried at the next tick, whatever the back-off says."""
+
+    def fail(self, message: Message, how: str) -> None:
+        super().fail(message, how)
+        message.retry_at = self.now  # breaks KS-RTY-4
+
+
+class AttemptReset(Dispatcher):
+    """A redelivery restarts the attempt count at 1."""
+
+    def deliver(self, message: Message, member: Member) -> None:
+        message.attempts = 0  # breaks KS-RTY-5
+        super().deliver(message, member)
+
+
+class RetryForever(Dispatcher):
+    """`max_redeliveries` is never enforced: a failing message is retried forever."""
+
+    def phase_poison(self) -> None:
+        return  # breaks KS-RTY-6
+
+    def phase_retry_ready(self) -> None:
+        for offset in sorted(self.retrying):
+            message = self.messages[offset]
+            if message.retry_at <= self.now:
+                self.set_state(message, MessageState.PENDING)
+                message.awaiting_redelivery = True
+
+
+# --- poison policies and operator actions ---------------------------------------------------------
+
+
+class DropOnFirstFailure(Dispatcher):
+    """The poison policy is applied at the first failure, not after `max_redeliveries` of them."""
+
+    def fail(self, message: Message, how: str) -> None:
+        super().fail(message, how)
+        message.failures = max(message.failures, self.config.max_redeliveries + 1)  # breaks KS-RES-1
+
+
+class DeadLetterAttempt(Dispatcher):
+    """The dead letter carries the attempt count of the message's first delivery, not its last."""
+
+    def apply_poison_policy(self, message: Message) -> None:
+        attempts = message.attempts
+        message.attempts = 1  # breaks KS-POI-2
+        super().apply_poison_policy(message)
+        message.attempts = attempts
+
+
+class BlockedLeak(Dispatcher):
+    """A blocked message does not stop later messages of its key."""
+
+    def first_candidate(self, key: str) -> int | None:
+        for offset in self.queues[key]:
+            state = self.messages[offset].state
+            if state is MessageState.PENDING:
+                return offset
+            if state is MessageState.RETRYING:
+                return None
+        return None
+
+    def deliver_key(self, key: str) -> None:
+        for offset in list(self.queues.get(key, ())):
+            message = self.messages.get(offset)
+            if message is None or message.state in (MessageState.OUTSTANDING, MessageState.BLOCKED):
+                continue  # breaks KS-POI-3
+            if message.state is not MessageState.PENDING:
+                return
+            decision = self.decide(message)
+            if decision.action == "filter":
+                self.resolve(message, "filtered", "filter")
+                continue
+            if decision.action == "hold":
+                self.hold(message, decision.reason or "", decision.target)
+                return
+            assert decision.member is not None
+            self.deliver(message, decision.member)
+
+
+class SkipIgnored(Dispatcher):
+    """The operator's skip is accepted but does nothing: the key stays blocked."""
+
+    def on_skip(self, key: str) -> None:
+        return  # breaks KS-POI-5
+
+
+class DroppedKeyStranded(Dispatcher):
+    """After a poison drop, the rest of the key's queue is never delivered (the key is marked dead)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.dead_keys: set[str] = set()
+        super().__init__(*args, **kwargs)
+
+    def apply_poison_policy(self, message: Message) -> None:
+        self.dead_keys.add(message.key)
+        super().apply_poison_policy(message)
+
+    def deliver_key(self, key: str) -> None:
+        if key in self.dead_keys:
+            return  # breaks KS-LIV-1
+        super().deliver_key(key)
+
+
+# --- membership -----------------------------------------------------------------------------------
+
+
+class LeaveCountsAsAck(Dispatcher):
+    """When a consumer leaves, what it held is acknowledged on its behalf and never delivered again."""
+
+    def on_leave(self, member: Member) -> None:
+        if self.config.reliable:
+            for offset in sorted(member.outstanding):
+                message = self.messages.get(offset)
+                if message is not None:
+                    self.resolve(message, "acked", "ack", consumer=member.name)  # breaks KS-MEM-1
+        super().on_leave(member)
+
+
+class LostOnLeave(Dispatcher):
+    """When a consumer leaves, the deliveries it held are forgotten: never acked, never delivered again."""
+
+    def on_leave(self, member: Member) -> None:
+        if self.config.reliable:
+            for offset in sorted(member.outstanding):
+                message = self.messages.get(offset)
+                if message is not None:
+                    self.end_delivery(message)  # breaks KS-MEM-1: it stays outstanding, held by nobody
+            member.outstanding.clear()
+        super().on_leave(member)
+
+
+class EarlyEviction(Dispatcher):
+    """A disconnected consumer is evicted one tick before `evict_after` has passed."""
+
+    def phase_eviction(self) -> None:
+        for member in self.members.values():
+            if not member.connected:
+                member.disconnected_at -= 1  # breaks KS-MEM-2
+        try:
+            super().phase_eviction()
+        finally:
+            for member in self.members.values():
+                if not member.connected:
+                    member.disconnected_at += 1
+
+
+class DisconnectedServed(Dispatcher):
+    """A disconnected consumer keeps receiving messages until it is evicted."""
+
+    def decide(self, message: Message) -> Decision:
+        decision = super().decide(message)
+        if decision.reason == "inactive" and decision.target is not None:
+            member = self.members[decision.target]
+            if len(member.outstanding) < member.capacity:
+                return Decision("deliver", member=member)  # breaks KS-MEM-3
+        return decision
+
+
+# --- resolutions ----------------------------------------------------------------------------------
+
+
+class SentTwice(Dispatcher):
+    """A first delivery is sent twice (a retried write to the consumer's channel)."""
+
+    def deliver(self, message: Message, member: Member) -> None:
+        super().deliver(message, member)
+        if message.attempts == 1:
+            message.attempts += 1
+            self.delivered_total += 1
+            self.redelivered_total += 1
+            # breaks KS-RES-2
+            self.emit("deliver", offset=message.offset, key=message.key, consumer=member.name, attempt=2)
+
+
+# --- the cursor -----------------------------------------------------------------------------------
+
+
+class _HighestAckCursor(Cursor):
+    def resolve(self, offset: int) -> None:
+        if offset < self.position:
+            return  # already passed over
+        super().resolve(offset)
+        if offset >= self.position:
+            self.holes.remove_range(self.position, offset + 1)
+            self.position = offset + 1  # breaks KS-CUR-1
+
+
+class CursorAtHighestAck(Dispatcher):
+    """The cursor moves to the highest resolved offset plus one, past messages still unresolved."""
+
+    def load_from_store(self) -> None:
+        super().load_from_store()
+        self.cursor.__class__ = _HighestAckCursor
+
+
+class StaleCursorWrite(Dispatcher):
+    """A retried old cursor write lands again: every third write first stores the position of two writes ago."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.written: list[int] = []
+        super().__init__(*args, **kwargs)
+
+    def persist(self) -> None:
+        self.written.append(self.cursor.position)
+        if len(self.written) % 3 == 0:
+            position = self.cursor.position
+            self.cursor.position = self.written[-3]  # breaks KS-CUR-2
+            try:
+                super().persist()
+            finally:
+                self.cursor.position = position
+        super().persist()
+
+
+class HolesReread(Dispatcher):
+    """After a restart, messages in the persisted ack holes are read and delivered again."""
+
+    def load_from_store(self) -> None:
+        super().load_from_store()
+        self.reread = set(self.cursor.holes)
+
+    def read_into_window(self) -> None:
+        while len(self.messages) < self.config.window and self.read_position < len(self.log):
+            offset = self.read_position
+            if self.cursor.is_resolved(offset) and offset not in self.reread:  # breaks KS-CUR-4
+                self.read_position += 1
+                continue
+            self.reread.discard(offset)
+            self.read_position += 1
+            entry = self.log[offset]
+            self.messages[offset] = Message(offset, entry.key)
+            self.queues.setdefault(entry.key, []).append(offset)
+            self.pending_counts[entry.key] += 1
+
+
+class PersistOnTickOnly(Dispatcher):
+    """The cursor is persisted only on ticks, even when `persist_interval` is 0."""
+
+    def persist_if_due(self, in_tick_phase_6: bool) -> None:
+        if in_tick_phase_6:  # breaks KS-CUR-5
+            super().persist_if_due(in_tick_phase_6)
+
+
+class CursorTailUnflushed(Dispatcher):
+    """The cursor is persisted in batches of two offsets; a last odd offset is never flushed."""
+
+    def persistence_due(self, in_tick_phase_6: bool) -> bool:
+        if self.cursor.position - self.persisted_position < 2 and not self.config.persist_ack_holes:
+            return False  # breaks KS-LIV-2
+        return super().persistence_due(in_tick_phase_6)
+
+
+# --- isolation and the tick -----------------------------------------------------------------------
+
+
+class HeadOfLine(Dispatcher):
+    """The dispatch pass stops at the first key it must hold: keys behind it wait (head-of-line blocking)."""
+
+    def deliver_step(self) -> None:
+        self.holds = {}
+        candidates = sorted(
+            (first, key) for key in self.pending_counts if (first := self.first_candidate(key)) is not None
+        )
+        for _, key in candidates:
+            self.deliver_key(key)
+            if key in self.holds:
+                return  # breaks KS-ISO-1
+
+
+class DispatchBeforeEviction(Dispatcher):
+    """A tick dispatches before it evicts (and again after), so evictions land after deliveries."""
+
+    def phase_eviction(self) -> None:
+        self.dispatch_pass()  # breaks KS-GEN-7
+        super().phase_eviction()
+
+
+# --- observability --------------------------------------------------------------------------------
+
+
+class BlockedKeysHidden(Dispatcher):
+    """The stats do not list blocked keys."""
+
+    def stats(self) -> dict[str, Any]:
+        stats = super().stats()
+        stats["blocked_keys"] = []  # breaks KS-OBS-2
+        stats["stuck_keys"] = [s for s in stats["stuck_keys"] if s["reason"] != "blocked"]
+        stats["held_by_key"] = {k: v for k, v in stats["held_by_key"].items() if v["reason"] != "blocked"}
+        return stats
+
+
+# --- buckets --------------------------------------------------------------------------------------
+
+
+class _Layout(BucketLayout):
+    """Base for broken layouts: the dispatcher swaps its layout's class after every (re)load."""
+
+
+class _OffByOneLayout(_Layout):
+    def place(self, key: str) -> Placement:
+        placement = super().place(key)
+        buckets = self.segments[placement.segment].buckets
+        return Placement(placement.hash, placement.segment, (placement.bucket + 1) % buckets)  # breaks KS-BKT-1
+
+
+class _NoHandoffLayout(_Layout):
+    def is_withheld(self, placement: Placement) -> bool:
+        return False  # breaks KS-BKT-4
+
+
+class _SuccessorFirstLayout(_Layout):
+    def predecessor_pending(self, segment_number: int) -> bool:
+        return False  # breaks KS-BKT-5
+
+
+class _CheckpointAheadLayout(_Layout):
+    def advance_checkpoints(self, durably_resolved: Any) -> dict[tuple[int, int], int]:
+        return super().advance_checkpoints(lambda offset: True)  # breaks KS-BKT-6
+
+
+class _LayoutBug(Dispatcher):
+    layout_class: type[_Layout] = _Layout
+
+    def load_from_store(self) -> None:
+        super().load_from_store()
+        if self.layout is not None:
+            self.layout.__class__ = self.layout_class
+
+
+class BucketOffByOne(_LayoutBug):
+    """A message goes to the bucket after the one its hash names."""
+
+    layout_class = _OffByOneLayout
+
+
+class NoHandoff(_LayoutBug):
+    """A bucket is handed to its new owner at once, while the old owner still holds its messages."""
+
+    layout_class = _NoHandoffLayout
+
+
+class SuccessorFirst(_LayoutBug):
+    """A successor segment is served while its predecessor still has unresolved messages of its range."""
+
+    layout_class = _SuccessorFirstLayout
+
+
+class CheckpointAhead(_LayoutBug):
+    """A bucket's checkpoint moves to its last published message, past unresolved ones."""
+
+    layout_class = _CheckpointAheadLayout
+
+
+class OwnersReversed(Dispatcher):
+    """Bucket owners are counted over the members sorted in reverse name order."""
+
+    def membership_changed(self) -> None:
+        super().membership_changed()
+        self.members_by_name = sorted(self.members, reverse=True)  # breaks KS-BKT-3
+
+
+# --- best-effort ----------------------------------------------------------------------------------
+
+
+class BestEffortRedelivers(Dispatcher):
+    """Best-effort: a leaving consumer's unreceived messages are sent again to the key's new owner."""
+
+    def on_leave(self, member: Member) -> None:
+        unreceived = sorted(member.outstanding) if not self.config.reliable else []
+        super().on_leave(member)
+        for offset in unreceived:
+            key = self.log[offset].key
+            name = self.target_name(key, None)
+            target = self.members.get(name) if name is not None else None
+            if target is not None and target.connected and len(target.outstanding) < target.capacity:
+                target.outstanding.add(offset)
+                self.best_effort_holder[offset] = target
+                self.delivered_total += 1
+                # breaks KS-BEF-1
+                self.emit("deliver", offset=offset, key=key, consumer=target.name, attempt=2)
+
+
+class DropsUncounted(Dispatcher):
+    """Best-effort drops are recorded as events but not counted in the stats."""
+
+    def best_effort_drop(self, offset: int, key: str, reason: str) -> None:
+        super().best_effort_drop(offset, key, reason)
+        self.dropped_total[reason] -= 1  # breaks KS-BEF-2
+        if self.dropped_total[reason] == 0:
+            del self.dropped_total[reason]
+        self.resolved_total["dropped"] -= 1
+
+
+# --- refusals and configuration -------------------------------------------------------------------
+
+
+class DuplicateNameAccepted(Dispatcher):
+    """A consumer joining under a name already in use replaces the member instead of being refused."""
+
+    def check_join(self, name: object, capacity: object, filters: object, ranges: object) -> Member:
+        if isinstance(name, str) and name in self.members:
+            self.on_leave(self.members[name])  # breaks KS-GEN-4
+        return super().check_join(name, capacity, filters, ranges)
+
+
+class LenientConfigAdapter(ReferenceAdapter):
+    """Reset drops configuration fields it does not know instead of refusing them."""
+
+    def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        known = {
+            "profile", "selector", "window", "ack_timeout", "backoff_base", "backoff_max", "max_redeliveries",
+            "poison_policy", "evict_after", "persist_interval", "persist_ack_holes", "points", "bucket_budget",
+            "bucket_max",
+        }  # fmt: skip
+        if isinstance(config, Mapping):
+            config = {k: v for k, v in config.items() if k in known}  # breaks KS-CFG-1
+        return super().reset(config)
+
+
+# --- SHOULD requirements: caught as warnings ------------------------------------------------------
+
+
+class StatsMiscount(Dispatcher):
+    """The stats count a redelivery twice in `delivered_total`."""
+
+    def stats(self) -> dict[str, Any]:
+        stats = super().stats()
+        stats["delivered_total"] += stats["redelivered_total"]  # breaks KS-OBS-1
+        return stats
+
+
+class HashOrderedPass(Dispatcher):
+    """The dispatch pass visits keys in the order of Python's per-process string hash, not a fixed order."""
+
+    def deliver_step(self) -> None:
+        self.holds = {}
+        keys = sorted(self.pending_counts, key=lambda key: hash((key, id(self))))  # breaks KS-GEN-5
+        for key in keys:
+            if self.first_candidate(key) is not None:
+                self.deliver_key(key)

@@ -1,0 +1,194 @@
+"""The conformance kit end to end: exit codes, reports, faults, both transports, replays and the pytest plugin."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+from ks_conformance.adapters import connect, stdio_command
+from ks_conformance.report import read_report, schema_problem
+from ks_conformance.suite import run_suite, settings_for
+from ks_spec.requirements import load_index
+
+TESTS = Path(__file__).resolve().parent
+FAULTS = TESTS / "conformance_faults.py"
+
+
+def keyshared(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with tests/ importable (for the mutants and the faulty adapter)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-m", "keyshared", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def faulty(mode: str, at: int = 25) -> str:
+    return "cmd:" + shlex.join([sys.executable, str(FAULTS), mode, str(at)])
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    folder = tmp_path_factory.mktemp("reference-run")
+    done = keyshared(
+        "conformance", "run", "--adapter", "reference",
+        "--report", str(folder / "report.jsonl"),
+        "--junit", str(folder / "junit.xml"),
+        "--markdown", str(folder / "summary.md"),
+        "--scenarios", str(folder / "scenarios"),
+    )  # fmt: skip
+    return done, folder
+
+
+def test_the_reference_is_conformant_with_a_valid_report(
+    reference_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    done, folder = reference_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = read_report(folder / "report.jsonl")
+    assert [schema_problem(line) for line in lines if schema_problem(line)] == []
+    assert lines[0]["type"] == "header" and lines[-1]["type"] == "footer"
+    assert lines[-1]["verdict"] == "conformant"
+    requirements = [line for line in lines if line["type"] == "requirement"]
+    assert [line["id"] for line in requirements] == [str(entry["id"]) for entry in load_index()]
+    assert not [line for line in lines if line["type"] in ("violation", "error")]
+    assert not (folder / "scenarios").exists() or not list((folder / "scenarios").iterdir())
+
+
+def test_junit_and_markdown_renderings(reference_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, folder = reference_run
+    suite = ElementTree.parse(folder / "junit.xml").getroot()
+    cases = suite.findall(".//testcase")
+    assert len(cases) == len(load_index())
+    skipped = [case for case in cases if case.find("skipped") is not None]
+    assert not [case for case in cases if case.find("failure") is not None]
+    statuses = [line["status"] for line in read_report(folder / "report.jsonl") if line["type"] == "requirement"]
+    assert len(skipped) == sum(1 for status in statuses if status in ("skipped", "untested", "vacuous"))
+    assert "conformant" in (folder / "summary.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind"),
+    [
+        ("crash", "crash"),
+        ("garbage", "malformed"),
+        ("wrong-seq", "wrong-seq"),
+        ("hang", "timeout"),
+        ("errored", "errored"),
+    ],
+)
+def test_a_faulty_adapter_makes_the_run_unknown(mode: str, kind: str, tmp_path: Path) -> None:
+    report = tmp_path / "report.jsonl"
+    done = keyshared(
+        "conformance", "run", "--adapter", faulty(mode), "--timeout", "2", "--report", str(report),
+        "--scenarios", str(tmp_path / "scenarios"),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = read_report(report)
+    assert lines[-1]["verdict"] == "unknown"
+    errors = [line for line in lines if line["type"] == "error"]
+    assert errors and errors[0]["kind"] == kind, errors
+
+
+@pytest.mark.parametrize("mode", ["bad-version", "no-start"])
+def test_an_adapter_that_does_not_start_exits_78_with_one_line(mode: str, tmp_path: Path) -> None:
+    done = keyshared("conformance", "run", "--adapter", faulty(mode), "--timeout", "5")
+    assert done.returncode == 78
+    assert len(done.stderr.strip().splitlines()) == 1 and "failed to start" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("adapter", ["nonsense", "py:no_module_part", "cmd:"])
+def test_a_malformed_adapter_name_is_a_usage_error(adapter: str) -> None:
+    done = keyshared("conformance", "run", "--adapter", adapter)
+    assert done.returncode == 64
+    assert len(done.stderr.strip().splitlines()) == 1 and "--adapter" in done.stderr
+
+
+def test_a_mutant_fails_and_its_saved_scenario_replays_against_any_adapter(tmp_path: Path) -> None:
+    scenarios = tmp_path / "scenarios"
+    report = tmp_path / "report.jsonl"
+    adapter = "py:conformance_mutants:no_draining"
+    done = keyshared("conformance", "run", "--adapter", adapter, "--scenarios", str(scenarios), "--report", str(report))
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = read_report(report)
+    violations = [line for line in lines if line["type"] == "violation"]
+    assert {line["id"] for line in violations} == {"KS-DRN-1"}
+    assert all(line["text"].startswith("Let ") and line["explanation"]["let"] for line in violations)
+    assert all(line["events"] for line in violations), "every violation carries its witness events"
+    saved = sorted(scenarios.glob("*.jsonl"))
+    assert saved and all(Path(line["scenario"]) in saved for line in violations)
+    again = keyshared("conformance", "replay", str(saved[0]), "--adapter", adapter)
+    assert again.returncode == 1 and "split-owner" in again.stdout
+    clean = keyshared("conformance", "replay", str(saved[0]), "--adapter", "reference")
+    assert clean.returncode == 0, clean.stdout
+    over_stdio = keyshared("conformance", "replay", str(saved[0]), "--adapter", stdio_command(adapter))
+    assert over_stdio.returncode == 1
+
+
+def test_both_transports_give_the_same_verdict_on_every_requirement() -> None:
+    settings = settings_for("ci", seed=3, max_examples=8, examples_total=0, rounds=1)
+    local = run_suite(lambda: connect("reference"), settings)
+    remote = run_suite(lambda: connect(stdio_command("reference")), settings)
+    assert local.verdict == remote.verdict
+    assert [(r["id"], r["status"]) for r in local.requirements] == [(r["id"], r["status"]) for r in remote.requirements]
+    assert local.examples == remote.examples and local.steps == remote.steps
+
+
+def test_skipped_capabilities_are_reported_skipped_not_passed() -> None:
+    from ks_conformance.protocol import Capabilities
+
+    full = connect("reference")
+    declared = full.start().capabilities
+    full.close()
+    narrow = Capabilities(**{**declared.__dict__, "poison_policies": ("drop",), "selectors": ("ring",)})
+    result = run_suite(
+        lambda: connect("reference"),
+        settings_for("ci", max_examples=5, examples_total=0, rounds=1),
+        capabilities=narrow,
+    )
+    statuses = {line["id"]: line for line in result.requirements}
+    assert statuses["KS-POI-3"]["status"] == "skipped" and "block" in statuses["KS-POI-3"]["reason"]
+    assert statuses["KS-BKT-1"]["status"] == "skipped"
+    assert statuses["KS-POI-2"]["status"] == "skipped"
+
+
+# --- the pytest plugin ------------------------------------------------------------------------------
+
+pytest_plugins = ["pytester"]
+
+
+def test_plugin_adds_a_test_per_requirement(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nothing="def test_placeholder():\n    pass\n")
+    result = pytester.runpytest_subprocess("--keyshared-adapter", "reference", "-q", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0
+    assert outcomes.get("passed", 0) + outcomes.get("skipped", 0) == len(load_index()) + 1
+
+
+def test_plugin_fails_the_violated_requirement_with_its_explanation(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_nothing="def test_placeholder():\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    result = pytester.runpytest_subprocess(
+        "--keyshared-adapter", "py:conformance_mutants:no_draining", "-q", "-p", "no:cacheprovider"
+    )
+    assert result.parseoutcomes().get("failed") == 1
+    result.stdout.fnmatch_lines(["*KS-DRN-1 is violated*", "*Let *"])
+
+
+def test_plugin_fixture_runs_the_suite(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_broker="""
+def test_reference_is_conformant(keyshared_suite):
+    result = keyshared_suite("reference")
+    assert result.verdict == "conformant"
+"""
+    )
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    assert result.parseoutcomes().get("passed") == 1

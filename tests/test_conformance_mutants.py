@@ -1,0 +1,107 @@
+"""The conformance suite can fail: every deliberately broken dispatcher is caught on exactly its requirements.
+
+Each mutant of `tests/conformance_mutants` is run with the `ci` profile (two worker processes share the
+matrix); its saved minimal scenarios are replayed against it (same anomalies) and against the reference
+(none: the bug is the mutant's, not the scenario's).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+from conformance_mutants import MUTANTS, Mutant
+from conformance_mutants.judge import Judgement, judge
+from ks_conformance.anomalies import requirement_levels
+from ks_conformance.catalogue import CATALOGUE
+
+SUBSUMED_IN_LIVE_RUNS = {
+    "KS-DRN-2": "KS-ISO-1",
+    "KS-LIV-2": "KS-CUR-5",
+}
+"""Requirements whose own check (`drain-stuck`, `cursor-stall`) is judged at a quiescent point, which a live
+run never reaches with the violation unseen: a message held for a drain that has cleared is
+`idle-while-ready` at the end of the op that cleared it, and a cursor left behind is `persist-late` when
+its persistence was due. Their own checks are proven on traces by tests/test_checker.py (every anomaly kind
+has a failing case there)."""
+
+
+@pytest.fixture(scope="module")
+def judgements(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Judgement]:
+    """Every mutant judged once, two at a time."""
+    folder = tmp_path_factory.mktemp("mutant-scenarios")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=context, initializer=_extend_path, initargs=(sys.path,)) as pool:
+        futures = {m.name: pool.submit(judge, m.name, str(folder / m.name)) for m in MUTANTS}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _extend_path(path: list[str]) -> None:
+    for entry in path:
+        if entry not in sys.path:
+            sys.path.append(entry)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_mutant_is_caught_on_exactly_its_requirements(mutant: Mutant, judgements: dict[str, Judgement]) -> None:
+    judged = judgements[mutant.name]
+    assert judged.faults == [], f"{mutant.name}: the run had adapter faults"
+    assert judged.failed == mutant.catches, f"{mutant.name} ({mutant.bug}): failed {sorted(judged.failed)}"
+    assert judged.warnings == mutant.warns, f"{mutant.name}: warnings {sorted(judged.warnings)}"
+    if mutant.catches:
+        assert judged.verdict == "not-conformant"
+    else:
+        assert judged.verdict != "not-conformant", "SHOULD failures are warnings, never a failed verdict"
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_mutant_scenarios_replay_and_clear_the_reference(mutant: Mutant, judgements: dict[str, Judgement]) -> None:
+    judged = judgements[mutant.name]
+    assert judged.scenarios, f"{mutant.name}: no scenario was saved"
+    assert all(path.is_file() for path in judged.scenarios)
+    if mutant.catches - {"KS-CFG-1"}:  # a refused configuration has no steps to replay
+        assert judged.replayed, f"{mutant.name}: no saved scenario could be replayed"
+    for (recorded, again), on_reference in zip(judged.replayed, judged.on_reference, strict=True):
+        assert again == recorded, f"{mutant.name}: replaying a scenario against it found {again}, not {recorded}"
+        assert on_reference == [], f"{mutant.name}: the reference shows {on_reference} on the mutant's scenario"
+
+
+def test_every_must_requirement_with_a_check_has_a_mutant() -> None:
+    levels = requirement_levels()
+    checked = {kind.requirement for kind in CATALOGUE if levels.get(kind.requirement) == "MUST"}
+    caught = {requirement for mutant in MUTANTS for requirement in mutant.catches}
+    assert checked - caught == set(SUBSUMED_IN_LIVE_RUNS)
+    assert caught <= checked
+    for requirement, through in SUBSUMED_IN_LIVE_RUNS.items():
+        assert through in caught, f"{requirement} is shown through {through}, which no mutant trips"
+    should = {kind.requirement for kind in CATALOGUE if levels.get(kind.requirement) == "SHOULD"}
+    assert should <= {requirement for mutant in MUTANTS for requirement in mutant.warns}
+
+
+def test_the_real_bugs_of_issue_5_are_among_the_mutants() -> None:
+    """The bugs brokers really ship, each caught on the requirement it breaks."""
+    expected = {
+        "no_draining": "KS-DRN-1",  # a new owner served before the old one acked
+        "leave_counts_as_ack": "KS-ACK-2",  # a leaving consumer's messages treated as acked
+        "held_overtaken": "KS-FLW-3",  # a held message overtaken by a later one of its key
+        "stale_ack_accepted": "KS-ACK-2",  # a stale ack accepted
+        "cursor_at_highest_ack": "KS-CUR-1",  # a cursor past an unacked offset
+        "dropped_key_stranded": "KS-LIV-1",  # a dropped key's queued messages never resolved
+        "retry_behind": "KS-ORD-3",  # a retried message sent after a later one of its key
+    }
+    by_name = {m.name: m for m in MUTANTS}
+    for name, requirement in expected.items():
+        assert requirement in by_name[name].catches, name
+
+
+def test_mutants_are_adapter_factories() -> None:
+    import conformance_mutants
+
+    adapter = conformance_mutants.no_draining()
+    info = adapter.start()
+    assert info["implementation"]["name"] == "mutant-no_draining"
+    assert info["capabilities"]["profiles"] == ["owner"]
+    with pytest.raises(AttributeError):
+        _ = conformance_mutants.no_such_mutant
