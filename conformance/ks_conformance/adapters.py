@@ -16,7 +16,7 @@ from ks_spec.errors import UserError
 from ks_conformance.protocol import Connection, InProcessConnection, StartFailed
 from ks_conformance.stdio import DEFAULT_TIMEOUT, StdioConnection
 
-ALIASES = {"reference": "py:ks_reference.adapter:create"}
+ALIASES = {"reference": "py:ks_reference.adapter:create", "spark": "py:ks_spark.adapter:create"}
 """Short names for adapters the kit knows."""
 
 
@@ -36,7 +36,8 @@ def check_adapter_name(adapter: str) -> str:
         if not full[4:].strip():
             raise UserError(f'--adapter {adapter}: expected cmd:"command to run"', exit_code=64)
     else:
-        raise UserError(f"--adapter {adapter}: expected 'reference', py:module:factory or cmd:\"...\"", exit_code=64)
+        expected = "'reference', 'spark', py:module:factory or cmd:\"...\""
+        raise UserError(f"--adapter {adapter}: expected {expected}", exit_code=64)
     return full
 
 

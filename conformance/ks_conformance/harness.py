@@ -22,6 +22,9 @@ from ks_conformance.protocol import Capabilities, Connection, Outcome
 
 FILTER_SELECTORS_REFUSED = ("pulsar-auto-split", "pulsar-sticky", "buckets")
 SLOTS = 65536
+SETTLER_CAPACITY = 4
+UNBOUNDED_CAPACITY = 1_000_000
+"""The capacity the kit gives consumers of an adapter without flow control: more than a run can ever hold."""
 
 
 @dataclass
@@ -425,8 +428,7 @@ class Session:
                 break
         if self._halted():
             return
-        self._record({"event": "quiescent"})
-        self._close_op()
+        self.mark_quiescent()
 
     def _halted(self) -> bool:
         """True once the adapter diverged, or an op of the current settle showed an anomaly."""
@@ -438,30 +440,59 @@ class Session:
         return len(checker.messages) - len(checker.unresolved), checker.persisted_cursor
 
     def _ensure_catch_all(self, ops: set[str]) -> None:
+        for op in self.catch_all_ops(ops):
+            if self._halted():
+                return
+            self.perform(op, record=False)
+
+    def catch_all_ops(self, ops: set[str]) -> list[dict[str, Any]]:
+        """The ops that give the membership a member accepting every key (none when it has one already)."""
         if "add_consumer" not in ops:
-            return
+            return []
         members = self.checker.members
-        sticky = self.config.get("selector") == "pulsar-sticky"
-        if sticky:
+        capacity = SETTLER_CAPACITY if self.capabilities.flow_control else UNBOUNDED_CAPACITY
+        if self.config.get("selector") == "pulsar-sticky":
             covered = sum(hi - lo + 1 for m in members.values() for lo, hi in m.ranges)
             if covered >= SLOTS:
-                return
-            if "remove_consumer" in ops:
-                for name in list(members):
-                    self.perform({"op": "remove_consumer", "consumer": name}, record=False)
-            if self.checker.members:
-                return
-            op = {"op": "add_consumer", "consumer": "settler", "capacity": 4, "filters": [], "ranges": [[0, SLOTS - 1]]}
-            self.perform(op, record=False)
-            return
+                return []
+            if members and "remove_consumer" not in ops:
+                return []
+            planned = [{"op": "remove_consumer", "consumer": name} for name in members]
+            settler = {"op": "add_consumer", "consumer": "settler", "capacity": capacity, "filters": []}
+            return [*planned, {**settler, "ranges": [[0, SLOTS - 1]]}]
         if any(not m.filters for m in members.values()):
-            return
+            return []
+        planned = []
         if len(members) >= self.capabilities.max_consumers:
             if "remove_consumer" not in ops:
-                return
-            self.perform({"op": "remove_consumer", "consumer": next(iter(members))}, record=False)
-        name = next(f"settler{n}" for n in range(1000) if f"settler{n}" not in self.checker.members)
-        self.perform({"op": "add_consumer", "consumer": name, "capacity": 4, "filters": []}, record=False)
+                return []
+            planned.append({"op": "remove_consumer", "consumer": next(iter(members))})
+        name = next(f"settler{n}" for n in range(1000) if f"settler{n}" not in members)
+        return [*planned, {"op": "add_consumer", "consumer": name, "capacity": capacity, "filters": []}]
+
+    def ordered_deliveries(self, order: str, shuffle: random.Random) -> list[tuple[str, int]]:
+        """Every outstanding delivery as (holder, offset): oldest first, newest first, or shuffled."""
+        deliveries = [d for m in self.checker.members.values() for d in m.outstanding.values()]
+        deliveries.sort(key=lambda d: d.seq, reverse=order == "newest")
+        if order == "shuffled":
+            shuffle.shuffle(deliveries)
+        return [(d.holder.name, d.offset) for d in deliveries]
+
+    def next_offset(self) -> int:
+        """The offset the next publish must carry (the kit assigns offsets)."""
+        return len(self.checker.messages)
+
+    def known_members(self) -> list[str]:
+        """The members' names, sorted."""
+        return sorted(self.checker.members)
+
+    def flush(self) -> None:
+        """Nothing to do: a live session has sent every op already (a `BatchSession` sends them here)."""
+
+    def mark_quiescent(self) -> None:
+        """Record the `quiescent` point where liveness is judged (spec section 19)."""
+        self._record({"event": "quiescent"})
+        self._close_op()
 
     def _ack_everything(self, order: str, shuffle: random.Random) -> None:
         """Every member acks every delivery it holds, including those its acks cause, before time moves."""

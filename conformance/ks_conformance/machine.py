@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ks_conformance.anomalies import Anomaly
-from ks_conformance.harness import Session, Step
+from ks_conformance.batch import AnySession, open_session
+from ks_conformance.harness import UNBOUNDED_CAPACITY, Step
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ REFUSAL_PROBES = (
 class Violation(Exception):
     """The first anomalies of an example; Hypothesis shrinks the example that raised it."""
 
-    def __init__(self, anomalies: list[Anomaly], session: Session) -> None:
+    def __init__(self, anomalies: list[Anomaly], session: AnySession) -> None:
         names = ", ".join(sorted({f"{a.name} ({a.requirement})" for a in anomalies}))
         super().__init__(f"{names}\n" + "\n".join(a.explanation.text() for a in anomalies))
         self.anomalies = anomalies
@@ -104,6 +105,9 @@ class RunContext:
     kept: list[tuple[dict[str, Any], list[Step]]] = field(default_factory=list)
     keep: int = 5
     connection: Connection | None = None
+    batch: bool = False
+    """Drive the adapter through `replay` (a `BatchSession`), a chunk of ops at a time."""
+    chunk: int = 12
 
     def live_connection(self) -> Connection:
         """The started connection, restarted if an earlier fault left it unusable."""
@@ -116,7 +120,7 @@ class RunContext:
             self.connection = connection
         return connection
 
-    def collect(self, session: Session) -> None:
+    def collect(self, session: AnySession) -> None:
         """Add one finished example's exercised counts and skipped ops to the run's."""
         self.examples += 1
         self.steps += len(session.steps)
@@ -145,7 +149,7 @@ def configs(capabilities: Capabilities, stratum: Stratum | None = None) -> Searc
             profile, selectors = draw(st.sampled_from(capabilities.profiles)), capabilities.selectors
         selector = draw(st.sampled_from(selectors))
         config: dict[str, Any] = {"profile": profile, "selector": selector}
-        if draw(st.booleans()):
+        if capabilities.flow_control and draw(st.booleans()):
             config["window"] = draw(st.integers(1, 6))
         if selector in ("ring", "pulsar-consistent") and draw(st.booleans()):
             config["points"] = draw(st.integers(1, 8))
@@ -184,7 +188,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
 
         def __init__(self) -> None:
             super().__init__()
-            self.session: Session | None = None
+            self.session: AnySession | None = None
             self.tainted = False
             self.settled_at = -1
             self.restarts = 0
@@ -206,7 +210,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
 
         def members(self) -> list[str]:
             assert self.session is not None
-            return sorted(self.session.checker.members)
+            return self.session.known_members()
 
         def outstanding(self) -> list[tuple[str, int]]:
             assert self.session is not None
@@ -227,8 +231,14 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
         def begin(self, config: dict[str, Any]) -> None:
             """Reset the adapter with a drawn configuration."""
             connection = context.live_connection()
-            session = Session(
-                connection, capabilities, config, check_stats=context.check_stats, implementation=context.implementation
+            session = open_session(
+                connection,
+                capabilities,
+                config,
+                batch=context.batch,
+                check_stats=context.check_stats,
+                implementation=context.implementation,
+                chunk=context.chunk,
             )
             self.session = session
             outcome = session.begin()
@@ -244,7 +254,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
         def publish(self, key: str) -> None:
             """Publish a message with a key from the pool."""
             assert self.session is not None
-            self.do({"op": "publish", "offset": len(self.session.checker.messages), "key": key})
+            self.do({"op": "publish", "offset": self.session.next_offset(), "key": key})
 
         @precondition(lambda self: self.able("publish"))
         @rule(keys=st.lists(st.sampled_from(KEYS), min_size=2, max_size=4))
@@ -267,7 +277,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
                 self.able("add_consumer")
                 and bool(self.outstanding())
                 and self.session is not None
-                and len(self.session.checker.members) < min(capabilities.max_consumers, len(NAMES))
+                and len(self.members()) < min(capabilities.max_consumers, len(NAMES))
             )
         )
         @rule(pick=st.integers(0, 7), capacity=st.integers(1, 3))
@@ -317,14 +327,16 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             lambda self: (
                 self.able("add_consumer")
                 and self.session is not None
-                and len(self.session.checker.members) < min(capabilities.max_consumers, len(NAMES))
+                and len(self.members()) < min(capabilities.max_consumers, len(NAMES))
             )
         )
         @rule(pick=st.integers(0, 7), capacity=st.integers(1, 3), filters=st.sampled_from(FILTER_SETS))
         def add_consumer(self, pick: int, capacity: int, filters: tuple[str, ...]) -> None:
             """A consumer joins (names are reused after a leave: KS-GEN-3)."""
             assert self.session is not None
-            free = [n for n in NAMES if n not in self.session.checker.members]
+            free = [n for n in NAMES if n not in self.members()]
+            if not capabilities.flow_control:
+                capacity = UNBOUNDED_CAPACITY  # the adapter declares that capacity never binds: make it so
             op: dict[str, Any] = {"op": "add_consumer", "consumer": free[pick % len(free)], "capacity": capacity}
             selector = self.session.config.get("selector")
             op["filters"] = list(filters) if capabilities.filters and selector not in _NO_FILTERS else []
@@ -337,19 +349,20 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
                 op["ranges"] = [[chosen * SLICE, chosen * SLICE + SLICE - 1]]
             self.do(op)
 
-        @precondition(lambda self: self.able("remove_consumer") and bool(self.session and self.session.checker.members))
+        @precondition(lambda self: self.able("remove_consumer") and bool(self.session and self.members()))
         @rule(pick=st.integers(0, 7))
         def remove_consumer(self, pick: int) -> None:
             """A consumer leaves."""
             names = self.members()
             self.do({"op": "remove_consumer", "consumer": names[pick % len(names)]})
 
-        @precondition(lambda self: self.able("disconnect") and bool(self.session and self.session.checker.members))
+        @precondition(lambda self: self.able("disconnect") and bool(self.session and self.members()))
         @rule(pick=st.integers(0, 7))
         def disconnect(self, pick: int) -> None:
             """A member loses its connection."""
             assert self.session is not None
-            connected = [n for n, m in sorted(self.session.checker.members.items()) if m.connected]
+            members = self.session.checker.members
+            connected = [n for n in self.members() if n not in members or members[n].connected]
             if connected:
                 self.do({"op": "disconnect", "consumer": connected[pick % len(connected)]})
 
@@ -369,7 +382,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             consumer, offset = deliveries[pick % len(deliveries)]
             self.do({"op": "nack", "consumer": consumer, "offset": offset})
 
-        @precondition(lambda self: self.able("ack") and bool(self.session and self.session.checker.members))
+        @precondition(lambda self: self.able("ack") and bool(self.session and self.members()))
         @rule(pick=st.integers(0, 15), member=st.integers(0, 7), negative=st.booleans())
         def stale_answer(self, pick: int, member: int, negative: bool) -> None:
             """A member acks or nacks a message it does not hold (stale, resolved, another's, unknown)."""
@@ -388,7 +401,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             lambda self: (
                 self.able("ack")
                 and self.session is not None
-                and len(self.session.checker.members) >= 2
+                and len(self.members()) >= 2
                 and bool(self.outstanding())
             )
         )
@@ -401,6 +414,8 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             deliveries = self.outstanding()
             holder, offset = deliveries[pick % len(deliveries)]
             others = [name for name in self.members() if name != holder]
+            if not others:
+                return
             kind = "nack" if negative and self.able("nack") else "ack"
             self.do({"op": kind, "consumer": others[member % len(others)], "offset": offset})
 
@@ -432,7 +447,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             assert self.session is not None
             self.do({"op": "restart"})
             self.restarts += 1
-            self.restarted_at = len(self.session.checker.messages)
+            self.restarted_at = self.session.next_offset()
 
         @precondition(
             lambda self: (
@@ -448,7 +463,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             self.restart()
 
         def published_since_restart(self) -> bool:
-            return self.session is not None and len(self.session.checker.messages) > self.restarted_at
+            return self.session is not None and self.session.next_offset() > self.restarted_at
 
         @precondition(lambda self: self.able("rollover") and bool(self.active_segments()))
         @rule(pick=st.integers(0, 7), buckets=st.integers(1, 8))
@@ -495,7 +510,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             if probe == "zero-capacity" and selector != "pulsar-sticky":
                 return {"op": "add_consumer", "consumer": "ghost", "capacity": 0, "filters": []}
             if probe == "wrong-offset":
-                return {"op": "publish", "offset": len(checker.messages) + 1 + pick, "key": KEYS[0]}
+                return {"op": "publish", "offset": self.session.next_offset() + 1 + pick, "key": KEYS[0]}
             if probe in ("release-not-blocked", "skip-not-blocked"):
                 free = [k for k in KEYS if k not in self.blocked_keys()] or ["never-published"]
                 return {"op": probe.split("-")[0], "key": free[pick % len(free)]}
@@ -542,6 +557,9 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             if session is None:
                 return
             try:
+                if not self.tainted:
+                    session.flush()  # a batch session replays what it still holds: the example is judged whole
+                    self.judged()
                 if not self.tainted and session.checker.messages and self.settled_at != len(session.steps):
                     session.settle("oldest", seed=len(session.steps))
                     self.judged()

@@ -122,6 +122,10 @@ class Capabilities:
     batch: bool = False
     deterministic: bool = True
     max_consumers: int = 64
+    interactive: bool = True
+    """False: the adapter answers `replay` only (a batch engine); the kit drives it a chunk of ops at a time."""
+    flow_control: bool = True
+    """False: capacity and the window never bind in the adapter; the kit draws them too large to bind."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Capabilities:
@@ -148,6 +152,8 @@ class Capabilities:
         selectors = names("selectors", SELECTORS, True)
         if not profiles or not selectors:
             raise StartFailed("protocol", "start: field 'capabilities': at least one profile and one selector")
+        if data.get("interactive") is False and data.get("batch") is not True:
+            raise StartFailed("protocol", "start: field 'capabilities.interactive': false needs 'batch': true")
         return cls(
             profiles=profiles,
             selectors=selectors,
@@ -161,6 +167,8 @@ class Capabilities:
             batch=flag("batch", False),
             deterministic=flag("deterministic", True),
             max_consumers=int(maximum),
+            interactive=flag("interactive", True),
+            flow_control=flag("flow_control", True),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -178,6 +186,8 @@ class Capabilities:
             "batch": self.batch,
             "deterministic": self.deterministic,
             "max_consumers": self.max_consumers,
+            "interactive": self.interactive,
+            "flow_control": self.flow_control,
         }
 
     def narrowed(self, **changes: Any) -> Capabilities:
@@ -331,6 +341,12 @@ def _str_or_none(data: Mapping[str, Any], name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _short(request: Mapping[str, Any]) -> dict[str, Any]:
+    """A replay request as fault context: its config and op count, not every op."""
+    ops = request.get("ops", [])
+    return {"cmd": request.get("cmd"), "seq": request.get("seq"), "config": request.get("config"), "ops": len(ops)}
+
+
 def _describe(request: Mapping[str, Any]) -> str:
     if request.get("cmd") == "op":
         op = request.get("op", {})
@@ -397,6 +413,32 @@ class Connection(ABC):
         """Perform one op."""
         request = {"cmd": "op", "seq": self._next_seq(), "op": dict(op)}
         return interpret(self._send(request), request, self.validate)
+
+    def replay(self, config: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> list[Outcome] | Outcome:
+        """Reset with `config` and perform every op in one request (the `batch` capability).
+
+        One Outcome per op, or the reset's refusal (an Outcome that is not ok) when the configuration is refused.
+        """
+        request = {"cmd": "replay", "seq": self._next_seq(), "config": dict(config), "ops": [dict(op) for op in ops]}
+        response = self._send(request)
+        if self.validate:
+            problem = protocol_problem(response, "replay_response")
+            if problem:
+                raise AdapterFault("protocol", f"replay: {problem}", request=_short(request))
+        if not isinstance(response, Mapping):
+            raise AdapterFault("malformed", "replay: the response is not a JSON object", request=_short(request))
+        if response.get("ok") is not True or "results" not in response:
+            return interpret(response, _short(request), False)
+        results = response["results"]
+        if not isinstance(results, list) or len(results) != len(ops):
+            got = len(results) if isinstance(results, list) else type(results).__name__
+            raise AdapterFault(
+                "malformed", f"replay: {len(ops)} ops but {got} results", request=_short(request)
+            )
+        outcomes = []
+        for op, result in zip(ops, results, strict=True):
+            outcomes.append(interpret(result, {"cmd": "op", "op": dict(op)}, self.validate))
+        return outcomes
 
     def stats(self) -> dict[str, Any]:
         """The stats object (only when the `stats` capability is declared)."""

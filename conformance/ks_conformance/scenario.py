@@ -21,7 +21,8 @@ from ks_spec import SPEC_VERSION, paths
 from ks_spec.errors import MissingInput, UserError
 
 from ks_conformance.anomalies import Anomaly
-from ks_conformance.harness import Session, Step
+from ks_conformance.batch import AnySession, open_session
+from ks_conformance.harness import Step
 from ks_conformance.protocol import Capabilities, Connection
 
 SCENARIO_VERSION = 1
@@ -168,7 +169,7 @@ def unmet(scenario: Scenario, capabilities: Capabilities) -> list[str]:
 class Replay:
     """What replaying a scenario against one adapter showed."""
 
-    session: Session | None
+    session: AnySession | None
     skipped: list[str] = field(default_factory=list)
     refused_config: str | None = None
 
@@ -184,12 +185,21 @@ def replay(
     capabilities: Capabilities,
     implementation: Mapping[str, Any] | None = None,
     check_stats: bool = True,
+    batch: bool | None = None,
 ) -> Replay:
-    """Run a scenario's steps against a started connection and judge them."""
+    """Run a scenario's steps against a started connection and judge them (in batch mode for a batch engine)."""
     missing = unmet(scenario, capabilities)
     if missing:
         return Replay(None, skipped=missing)
-    session = Session(connection, capabilities, scenario.config, check_stats=check_stats, implementation=implementation)
+    batched = not capabilities.interactive if batch is None else batch
+    session = open_session(
+        connection,
+        capabilities,
+        scenario.config,
+        batch=batched,
+        check_stats=check_stats,
+        implementation=implementation,
+    )
     outcome = session.begin()
     if not outcome.ok:
         return Replay(None, refused_config=f"{outcome.code}: {outcome.message}")
@@ -198,6 +208,7 @@ def replay(
             session.settle(step.settle, seed=number)
         elif step.op is not None:
             session.perform(step.op, expect=step.expect)
+    session.flush()
     return Replay(session)
 
 

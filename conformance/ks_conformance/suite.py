@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ks_spec.errors import UserError
 from ks_spec.requirements import load_index
 
 from ks_conformance import report
@@ -39,6 +40,8 @@ class RunSettings:
     examples_total: int = 0
     """Examples per round over all strata: an implementation declaring few strata gets more per stratum."""
     seed: int = 0
+    batch_chunk: int = 12
+    """In batch mode: ops per replay while an example is drawn."""
     determinism_replays: int = 3
     shrink_seconds: int = 20
 
@@ -56,6 +59,7 @@ class RunSettings:
             "stateful_step_count": self.steps,
             "rounds": self.rounds,
             "shrink_seconds": self.shrink_seconds,
+            "batch_chunk": self.batch_chunk,
         }
 
 
@@ -128,15 +132,30 @@ def run_suite(
     check_stats: bool = True,
     on_progress: Callable[[str], None] | None = None,
     capabilities: Capabilities | None = None,
+    *,
+    on_finding: Callable[[Finding], None] | None = None,
+    batch: bool | None = None,
 ) -> RunResult:
-    """Run the suite against an adapter; StartFailed propagates (the adapter did not start)."""
+    """Run the suite against an adapter; StartFailed propagates (the adapter did not start).
+
+    `batch` drives the adapter through `replay` (spec/adapter-protocol.md section 1): by default exactly
+    when it declares `interactive: false`. Stats are not compared in batch mode (no replay stops between ops).
+
+    `on_finding` is called with each finding of a round as soon as it is made; whatever it raises ends the run.
+    """
     started, clock = report.now_iso(), time.perf_counter()
     say = on_progress or (lambda message: None)
     connection = connect()
     info = connection.start()
     declared = capabilities or info.capabilities
+    batched = not declared.interactive if batch is None else batch
+    if batched:
+        if not declared.batch:
+            raise UserError(f"{connection.adapter}: batch mode needs an adapter with the 'batch' capability", 64)
+        declared = declared.narrowed(stats=False)
     result = RunResult(connection.adapter, connection.transport, info, declared, settings, started=started)
     context = RunContext(connect, declared, info.implementation, check_stats=check_stats, connection=connection)
+    context.batch, context.chunk = batched, settings.batch_chunk
     try:
         _probe_configs(connection, declared, result, context)
         searched = strata(declared)
@@ -153,6 +172,8 @@ def run_suite(
                     result.findings.append(found)
                     context.suppressed.update(a.name for a in found.anomalies)
                     say(f"{stratum.label}: found {', '.join(sorted({a.name for a in found.anomalies}))}")
+                    if on_finding is not None:
+                        on_finding(found)
                 else:
                     path = write_scenario(found[1], scenarios) if scenarios is not None and found[1] else None
                     result.faults.append((found[0], path))
@@ -337,7 +358,14 @@ def _check_determinism(context: RunContext, result: RunResult) -> None:
         scenario = Scenario(config, steps)
         traces = []
         for _ in range(2):
-            replayed = replay(scenario, connection, context.capabilities, context.implementation, check_stats=False)
+            replayed = replay(
+                scenario,
+                connection,
+                context.capabilities,
+                context.implementation,
+                check_stats=False,
+                batch=context.batch,
+            )
             if replayed.session is None:
                 return
             traces.append(events_signature(replayed.session.trace))
@@ -409,6 +437,8 @@ def _needs(name: str, capabilities: Capabilities, skipped: Mapping[str, str]) ->
         "bucket-split-owner": need("buckets" in selectors, "selector buckets"),
         "checkpoint-skip": need("buckets" in selectors, "selector buckets"),
         "successor-first": need("buckets" in selectors and bool({"rollover", "split"} & ops), "op rollover or split"),
+        "capacity-overrun": need(capabilities.flow_control, "capability flow_control (capacity never binds)"),
+        "window-overrun": need(capabilities.flow_control, "capability flow_control (the window never binds)"),
         "stats-mismatch": need(capabilities.stats, "capability stats"),
         "blocked-key-hidden": need(capabilities.stats and "block" in policies, "capability stats and policy block"),
         "drop-uncounted": need(capabilities.stats, "capability stats"),

@@ -1,0 +1,332 @@
+"""Batch mode: drive an adapter that only answers `replay` (a Spark job, a log replayer) like a live one.
+
+Between two requests the kit cannot see a batch engine's state, so a `BatchSession` collects the ops
+it is given and sends the whole run so far as one `replay` every `chunk` ops, and whenever it must know
+the state (settling, the end of an example). The answers are fed through a fresh `Session` exactly as
+live answers would be, so the checker, the refusal checks and the saved scenario are the same as in
+live mode; only the moments at which the kit learns the state differ. Each replay starts from a reset,
+so the answers for ops already replayed must come back unchanged (KS-GEN-5): a change is reported as
+`nondeterministic`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ks_conformance.anomalies import Anomaly
+from ks_conformance.harness import Session, Step
+from ks_conformance.protocol import AdapterFault, Capabilities, Connection, Outcome
+
+DEFAULT_CHUNK = 12
+"""Ops per replay while an example is drawn: fewer means better-informed draws and more jobs."""
+MAX_SETTLE_ROUNDS = 60
+"""Settling sends at most this many replays; an engine that is still busy after them is judged as it is."""
+
+
+@dataclass
+class PlanItem:
+    """One line of the run so far: an op (with the refusal the caller intends), a settle mark, or `quiescent`."""
+
+    kind: str
+    op: dict[str, Any] = field(default_factory=dict)
+    expect: str | None = None
+    record: bool = True
+    order: str = "oldest"
+
+
+class ScriptedConnection(Connection):
+    """Answers ops from one replay's outcomes, in order; a session fed from it sees what the engine did."""
+
+    transport = "scripted"
+
+    def __init__(self, adapter: str, ops: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome]) -> None:
+        super().__init__()
+        self.adapter = adapter
+        self._ops = [dict(op) for op in ops]
+        self._outcomes = list(outcomes)
+        self._next = 0
+
+    def request(self, message: dict[str, Any]) -> Any:
+        """Never used: every answer was given by the replay."""
+        raise AdapterFault("internal", f"a scripted connection cannot send {message.get('cmd')!r}")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def reset(self, config: Mapping[str, Any]) -> Outcome:
+        """The replay's reset was accepted, or there would be no outcomes."""
+        return Outcome("ok")
+
+    def op(self, op: Mapping[str, Any]) -> Outcome:
+        """The replay's answer to this op (the ops must come in the order they were replayed)."""
+        index = self._next
+        if index >= len(self._outcomes) or dict(op) != self._ops[index]:
+            raise AdapterFault("internal", f"batch mode: op {index} {dict(op)} was not replayed in this position")
+        self._next += 1
+        return self._outcomes[index]
+
+    def stats(self) -> dict[str, Any]:
+        """Stats describe the engine's state at one moment, which a replay does not stop at."""
+        raise AdapterFault("internal", "stats are not queried in batch mode")
+
+
+class BatchSession:
+    """A `Session` for a batch engine: the same interface, ops sent in replays of the whole run so far.
+
+    Reads (`checker`, `trace`, `anomalies`, `steps`, ...) show the state after the last replay; `perform`
+    queues an op, `flush` replays, `settle` replays as often as quiescence needs.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        capabilities: Capabilities,
+        config: Mapping[str, Any],
+        *,
+        implementation: Mapping[str, Any] | None = None,
+        chunk: int = DEFAULT_CHUNK,
+    ) -> None:
+        self.connection = connection
+        self.capabilities = capabilities
+        self.config = dict(config)
+        self.implementation = dict(implementation or {})
+        self.chunk = max(1, chunk)
+        self.plan: list[PlanItem] = []
+        self.replays = 0
+        """How many replays (engine jobs) this session sent."""
+        self._unsent = 0
+        self._stale = False
+        self._settling = False
+        self._reported = 0
+        self._signature: list[str] = []
+        self._outcomes: list[Outcome] = []
+        self.current = self._session([])
+
+    def __getattr__(self, name: str) -> Any:
+        """Everything not batch-specific is the current session's (the state after the last replay)."""
+        if name == "current":
+            raise AttributeError(name)
+        return getattr(self.current, name)
+
+    # --- the Session interface ---------------------------------------------------------------------
+
+    def begin(self) -> Outcome:
+        """Check the configuration with a `reset` (no engine job), then write the trace's first events."""
+        outcome = self.connection.reset(self.config)
+        if outcome.ok:
+            self.current = self._session([])
+            self.current.begin()
+        return outcome
+
+    def perform(self, op: Mapping[str, Any], expect: str | None = None, record: bool = True) -> Outcome:
+        """Queue an op; replay once `chunk` ops are waiting. The op's own outcome is known after the replay."""
+        self.plan.append(PlanItem("op", dict(op), expect, record))
+        self._unsent += 1
+        if self._unsent >= self.chunk and not self._settling:
+            self.flush()
+        return Outcome("deferred")
+
+    def next_offset(self) -> int:
+        """The offset the next publish must carry, counting the publishes not replayed yet."""
+        offset = self.current.next_offset()
+        for item in self._queued():
+            if item.op.get("op") == "publish" and item.op.get("offset") == offset:
+                offset += 1
+        return offset
+
+    def known_members(self) -> list[str]:
+        """The member names as the kit knows them: the last replay's, with the queued joins and leaves."""
+        names = dict.fromkeys(self.current.known_members())
+        for item in self._queued():
+            name, consumer = item.op.get("op"), item.op.get("consumer")
+            if name == "add_consumer" and isinstance(consumer, str) and int(item.op.get("capacity", 0)) >= 1:
+                names.setdefault(consumer)
+            elif name == "remove_consumer":
+                names.pop(str(consumer), None)
+            elif name == "restart":
+                names.clear()
+        return sorted(names)
+
+    def _queued(self) -> list[PlanItem]:
+        """The ops not replayed yet (the tail of the plan)."""
+        if not self._unsent:
+            return []
+        return [item for item in self.plan[len(self.plan) - self._unsent :] if item.kind == "op"]
+
+    def new_anomalies(self) -> list[Anomaly]:
+        """Anomalies found since the last call (they appear when a replay is judged)."""
+        found = self.current.anomalies[self._reported :]
+        self._reported = len(self.current.anomalies)
+        return found
+
+    def flush(self) -> None:
+        """Replay the whole run so far in one request and judge it; AdapterFault if the engine fails.
+
+        Marks alone (a settle step, `quiescent`) need no replay: the last replay's answers are judged again.
+        """
+        if not self._unsent and not self._stale:
+            return
+        ops = [item.op for item in self.plan if item.kind == "op"]
+        if self._unsent:
+            answer = self.connection.replay(self.config, ops)
+            self.replays += 1
+            if isinstance(answer, Outcome):
+                raise AdapterFault(
+                    "protocol",
+                    f"replay refused the configuration that reset accepted: {answer.code} ({answer.message})",
+                )
+            self._outcomes = answer
+        session = self._session(ops, self._outcomes)
+        session.begin()
+        for item in self.plan:
+            if item.kind == "op":
+                session.perform(item.op, expect=item.expect, record=item.record)
+            elif item.kind == "settle":
+                session.steps.append(Step(settle=item.order))
+            else:
+                session.mark_quiescent()
+        if self._unsent:
+            self._compare_prefix(session)
+        self.current = session
+        self._unsent = 0
+        self._stale = False
+
+    def settle(self, order: str = "oldest", seed: int = 0, record: bool = True) -> None:
+        """Drive to quiescence as `Session.settle` does, one replay per round, then record `quiescent`.
+
+        A round acks every outstanding delivery (in `order`), each followed by acks from the same holder
+        for the later unresolved messages of its key (the key's target in this epoch, so in the strict
+        profile a chain of messages settles in one round instead of one round each; a guess that proves
+        wrong is an ignored ack, which the checker judges like any other), and releases blocked keys.
+        When there is nothing to ack, time advances instead, by 1, 2, 4, ... ticks per round while
+        nothing moves. The first round also removes disconnected members and adds a catch-all member.
+        """
+        if record:
+            self.plan.append(PlanItem("settle", order=order))
+            self._stale = True
+        self._settling = True
+        try:
+            self._settle(order, seed)
+        finally:
+            self._settling = False
+
+    def _settle(self, order: str, seed: int) -> None:
+        self.flush()
+        mark = len(self.current.anomalies)
+
+        def halted() -> bool:
+            return self.current.diverged or len(self.current.anomalies) > mark
+
+        if halted():
+            return
+        ops = set(self.capabilities.ops) - set(self.current.skipped_ops)
+        shuffle = random.Random(seed)
+        leaving = [m.name for m in self.current.checker.members.values() if not m.connected]
+        first: list[dict[str, Any]] = []
+        if "remove_consumer" in ops:
+            first = [{"op": "remove_consumer", "consumer": name} for name in leaving]
+        first += self.current.catch_all_ops(ops)
+        removed = {op["consumer"] for op in first if op["op"] == "remove_consumer"}
+        config = {**_DEFAULTS, **self.config}
+        patience = max(int(config["backoff_max"]), int(config["persist_interval"]), int(config["ack_timeout"]), 1) + 2
+        idle_ticks, step = 0, 1
+        for _ in range(MAX_SETTLE_ROUNDS):
+            if halted():
+                return
+            planned = first + self._answers(order, shuffle, "release" in ops, removed)
+            first, removed = [], set()
+            if planned:
+                for op in planned:
+                    self.perform(op, record=False)
+                self.flush()
+                step = 1
+                continue
+            if self.current._quiet() or "tick" not in ops or idle_ticks > patience:
+                break
+            before = self.current._progress()
+            for _ in range(step):
+                self.perform({"op": "tick"}, record=False)
+            self.flush()
+            if self.current._progress() != before:
+                idle_ticks, step = 0, 1
+            else:
+                idle_ticks += step
+                step *= 2
+        if halted():
+            return
+        self.plan.append(PlanItem("quiescent"))
+        self._stale = True
+        self.flush()
+
+    def _answers(self, order: str, shuffle: random.Random, release: bool, removed: set[str]) -> list[dict[str, Any]]:
+        """One settle round's acks (with the speculative acks of later messages of each key) and releases."""
+        checker = self.current.checker
+        planned: list[dict[str, Any]] = []
+        guessed: set[int] = set()
+        for holder, offset in self.current.ordered_deliveries(order, shuffle):
+            if holder in removed:
+                continue
+            planned.append({"op": "ack", "consumer": holder, "offset": offset})
+            if self.current.profile == "best-effort":
+                continue
+            state = checker.keys[checker.messages[offset].key]
+            for later in state.unresolved:
+                message = checker.messages[later]
+                if later > offset and later not in guessed and message.outstanding is None and not message.blocked:
+                    guessed.add(later)
+                    planned.append({"op": "ack", "consumer": holder, "offset": later})
+        if release:
+            planned += [{"op": "release", "key": key} for key, state in sorted(checker.keys.items()) if state.blocked]
+        return planned
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    def _session(self, ops: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome] = ()) -> Session:
+        scripted = ScriptedConnection(self.connection.adapter, ops, outcomes)
+        return Session(scripted, self.capabilities, self.config, check_stats=False, implementation=self.implementation)
+
+    def _compare_prefix(self, session: Session) -> None:
+        """The events of ops replayed before must come back the same (a batch engine replays from a reset)."""
+        from ks_conformance.scenario import events_signature
+
+        signature = events_signature(session.trace)
+        previous = self._signature
+        differs = next((i for i, (a, b) in enumerate(zip(previous, signature, strict=False)) if a != b), None)
+        if differs is None and len(signature) < len(previous):
+            differs = len(signature)
+        if differs is not None:
+            session.harness_exercised["nondeterministic"] += 1
+            session.harness_anomaly(
+                "nondeterministic",
+                [f"the same ops replayed twice from a reset, {self.replays - 1} and {self.replays} replays in"],
+                f"the events differ from event {differs + 1} on, but the same operations give the same events "
+                "(KS-GEN-5)",
+            )
+        else:
+            session.harness_exercised["nondeterministic"] += 1
+        self._signature = signature
+
+
+_DEFAULTS = {"backoff_max": 60, "persist_interval": 0, "ack_timeout": 0}
+
+AnySession = Session | BatchSession
+"""What the state machine and replays drive: a live session or a batch one (the same interface)."""
+
+
+def open_session(
+    connection: Connection,
+    capabilities: Capabilities,
+    config: Mapping[str, Any],
+    *,
+    batch: bool,
+    check_stats: bool = True,
+    implementation: Mapping[str, Any] | None = None,
+    chunk: int = DEFAULT_CHUNK,
+) -> AnySession:
+    """A live `Session`, or a `BatchSession` for an engine driven by replays."""
+    if batch:
+        return BatchSession(connection, capabilities, config, implementation=implementation, chunk=chunk)
+    return Session(connection, capabilities, config, check_stats=check_stats, implementation=implementation)
