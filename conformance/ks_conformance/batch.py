@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ks_conformance.anomalies import Anomaly
-from ks_conformance.harness import Session, Step
+from ks_conformance.harness import FILTER_SELECTORS_REFUSED, Session, Step
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, Outcome
 
 DEFAULT_CHUNK = 12
@@ -142,13 +142,18 @@ class BatchSession:
         names = dict.fromkeys(self.current.known_members())
         for item in self._queued():
             name, consumer = item.op.get("op"), item.op.get("consumer")
-            if name == "add_consumer" and isinstance(consumer, str) and int(item.op.get("capacity", 0)) >= 1:
+            if name == "add_consumer" and isinstance(consumer, str) and self._joins(item.op):
                 names.setdefault(consumer)
             elif name == "remove_consumer":
                 names.pop(str(consumer), None)
             elif name == "restart":
                 names.clear()
         return sorted(names)
+
+    def _joins(self, op: Mapping[str, Any]) -> bool:
+        """Whether a queued join will be accepted, as far as the kit can tell without the replay."""
+        refuses_filters = self.config.get("selector") in FILTER_SELECTORS_REFUSED
+        return int(op.get("capacity", 0)) >= 1 and not (refuses_filters and op.get("filters"))
 
     def _queued(self) -> list[PlanItem]:
         """The ops not replayed yet (the tail of the plan)."""

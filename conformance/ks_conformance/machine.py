@@ -506,7 +506,8 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             if probe == "remove-unknown-consumer":
                 return {"op": "remove_consumer", "consumer": "ghost"}
             if probe == "duplicate-consumer" and names:
-                return {"op": "add_consumer", "consumer": names[pick % len(names)], "capacity": 1, "filters": []}
+                capacity = 1 if capabilities.flow_control else UNBOUNDED_CAPACITY
+                return {"op": "add_consumer", "consumer": names[pick % len(names)], "capacity": capacity, "filters": []}
             if probe == "zero-capacity" and selector != "pulsar-sticky":
                 return {"op": "add_consumer", "consumer": "ghost", "capacity": 0, "filters": []}
             if probe == "wrong-offset":
@@ -515,7 +516,9 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
                 free = [k for k in KEYS if k not in self.blocked_keys()] or ["never-published"]
                 return {"op": probe.split("-")[0], "key": free[pick % len(free)]}
             if probe == "filters-not-allowed" and capabilities.filters and selector in _NO_FILTERS:
-                op: dict[str, Any] = {"op": "add_consumer", "consumer": "ghost", "capacity": 1, "filters": ["a*"]}
+                capacity = 1 if capabilities.flow_control else UNBOUNDED_CAPACITY
+                op: dict[str, Any] = {"op": "add_consumer", "consumer": "ghost", "capacity": capacity}
+                op["filters"] = ["a*"]
                 if selector == "pulsar-sticky":
                     op["ranges"] = [[0, 0]]
                 return None if selector == "pulsar-sticky" else op

@@ -20,7 +20,7 @@ from typing import Any
 
 from ks_reference.config import Config, ConfigError
 
-from ks_spark.dispatch_engine import OPS, SELECTORS
+from ks_spark.dispatch_engine import OPS, SELECTORS, EraRunner, Persister, replay, run_keys_locally
 
 PROTOCOL_VERSION = 1
 MASTER_ENV = "KEYSHARED_SPARK_MASTER"
@@ -50,14 +50,19 @@ UNSUPPORTED = {
 class SparkDispatcherAdapter:
     """The adapter object: start, reset, replay, op, stop."""
 
-    def __init__(self) -> None:
+    implementation: dict[str, Any] = IMPLEMENTATION
+
+    def __init__(self, run_era: EraRunner | None = None, persist: Persister | None = None) -> None:
         self.config: Config | None = None
         self.ops: list[dict[str, Any]] = []
         self.jobs = 0
+        self.run_era = run_era
+        """None: every era is a Spark job; an EraRunner runs the key engines some other way (tests)."""
+        self.persist = persist
 
     def start(self) -> dict[str, Any]:
         """Protocol version, implementation, capabilities (no Spark yet: it starts at the first replay)."""
-        return {"version": PROTOCOL_VERSION, "implementation": IMPLEMENTATION, "capabilities": CAPABILITIES}
+        return {"version": PROTOCOL_VERSION, "implementation": self.implementation, "capabilities": CAPABILITIES}
 
     def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """Check a configuration (KS-CFG-1) and start an empty run; no job runs."""
@@ -95,12 +100,15 @@ class SparkDispatcherAdapter:
         self.config, self.ops = None, []
 
     def _run(self, config: Config, ops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        from ks_spark.dispatcher import replay_on_spark
+        if self.run_era is not None:
+            return replay(config, ops, self.run_era, self.persist)
+        from ks_spark.dispatcher import SparkEraRunner
         from ks_spark.session import SessionOptions, get_session
 
         session = get_session(SessionOptions(master=os.environ.get(MASTER_ENV), quick=True, shuffle_partitions=4))
-        responses, jobs = replay_on_spark(session, config, ops)
-        self.jobs += jobs
+        runner = SparkEraRunner(session)
+        responses = replay(config, ops, runner, self.persist)
+        self.jobs += runner.jobs
         return responses
 
 
@@ -121,3 +129,10 @@ def _parse(config: Mapping[str, Any]) -> Config | dict[str, Any]:
 def create() -> SparkDispatcherAdapter:
     """The zero-argument factory the conformance kit calls."""
     return SparkDispatcherAdapter()
+
+
+def create_local() -> SparkDispatcherAdapter:
+    """The same dispatcher with its key engines run in this process, no Spark (fast tests of the batch path)."""
+    adapter = SparkDispatcherAdapter(run_keys_locally)
+    adapter.implementation = {**IMPLEMENTATION, "name": "keyshared-spark-dispatcher-local"}
+    return adapter

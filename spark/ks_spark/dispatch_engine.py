@@ -544,10 +544,18 @@ def era_items(plan: Plan, start: int, end: int, durable: Durable) -> dict[str, l
     return by_key
 
 
+Persister = Callable[[Plan, int, int, "Durable", Mapping[int, list[int]]], tuple[list[tuple[int, Event]], "Durable"]]
+"""Computes an era's `cursor_persisted` events and the store after it (`persistence`)."""
+
+
 def replay(
-    config: Config, ops: Sequence[Mapping[str, Any]], run_era: EraRunner = run_keys_locally
+    config: Config,
+    ops: Sequence[Mapping[str, Any]],
+    run_era: EraRunner = run_keys_locally,
+    persist: Persister | None = None,
 ) -> list[dict[str, Any]]:
     """One response per op (the adapter protocol's op responses), era by era between restarts."""
+    persist = persist or persistence
     plan = plan_ops(config, ops)
     by_op: dict[int, list[tuple[int, int, int, Event]]] = {}
     for index, order, event in plan.own_events:
@@ -562,7 +570,7 @@ def replay(
             by_op.setdefault(index, []).append((phase, group, sub, event))
             if event["event"] in ("ack", "filter"):
                 resolved_at.setdefault(index, []).append(int(event["offset"]))
-        persisted, durable = persistence(plan, start, end, durable, resolved_at)
+        persisted, durable = persist(plan, start, end, durable, resolved_at)
         for index, event in persisted:
             by_op.setdefault(index, []).append((PHASE_PERSIST, 0, 0, event))
     responses = []

@@ -9,7 +9,7 @@ job per era, because what a restart reads again depends on the cursor every key 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -20,11 +20,9 @@ from ks_spark.dispatch_engine import (
     KeyItem,
     Plan,
     Timeline,
-    replay,
 )
 
 if TYPE_CHECKING:
-    from ks_reference.config import Config
     from pyspark.sql import SparkSession
 
 ITEM_DDL = "key string, idx bigint, kind string, kind_order int, offset bigint, incarnation bigint, consumer string"
@@ -110,9 +108,12 @@ class SparkEraRunner:
     by key, with no shuffle: a task takes whole keys and runs each one's engine over its items in order.
     """
 
-    def __init__(self, session: SparkSession, partitions: int | None = None) -> None:
+    def __init__(
+        self, session: SparkSession, partitions: int | None = None, engine: type[KeyEngine] = KeyEngine
+    ) -> None:
         self.session = session
         self.partitions = partitions
+        self.engine = engine
         self.jobs = 0
 
     def __call__(
@@ -127,12 +128,12 @@ class SparkEraRunner:
         groups: list[list[tuple[str, list[KeyItem]]]] = [[] for _ in range(partitions)]
         for key in sorted(items):
             groups[_partition_of(key, partitions)].append((key, items[key]))
-        timeline, profile = plan.timeline, plan.config.profile
+        timeline, profile, engine_class = plan.timeline, plan.config.profile, self.engine
 
         def run(partition: Iterable[list[tuple[str, list[KeyItem]]]]) -> Iterator[tuple[str, Emitted]]:
             for group in partition:
                 for key, key_items in group:
-                    engine = KeyEngine(key, profile, timeline, end)
+                    engine = engine_class(key, profile, timeline, end)
                     for emitted in engine.run(key_items, start):
                         yield key, emitted
 
@@ -155,11 +156,3 @@ def _emitted(row: Any) -> Emitted:
             event[name] = row[name]
     return (int(row["idx"]), int(row["phase"]), int(row["grp"]), int(row["sub"]), event)
 
-
-def replay_on_spark(
-    session: SparkSession, config: Config, ops: Sequence[Mapping[str, Any]]
-) -> tuple[list[dict[str, Any]], int]:
-    """One adapter-protocol response per op, the keys dispatched by Spark; and how many jobs it took."""
-    runner = SparkEraRunner(session)
-    responses = replay(config, ops, run_era=runner)
-    return responses, runner.jobs

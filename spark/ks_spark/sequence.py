@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +22,9 @@ import pyarrow.compute as pc
 from ks_spec.trace import columns, event_kinds, schema
 
 from ks_spark.reader import BLOCK_COLUMN, CORRUPT_COLUMN, FILE_COLUMN, ROW_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 META_EVENTS = (
     "config",
@@ -34,6 +37,9 @@ META_EVENTS = (
     "segment_created",
 )
 """Events every key needs to know about: collected to the driver (they are few)."""
+
+LIST_COLUMNS = ("filters", "ranges")
+"""Sent to the pass as JSON text (see `sequence_input`); decoded only in the few rows that need them."""
 
 RUN, PROBLEM, META, PERSIST, REGRESS = "run", "problem", "meta", "persist", "regress"
 CORRUPT_PREFIX = "corrupt:"
@@ -131,6 +137,31 @@ class RunState:
         """Queue one output row."""
         for name, column in self.out.items():
             column.append(values.get(name))
+
+
+def sequence_input(events: DataFrame) -> DataFrame:
+    """The events as the pass reads them: the list columns as JSON text, null where the list is null.
+
+    Spark's Arrow writer fills a run of null lists in time quadratic in its length (40 us a row at 65,536
+    rows a batch), and `filters` and `ranges` are null in nearly every row; text columns cost nothing.
+    """
+    from pyspark.sql import functions as F
+
+    return events.select(*[F.to_json(F.col(c)).alias(c) if c in LIST_COLUMNS else F.col(c) for c in events.columns])
+
+
+def _list(column: pa.Array | pa.ChunkedArray, row: int) -> Any:
+    """One row of a list column, whether it came as a list or as JSON text (`sequence_input`)."""
+    value = column[row].as_py()
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _lists(column: pa.Array | pa.ChunkedArray, rows: pa.Array, kind: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """Some rows of a list column as `kind`, whether it came as lists or as JSON text."""
+    taken = column.take(rows)
+    if pa.types.is_string(taken.type) or pa.types.is_large_string(taken.type):
+        return pa.array([None if v is None else json.loads(v) for v in taken.to_pylist()], type=kind)
+    return taken.cast(kind)
 
 
 def _np(array: pa.Array | pa.ChunkedArray, fill: int = -1) -> np.ndarray[Any, Any]:
@@ -321,7 +352,7 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
                     pa.nulls(count, pa.int64()),
                     pa.nulls(count, pa.string()),
                     pa.nulls(count, pa.list_(pa.string())),
-                    ranges.take(take).cast(pa.list_(pa.list_(pa.int64()))),
+                    _lists(ranges, take, pa.list_(pa.list_(pa.int64()))),
                 ],
                 schema=OUTPUT_SCHEMA,
             )
@@ -338,7 +369,7 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
             before = persist_index[persist_index < row]
             if before.size:
                 p = int(before[-1])
-                last = (int(seq[p]), int(all_cursors[p]), col["ranges"][p].as_py())
+                last = (int(seq[p]), int(all_cursors[p]), _list(col["ranges"], p))
             elif state.last_persist is not None:
                 last = (state.last_persist[0], state.last_persist[1], state.last_persist_ranges)
             else:
@@ -355,15 +386,15 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
                 a=col["capacity"][row].as_py() if kind == "consumer_added" else col["predecessor"][row].as_py(),
                 b=last[0],
                 d=last[1],
-                ranges=col["ranges"][row].as_py() if own else last[2],
+                ranges=_list(col["ranges"], row) if own else last[2],
                 c=int(pubs_before[row]),
                 text=col["consumer"][row].as_py() if col["detail"][row].as_py() is None else col["detail"][row].as_py(),
-                filters=col["filters"][row].as_py(),
+                filters=_list(col["filters"], row),
             )
     if persist_index.size:
         last_row = int(persist_index[-1])
         state.last_persist = (int(seq[last_row]), int(_np(col["cursor"])[last_row]))
-        state.last_persist_ranges = col["ranges"][last_row].as_py()
+        state.last_persist_ranges = _list(col["ranges"], last_row)
     ignored = pc.is_in(event_arr, value_set=pa.array(["ack_ignored", "nack_ignored"]))
     keyless = pc.and_(
         pc.and_(ignored, pc.is_null(col["key"])),

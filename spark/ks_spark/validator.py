@@ -35,7 +35,17 @@ from ks_spark.keystate import (
     ROW_INTERVAL,
 )
 from ks_spark.reader import TraceSource, read, resolve
-from ks_spark.sequence import META, OUTPUT_DDL, PERSIST, PROBLEM, REGRESS, RUN, kind_rules, sequence_function
+from ks_spark.sequence import (
+    META,
+    OUTPUT_DDL,
+    PERSIST,
+    PROBLEM,
+    REGRESS,
+    RUN,
+    kind_rules,
+    sequence_function,
+    sequence_input,
+)
 from ks_spark.session import default_parallelism
 from ks_spark.timeline import MalformedTrace, Timeline, build_timeline
 
@@ -141,7 +151,11 @@ def _judge(
     parallelism = default_parallelism(session)
     events = read(session, source)
     say("checking the format and reading the timeline")
-    sequence = events.mapInArrow(sequence_function(kind_rules()), OUTPUT_DDL).persist(StorageLevel.MEMORY_AND_DISK)
+    sequence = (
+        sequence_input(events)
+        .mapInArrow(sequence_function(kind_rules()), OUTPUT_DDL)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
     small = sequence.where(F.col("rtype").isin(RUN, PROBLEM, META)).collect()
     timeline = build_timeline(small, list(source.files), source.format)
     result.events = timeline.events
