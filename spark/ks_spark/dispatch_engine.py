@@ -12,6 +12,7 @@ limits would bind, the dispatcher is not equivalent to the reference and says so
 from __future__ import annotations
 
 import copy
+import heapq
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -121,8 +122,12 @@ class Plan:
     """How many ops."""
 
 
-def plan_ops(config: Config, ops: Sequence[Mapping[str, Any]]) -> Plan:
-    """Read a run's ops in order: decide every refusal, build the timeline, split publishes and acks by key."""
+def plan_ops(config: Config, ops: Sequence[Mapping[str, Any]], indices: Sequence[int] | None = None) -> Plan:
+    """Read a run's ops in order: decide every refusal, build the timeline, split publishes and acks by key.
+
+    An op's index is its place in `ops`, or `indices[i]` (increasing) when given: a log replay plans only
+    its control ops, each at its position among the log's publishes.
+    """
     selector = make_selector(config.selector, config.points, config.bucket_budget)
     members: dict[str, Member] = {}
     connected: dict[int, bool] = {}
@@ -148,7 +153,8 @@ def plan_ops(config: Config, ops: Sequence[Mapping[str, Any]]) -> Plan:
         live = frozenset(m.incarnation for m in members.values() if connected[m.incarnation])
         versions.append(Version(index, epoch, tuple(members.values()), live, left, restart))
 
-    for index, op in enumerate(ops):
+    for number, op in enumerate(ops):
+        index = number if indices is None else indices[number]
         name = op.get("op")
         try:
             if name not in OPS:
@@ -581,3 +587,73 @@ def replay(
         events = [event for *_, event in sorted(by_op.get(index, []), key=lambda row: row[:3])]
         responses.append({"ok": True, "events": events})
     return responses
+
+
+# --- replaying a log: consumers that ack what they receive ---------------------------------------------------
+
+MINOR_BITS = 28
+"""Positions in a log replay: an input op's index shifted left by this, plus 1 + offset for an ack between ops."""
+
+
+def position(major: int, offset: int | None = None) -> int:
+    """The sortable position of input op `major` (offset None) or of the ack of `offset` after it."""
+    return (major << MINOR_BITS) | (0 if offset is None else offset + 1)
+
+
+def major_of(pos: int) -> int:
+    """The input op a position belongs to (an ack between ops belongs to the op before it)."""
+    return pos >> MINOR_BITS
+
+
+@dataclass
+class LaggedAckEngine(KeyEngine):
+    """A key in a log replay: every delivery is acked by its holder `lag` input ops later.
+
+    The acks are this key's own business (they depend only on when its messages were delivered), so they
+    are generated here, each at its own position between input ops, ordered by offset; an ack whose
+    delivery ended first (its holder left, or the dispatcher restarted) is not sent.
+    """
+
+    lag: int = 1
+    _due: list[tuple[int, int, int, str, int]] = field(default_factory=list)
+    """Scheduled acks: (position, offset, holder incarnation, holder name, attempt), a heap."""
+
+    def run(self, items: Iterable[KeyItem], start: int) -> Iterator[Emitted]:
+        """Every event from position `start` to the era's end, the generated acks included."""
+        versions = _VersionCursor(self.timeline, start)
+        pending = iter(items)
+        upcoming = next(pending, None)
+        current = start - 1
+        while True:
+            change = next(versions.changes(current + 1, self.end), None)
+            candidates = [p for p in (
+                upcoming.index if upcoming is not None else None,
+                self._due[0][0] if self._due else None,
+                change.index if change is not None and self.messages else None,
+            ) if p is not None and p < self.end]  # fmt: skip
+            if not candidates:
+                return
+            here = min(candidates)
+            batch: list[KeyItem] = []
+            while upcoming is not None and upcoming.index == here:
+                batch.append(upcoming)
+                upcoming = next(pending, None)
+            while self._due and self._due[0][0] == here:
+                _, offset, holder, name, attempt = heapq.heappop(self._due)
+                message = self.messages.get(offset)
+                if message is not None and message.outstanding and message.holder == holder:
+                    if message.attempts == attempt:
+                        batch.append(KeyItem(here, "ack", offset, holder, name))
+            if batch or (change is not None and change.index == here):
+                yield from self._op(here, batch, versions)
+            current = here
+
+    def _dispatch(self, index: int, version: Version) -> Iterator[Emitted]:
+        for emitted in super()._dispatch(index, version):
+            event = emitted[4]
+            if event["event"] == "deliver":
+                offset = int(event["offset"])
+                message = self.messages[offset]
+                due = position(major_of(index) + self.lag, offset)
+                heapq.heappush(self._due, (due, offset, message.holder, str(event["consumer"]), message.attempts))
+            yield emitted
