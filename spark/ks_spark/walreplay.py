@@ -94,6 +94,8 @@ class ReplaySummary:
     events: int = 0
     deliveries: int = 0
     redeliveries: int = 0
+    duplicates: int = 0
+    """Deliveries of a message that had been delivered before a crash (at-least-once, KS-CUR-3)."""
     acks: int = 0
     filtered: int = 0
     cursor: int = 0
@@ -484,6 +486,11 @@ def _summarise(summary: ReplaySummary, effects: list[DataFrame], cursor_events: 
                 summary.acks += count
             elif row["event"] == "filter":
                 summary.filtered += count
+    deliveries = effects[0].where(F.col("event") == "deliver").select("offset")
+    for frame in effects[1:]:
+        deliveries = deliveries.unionByName(frame.where(F.col("event") == "deliver").select("offset"))
+    distinct = deliveries.agg(F.count_distinct("offset").alias("n")).first()
+    summary.duplicates = summary.deliveries - summary.redeliveries - (int(distinct["n"]) if distinct else 0)
     for frame in cursor_events:
         found = frame.agg(F.max("cursor").alias("c")).first()
         if found is not None and found["c"] is not None:
