@@ -139,6 +139,27 @@ def test_both_transports_give_the_same_verdict_on_every_requirement() -> None:
     assert local.examples == remote.examples and local.steps == remote.steps
 
 
+def test_the_reference_driven_in_batch_mode_shows_nothing_wrong() -> None:
+    """Batch mode (replays of the run so far, settling in rounds) on an implementation known to be right."""
+    settings = settings_for("ci", seed=2, max_examples=4, examples_total=0, rounds=1)
+    result = run_suite(lambda: connect("reference"), settings, batch=True)
+    assert result.faults == [] and result.findings == []
+    assert result.examples >= 4 * 7 and result.capabilities.stats is False  # stats are not compared in batch mode
+    statuses = {r["id"]: r["status"] for r in result.requirements}
+    assert statuses["KS-OBS-1"] == "skipped" and "failed" not in statuses.values()
+
+
+def test_batch_mode_needs_the_batch_capability() -> None:
+    from ks_spec.errors import UserError
+
+    full = connect("reference")
+    declared = full.start().capabilities
+    full.close()
+    narrow = declared.narrowed(batch=False)
+    with pytest.raises(UserError, match="batch mode needs an adapter with the 'batch' capability"):
+        run_suite(lambda: connect("reference"), settings_for("ci"), capabilities=narrow, batch=True)
+
+
 def test_skipped_capabilities_are_reported_skipped_not_passed() -> None:
     from ks_conformance.protocol import Capabilities
 

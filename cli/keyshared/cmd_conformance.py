@@ -15,8 +15,8 @@ EX_CONFIG = 78
 """The adapter failed to start or speaks another protocol version."""
 
 ADAPTER_HELP = (
-    "the implementation: 'reference', py:module:factory (in-process) or cmd:\"command\" (JSON lines over stdio, "
-    "spec/adapter-protocol.md)"
+    "the implementation: 'reference', 'spark' (the Spark dispatcher), py:module:factory (in-process) or "
+    "cmd:\"command\" (JSON lines over stdio, spec/adapter-protocol.md)"
 )
 STATUS_COLOURS = {
     "passed": "green",
@@ -62,6 +62,14 @@ def register(commands: Any) -> None:
     run.add_argument("--validate-protocol", action="store_true", help="check every message against the schema")
     run.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for each answer")
     run.add_argument("--no-stats", action="store_true", help="do not query and compare the stats after each op")
+    run.add_argument(
+        "--batch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="drive the adapter through `replay`, a chunk of ops at a time (default: only adapters that declare "
+        "interactive: false); needs the batch capability",
+    )
+    run.add_argument("--chunk", type=int, metavar="N", help="in batch mode, ops per replay while drawing (default 12)")
     run.set_defaults(handler=run_run)
 
     smoke = actions.add_parser("smoke", help="check that an adapter works at all: a short scripted exchange, printed")
@@ -115,6 +123,10 @@ def run_run(args: argparse.Namespace) -> int:
             overrides[name] = value
     if args.examples is not None:
         overrides["examples_total"] = 0  # exactly N per stratum, not the profile's total budget
+    if args.chunk is not None:
+        if args.chunk < 1:
+            raise UserError("--chunk: must be at least 1", 64)
+        overrides["batch_chunk"] = args.chunk
     settings = settings_for(args.profile, seed=args.seed, **overrides)
     factory = _connect_factory(args)
     try:
@@ -124,6 +136,7 @@ def run_run(args: argparse.Namespace) -> int:
             scenarios=args.scenarios,
             check_stats=not args.no_stats,
             on_progress=lambda message: error_console.print(f"[dim]{message}[/dim]", markup=True, highlight=False),
+            batch=args.batch,
         )
     except StartFailed as error:
         return _start_failed(error)
