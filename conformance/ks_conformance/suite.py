@@ -22,7 +22,7 @@ from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
 from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
 from ks_conformance.harness import Session
-from ks_conformance.machine import RunContext, Violation, make_machine, strata
+from ks_conformance.machine import RunContext, Stratum, Violation, make_machine, strata
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
 from ks_conformance.scenario import Scenario, events_signature, replay, write_scenario
 
@@ -42,6 +42,8 @@ class RunSettings:
     seed: int = 0
     batch_chunk: int = 12
     """In batch mode: ops per replay while an example is drawn."""
+    coverage_rounds: int = 2
+    """Extra rounds over every stratum while a MUST requirement's checks were never exercised."""
     determinism_replays: int = 3
     shrink_seconds: int = 20
 
@@ -60,6 +62,7 @@ class RunSettings:
             "rounds": self.rounds,
             "shrink_seconds": self.shrink_seconds,
             "batch_chunk": self.batch_chunk,
+            "coverage_rounds": self.coverage_rounds,
         }
 
 
@@ -160,27 +163,41 @@ def run_suite(
         _probe_configs(connection, declared, result, context)
         searched = strata(declared)
         per_stratum = settings.examples_per_stratum(len(searched))
-        for index, stratum in enumerate(searched):
+
+        def search(index: int, stratum: Stratum, number: int, label: str) -> bool:
+            """One round; True when it found something new (a finding or a fault)."""
             context.stratum = stratum
+            found = _round(context, settings, per_stratum, index * 100 + number, label, say)
+            if found is None:
+                return False
+            if isinstance(found, Finding):
+                found.path = write_scenario(found.scenario, scenarios) if scenarios is not None else None
+                result.findings.append(found)
+                context.suppressed.update(a.name for a in found.anomalies)
+                say(f"{stratum.label}: found {', '.join(sorted({a.name for a in found.anomalies}))}")
+                if on_finding is not None:
+                    on_finding(found)
+            else:
+                path = write_scenario(found[1], scenarios) if scenarios is not None and found[1] else None
+                result.faults.append((found[0], path))
+                say(f"{stratum.label}: adapter fault ({found[0].kind}): {found[0].message}")
+            return True
+
+        for index, stratum in enumerate(searched):
             for number in range(settings.rounds):
-                label = f"{stratum.label} round {number + 1}"
-                found = _round(context, settings, per_stratum, index * 100 + number, label, say)
-                if found is None:
-                    break
-                if isinstance(found, Finding):
-                    found.path = write_scenario(found.scenario, scenarios) if scenarios is not None else None
-                    result.findings.append(found)
-                    context.suppressed.update(a.name for a in found.anomalies)
-                    say(f"{stratum.label}: found {', '.join(sorted({a.name for a in found.anomalies}))}")
-                    if on_finding is not None:
-                        on_finding(found)
-                else:
-                    path = write_scenario(found[1], scenarios) if scenarios is not None and found[1] else None
-                    result.faults.append((found[0], path))
-                    say(f"{stratum.label}: adapter fault ({found[0].kind}): {found[0].message}")
+                if not search(index, stratum, number, f"{stratum.label} round {number + 1}") or result.faults:
                     break
             if result.faults:
                 break
+        # A MUST requirement whose checks no example exercised would be vacuous: search on, with other seeds.
+        for extra in range(settings.coverage_rounds):
+            if result.faults or not _vacuous(result, context):
+                break
+            say(f"not exercised yet: {', '.join(_vacuous(result, context))}")
+            for index, stratum in enumerate(searched):
+                search(index, stratum, 50 + extra, f"{stratum.label} coverage round {extra + 1}")
+                if result.faults or not _vacuous(result, context):
+                    break
         if not result.faults and declared.deterministic:
             try:
                 _check_determinism(context, result)
@@ -199,6 +216,14 @@ def run_suite(
     result.duration = time.perf_counter() - clock
     result.requirements = requirement_statuses(result)
     return result
+
+
+def _vacuous(result: RunResult, context: RunContext) -> list[str]:
+    """The MUST requirements that would be reported vacuous if the run ended now."""
+    result.exercised = dict(context.exercised)
+    result.skipped_ops = dict(context.skipped_ops)
+    statuses = requirement_statuses(result)
+    return [line["id"] for line in statuses if line["status"] == "vacuous" and line["level"] == "MUST"]
 
 
 def _round(
