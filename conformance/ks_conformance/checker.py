@@ -296,6 +296,8 @@ class Checker:
         self._idle_heads: set[str] = set()
         self._awaiting_keys: set[str] = set()
         self._blocked_keys: set[str] = set()
+        self._holding_keys: set[str] = set()
+        """Keys that had outstanding deliveries when last looked at (pruned lazily), so no op scans every key."""
         self._idle_reported: set[tuple[int, int]] = set()
         self._applies: dict[str, bool] = {}
         self._configure()
@@ -467,8 +469,11 @@ class Checker:
                 self._exercise("blocked-key-leak")
                 break
         moved = False
-        for state in self.keys.values():
-            if state.outstanding and len(state.unresolved) > len(state.outstanding):
+        for key in list(self._holding_keys):
+            state = self.keys[key]
+            if not state.outstanding:
+                self._holding_keys.discard(key)
+            elif len(state.unresolved) > len(state.outstanding):
                 if any(d.epoch < self.epoch for d in state.outstanding.values()):
                     moved = True
                     break
@@ -1287,6 +1292,7 @@ class Checker:
         message.outstanding = delivery
         holder.outstanding[message.offset] = delivery
         state.outstanding[message.offset] = delivery
+        self._holding_keys.add(message.key)
         state.undelivered.discard(message.offset)
         state.last_delivery = (self.epoch, holder, seq, message.segment)
         if message.segment is not None and message.bucket is not None:
