@@ -325,21 +325,6 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
 
         @precondition(
             lambda self: (
-                self.session is not None
-                and self.session.config.get("poison_policy") == "block"
-                and self.able("skip")
-                and (self.able("nack") or (self.able("tick") and bool(self.session.config.get("ack_timeout"))))
-                and bool(self.outstanding())
-            )
-        )
-        @rule(pick=st.integers(0, 15))
-        def poison_then_skip(self, pick: int) -> None:
-            """Poison a delivery under the block policy and have the operator skip it (KS-POI-5): the `then`
-            of `poison` alone leaves some runs with no skip at all."""
-            self.poison(pick, "skip")
-
-        @precondition(
-            lambda self: (
                 self.able("add_consumer")
                 and self.session is not None
                 and len(self.members()) < min(capabilities.max_consumers, len(NAMES))

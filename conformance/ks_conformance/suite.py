@@ -189,9 +189,10 @@ def run_suite(
                     break
             if result.faults:
                 break
-        # A MUST requirement whose checks no example exercised would be vacuous: search on, with other seeds.
+        # A MUST requirement whose checks no example exercised would be vacuous: search on, with other seeds
+        # (only while the run would otherwise be judged conformant: a violation already decides the verdict).
         for extra in range(settings.coverage_rounds):
-            if result.faults or not _vacuous(result, context):
+            if result.faults or result.findings or not _vacuous(result, context):
                 break
             say(f"not exercised yet: {', '.join(_vacuous(result, context))}")
             for index, stratum in enumerate(searched):
