@@ -177,3 +177,13 @@ def test_batch_mode_gives_the_same_verdicts_in_process_and_over_stdio() -> None:
     assert local.verdict == remote.verdict
     assert [(r["id"], r["status"]) for r in local.requirements] == [(r["id"], r["status"]) for r in remote.requirements]
     assert local.examples == remote.examples and local.steps == remote.steps
+
+
+def test_smoke_drives_a_batch_engine_through_replay() -> None:
+    from ks_conformance.adapters import connect
+    from ks_conformance.smoke import smoke
+
+    result = smoke(connect("py:ks_spark.adapter:create_local", validate=True))
+    assert result.ok, (result.fault, [a.name for a in result.anomalies])
+    commands = [request["cmd"] for request, _ in result.exchanges]
+    assert "replay" in commands and "op" not in commands, commands

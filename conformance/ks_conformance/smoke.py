@@ -1,7 +1,8 @@
 """`conformance smoke`: does an adapter work at all? A short scripted exchange, every message validated.
 
 The script stays inside the declared capabilities: start, reset, a consumer, three publishes, an ack, an
-ack from a consumer that does not exist (a refusal), a tick, the stats, settling to quiescence, stop.
+ack from a consumer that does not exist (a refusal), a tick, the stats, settling to quiescence, stop. A batch
+engine (`interactive: false`) gets the same script as `replay` requests.
 Every request and response is checked against the protocol schema and the trace is judged like a run.
 """
 
@@ -11,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ks_conformance.anomalies import Anomaly
-from ks_conformance.harness import Session
+from ks_conformance.batch import open_session
+from ks_conformance.harness import UNBOUNDED_CAPACITY
 from ks_conformance.protocol import AdapterFault, Connection, StartFailed, StartInfo
 
 
@@ -42,16 +44,21 @@ def smoke(connection: Connection) -> SmokeResult:
         selector = "ring" if "ring" in capabilities.selectors else capabilities.selectors[0]
         profile = "owner" if "owner" in capabilities.profiles else capabilities.profiles[0]
         result.config = {"profile": profile, "selector": selector}
-        session = Session(connection, capabilities, result.config, implementation=info.implementation)
+        batch = not capabilities.interactive
+        session = open_session(
+            connection, capabilities, result.config, batch=batch, implementation=info.implementation, chunk=1000
+        )
         outcome = session.begin()
         if not outcome.ok:
             raise AdapterFault("protocol", f"reset refused the plain configuration {result.config}: {outcome.code}")
-        consumer: dict[str, Any] = {"op": "add_consumer", "consumer": "c1", "capacity": 2, "filters": []}
+        capacity = 2 if capabilities.flow_control else UNBOUNDED_CAPACITY
+        consumer: dict[str, Any] = {"op": "add_consumer", "consumer": "c1", "capacity": capacity, "filters": []}
         if selector == "pulsar-sticky":
             consumer["ranges"] = [[0, 65535]]
         session.perform(consumer)
         for offset, key in enumerate(("k1", "k2", "k1")):
             session.perform({"op": "publish", "offset": offset, "key": key})
+        session.flush()  # a batch engine replays here: the deliveries so far are known after it
         delivered = [d for m in session.checker.members.values() for d in m.outstanding.values()]
         if delivered and "ack" in capabilities.ops:
             session.perform({"op": "ack", "consumer": delivered[0].holder.name, "offset": delivered[0].offset})
