@@ -211,7 +211,7 @@ def test_a_batch_engine_whose_replays_differ_is_reported_nondeterministic() -> N
 
     result = run_suite(
         lambda: InProcessConnection(SparkDispatcherAdapter(_FlakyOrder()), "flaky"),
-        settings_for("ci", seed=0, max_examples=10, examples_total=0, rounds=1, coverage_rounds=0),
+        settings_for("ci", seed=0, max_examples=10, examples_total=0, rounds=1, coverage_rounds=0, shrink_seconds=2),
     )
     statuses = {r["id"]: r["status"] for r in result.requirements}
     assert statuses["KS-GEN-5"] == "warning"

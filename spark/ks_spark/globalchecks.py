@@ -277,12 +277,14 @@ def window_and_cursor(
     published: int,
     window: int,
     parallelism: int,
-) -> tuple[DataFrame, DataFrame]:
+) -> tuple[DataFrame, DataFrame, list[DataFrame]]:
     """window-overrun (KS-FLW-2) and cursor-skip (KS-CUR-1) from the per-era message rows and the persists.
 
     `persists` are the sequence pass's persisted cursors (seq, cursor a, run-local published count c,
-    file, block, ranges). Returns (sweep rows, hole anomalies).
+    file, block, ranges). Returns (sweep rows, hole anomalies, the frames cached here for the caller to
+    unpersist when done).
     """
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     plan = plan_ranges(published, parallelism, window)
@@ -335,12 +337,18 @@ def window_and_cursor(
     arranged = rows.repartition(max(1, min(groups, 4 * parallelism)), "era", "rng").sortWithinPartitions(
         "era", "rng", "offset", "kind"
     )
+    cached: list[DataFrame] = []
     if groups > 1:
+        # Read twice (the summaries, then the sweep): shuffled and sorted once.
+        arranged = arranged.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(arranged)
         summaries = arranged.where(F.col("kind") == MESSAGE).mapInArrow(summary_function(window), SUMMARY_DDL).collect()
         prefixes = session.sparkContext.broadcast(prefix_summaries(summaries, window))
     else:  # one range per era: nothing lies below it
         prefixes = session.sparkContext.broadcast({})
-    sweep = arranged.mapInArrow(sweep_function(prefixes, window), SWEEP_DDL)
+    # Read by three of the findings (window rows, exercised skips, passed persists): swept once.
+    sweep = arranged.mapInArrow(sweep_function(prefixes, window), SWEEP_DDL).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(sweep)
     # Holes: every persisted hole must be resolved when it is persisted.
     holes = (
         located.where(F.col("ranges").isNotNull() & (F.size("ranges") > 0))
@@ -364,4 +372,4 @@ def window_and_cursor(
         .groupBy("era", "pseq", "cursor")
         .agg(F.min("offset").alias("offset"))
     )
-    return sweep, hole_anomalies
+    return sweep, hole_anomalies, cached

@@ -63,30 +63,43 @@ class _Collector:
         self.rows.append(row)
 
     def batch(self) -> pa.RecordBatch:
-        data: dict[str, list[Any]] = {f.name: [] for f in OUTPUT_SCHEMA}
-        for row in self.rows:
+        rows = self.rows
+        count = len(rows)
+        r: list[Any] = [row[0] for row in rows]
+        name: list[Any] = [None] * count
+        seq: list[Any] = [None] * count
+        w: list[Any] = [None] * count
+        key: list[Any] = [None] * count
+        a: list[Any] = [None] * count
+        b: list[Any] = [None] * count
+        c: list[Any] = [None] * count
+        d: list[Any] = [None] * count
+        consumer: list[Any] = [None] * count
+        text: list[Any] = [None] * count
+        # Column by column per row kind: this runs for every delivery and message, so no dict per row.
+        for index, row in enumerate(rows):
             kind = row[0]
-            values: dict[str, Any]
             if kind == ROW_ERA:
-                values = {"a": row[1], "b": row[2], "c": row[3], "d": row[4], "seq": row[5], "key": row[6]}
+                _, a[index], b[index], c[index], d[index], seq[index], key[index] = row
             elif kind == ROW_INTERVAL:
-                values = {"a": row[1], "b": row[2], "c": row[3], "consumer": row[4], "d": row[5]}
+                _, a[index], b[index], c[index], consumer[index], d[index] = row
             elif kind == ROW_ANOMALY:
-                values = {"name": row[1], "seq": row[2], "w": row[3], "key": row[4], "a": row[5], "text": row[6]}
+                _, name[index], seq[index], w[index], key[index], a[index], text[index] = row
             elif kind == ROW_EXERCISED:
-                values = {"name": row[1], "a": row[2]}
+                _, name[index], a[index] = row
             elif kind == ROW_CONTRADICTION:
-                values = {"seq": row[1], "text": row[2]}
+                _, seq[index], text[index] = row
             elif kind == ROW_RETURN:
-                values = {"seq": row[1]}
+                seq[index] = row[1]
             else:  # pragma: no cover - keystate emits only the kinds above
                 raise AssertionError(f"unknown row kind {kind}")
-            data["r"].append(kind)
-            for name, column in data.items():
-                if name != "r":
-                    column.append(values.get(name))
         self.rows = []
-        return pa.RecordBatch.from_pydict(data, schema=OUTPUT_SCHEMA)
+        other: list[Any] = [None] * count
+        columns = [r, name, seq, w, key, a, b, c, d, consumer, other, text]
+        return pa.RecordBatch.from_arrays(
+            [pa.array(column, type=f.type) for column, f in zip(columns, OUTPUT_SCHEMA, strict=True)],
+            schema=OUTPUT_SCHEMA,
+        )
 
 
 def key_pass_function(context: Broadcast[Context]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

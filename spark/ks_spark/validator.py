@@ -193,7 +193,7 @@ def _judge(
     if window > timeline.published:
         window = 0  # fewer messages than the window: it cannot be overrun, nor nearly
     persists = sequence.where(F.col("rtype") == PERSIST)
-    sweep, holes = window_and_cursor(
+    sweep, holes, cached = window_and_cursor(
         session, key_rows, persists, timeline.pub_bases(), context, timeline.published, window, parallelism
     )
     findings = _findings(session, key_rows, sequence, persists, sweep, holes, context).persist(
@@ -234,7 +234,7 @@ def _judge(
     result.findings = [Finding(a, [witness_events[s] for s in a.witness if s in witness_events]) for a in shown]
     violated = any(catalogue.level(catalogue.BY_NAME[name]) == "MUST" for name in counts if name in catalogue.BY_NAME)
     result.verdict = Verdict.INVALID if violated else Verdict.UNKNOWN if result.problems else Verdict.VALID
-    for frame in (sequence, key_rows, findings):
+    for frame in (sequence, key_rows, findings, *cached):
         frame.unpersist()
     broadcast.unpersist()
 
