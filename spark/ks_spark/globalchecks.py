@@ -99,8 +99,8 @@ class RangePlan:
 
 
 def plan_ranges(published: int, parallelism: int, window: int) -> RangePlan:
-    """Ranges of at least 65,536 offsets, about four per task slot."""
-    width = max(65536, -(-published // max(1, 4 * parallelism)))
+    """Ranges of 65,536 to 1,048,576 offsets, about four per task slot (a sweep buffers one range at a time)."""
+    width = max(65536, min(-(-published // max(1, 4 * parallelism)), 1 << 20))
     return RangePlan(width, window)
 
 

@@ -165,7 +165,8 @@ def _judge(
     context = timeline.context
     if timeline.keyless_ignored:
         events = _fill_ignored_keys(events)
-    partitions = max(1, min(4 * parallelism, -(-timeline.events // 400_000)))
+    # About four tasks per slot, but never more than ~2M events a task: a task's memory stays flat as traces grow.
+    partitions = max(1, min(4 * parallelism, -(-timeline.events // 400_000)), -(-timeline.events // 2_000_000))
     say(f"judging every key ({partitions} partitions)")
     broadcast = session.sparkContext.broadcast(context)
     key_rows = run_key_pass(events, broadcast, partitions).persist(StorageLevel.MEMORY_AND_DISK)
