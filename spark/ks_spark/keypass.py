@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pyspark import Broadcast
     from pyspark.sql import DataFrame
 
-KEY_COLUMNS = ("key", "seq", "event", "offset", "consumer", "reason")
+KEY_COLUMNS = ("key", "seq", "event", "offset", "consumer", "reason", "segment")
 
 OUTPUT_SCHEMA = pa.schema(
     [

@@ -176,11 +176,13 @@ class Message:
         "resolved",
         "returned",
         "returned_delivery",
+        "segment",
     )
 
-    def __init__(self, offset: int, pub: int) -> None:
+    def __init__(self, offset: int, pub: int, segment: int = -1) -> None:
         self.offset = offset
         self.pub = pub
+        self.segment = segment  # selector `buckets`: the segment it was published to (-1 otherwise)
         self.resolved = False
         self.resolution = ""
         self.res_seq = -1
@@ -232,7 +234,7 @@ class KeyChecker:
         self.restart_index = 0
         self.quiescent_index = 0
         self.era = 0
-        self.last_delivery: tuple[int, str, int] | None = None  # (epoch, consumer, seq)
+        self.last_delivery: tuple[int, str, int, int] | None = None  # (epoch, consumer, seq, segment)
         self.blocked: Message | None = None
         self.unique = -2  # incarnation ids for deliveries to non-members: each is its own holder
 
@@ -395,11 +397,11 @@ class KeyChecker:
 
     # --- events of the key ---------------------------------------------------------------------------
 
-    def event(self, seq: int, kind: int, offset: int, consumer: str, reason: str) -> None:
+    def event(self, seq: int, kind: int, offset: int, consumer: str, reason: str, segment: int = -1) -> None:
         """Apply one event of this key (its seq is larger than every event applied before)."""
         self.advance(seq)
         if kind == PUBLISH:
-            message = Message(offset, seq)
+            message = Message(offset, seq, segment)
             self.messages[offset] = message
             self.unresolved[offset] = message
             return
@@ -589,7 +591,8 @@ class KeyChecker:
             )
         # One target per key per epoch (KS-ASN-1).
         last = self.last_delivery
-        if last is not None and last[0] == epoch:
+        # under `buckets` each segment has its own N, so its own bucket and target (KS-BKT-3): compare within one
+        if last is not None and last[0] == epoch and last[3] == message.segment:
             exercise("key-moved")
             if last[1] != consumer:
                 # req: KS-ASN-1
@@ -621,7 +624,7 @@ class KeyChecker:
         self.outstanding[offset] = message
         if message.out_end < self.next_end:
             self.next_end = message.out_end
-        self.last_delivery = (epoch, consumer, seq)
+        self.last_delivery = (epoch, consumer, seq, message.segment)
         if ctx.best_effort and not message.resolved:
             self._resolve_silently(message, seq, "delivered")
 
@@ -680,17 +683,24 @@ class KeyStream:
         self.explained: dict[str, list[int]] = {}
         self.checker: KeyChecker | None = None
 
-    def feed(self, rows: Iterable[tuple[str, int, str, int | None, str | None, str | None]]) -> None:
-        """Apply (key, seq, event, offset, consumer, reason) rows."""
+    def feed(self, rows: Iterable[tuple[str, int, str, int | None, str | None, str | None, int | None]]) -> None:
+        """Apply (key, seq, event, offset, consumer, reason, segment) rows."""
         checker = self.checker
         codes = KIND_CODES
-        for key, seq, event, offset, consumer, reason in rows:
+        for key, seq, event, offset, consumer, reason, segment in rows:
             if checker is None or checker.key != key:
                 if checker is not None:
                     checker.finish()
                 checker = KeyChecker(key, self.context, self.emit, self.exercised, self.explained)
                 self.checker = checker
-            checker.event(seq, codes[event], offset if offset is not None else -1, consumer or "", reason or "")
+            checker.event(
+                seq,
+                codes[event],
+                offset if offset is not None else -1,
+                consumer or "",
+                reason or "",
+                segment if segment is not None else -1,
+            )
 
     def close(self) -> None:
         """Finish the last key."""
@@ -700,12 +710,12 @@ class KeyStream:
 
 
 def check_sorted_events(
-    rows: Iterable[tuple[str, int, str, int | None, str | None, str | None]],
+    rows: Iterable[tuple[str, int, str, int | None, str | None, str | None, int | None]],
     context: Context,
     emit: Callable[[Row], None],
     exercised: dict[str, int],
 ) -> None:
-    """Run the per-key pass over (key, seq, event, offset, consumer, reason) rows sorted by (key, seq)."""
+    """Run the per-key pass over (key, seq, event, offset, consumer, reason, segment) rows sorted by (key, seq)."""
     stream = KeyStream(context, emit, exercised)
     stream.feed(rows)
     stream.close()
