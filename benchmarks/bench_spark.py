@@ -461,6 +461,46 @@ def dispatcher_child(trace: str, messages: int, master: str) -> dict[str, Any]:
     }
 
 
+def logreplay_child(log: str, master: str, lag: int) -> dict[str, Any]:
+    """`spark-dispatch` in process: replay the log with 16 consumers acking `lag` publishes after each delivery."""
+    import tempfile as temporary
+
+    from ks_spark.session import SessionOptions, get_session
+    from ks_spark.walreplay import LogReplay, control_ops_from, replay_log
+
+    session = get_session(SessionOptions(master=master, shuffle_partitions=16))
+    consumers = control_ops_from([f"c{n}" for n in range(16)])
+    with temporary.TemporaryDirectory(prefix="ks-bench-replay-") as folder:
+        started = time.perf_counter()
+        summary = replay_log(session, LogReplay(log, profile="owner", lag=lag, controls=consumers), folder + "/trace")
+        seconds = time.perf_counter() - started
+    session.stop()
+    return {
+        "messages": summary.messages,
+        "events": summary.events,
+        "seconds": seconds,
+        "deliveries": summary.deliveries,
+        "driver_hwm": _self_peak(),
+    }
+
+
+def write_log(path: Path, messages: int, keys: int = 100_000, seed: int = 7) -> None:
+    """A log of `messages` (offset, key) rows over `keys` keys, seeded, in Parquet row groups."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    names = np.array([f"key-{n}" for n in range(keys)], dtype=object)
+    schema = pa.schema([("offset", pa.int64()), ("key", pa.string())])
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, messages, 1_000_000):
+            count = min(1_000_000, messages - start)
+            picks = names[rng.integers(0, keys, count)]
+            offsets = pa.array(np.arange(start, start + count, dtype=np.int64))
+            writer.write_table(pa.table({"offset": offsets, "key": pa.array(picks, pa.string())}, schema=schema))
+
+
 def child_main(mode: str, options: dict[str, Any]) -> None:
     """Run one measurement in this (child) process and print its figures as one JSON line."""
     if mode == "spark":
@@ -473,6 +513,8 @@ def child_main(mode: str, options: dict[str, Any]) -> None:
         figures = duckdb_child(options["trace"], options["runs"], options["threads"], options["memory_gb"])
     elif mode == "dispatcher":
         figures = dispatcher_child(options["trace"], options["messages"], options["master"])
+    elif mode == "logreplay":
+        figures = logreplay_child(options["log"], options["master"], options["lag"])
     else:
         raise SystemExit(f"unknown child mode {mode}")
     print(json.dumps(figures), flush=True)
@@ -650,6 +692,38 @@ def dispatcher_figures(trace: Path, messages: int, args: argparse.Namespace) -> 
             note,
         )
     console.print(table)
+    logreplay_figures(args)
+
+
+def logreplay_figures(args: argparse.Namespace) -> None:
+    """`spark-dispatch` (the log replay, the dispatcher's at-scale path) on local[1] and local[2]."""
+    messages = args.log_messages
+    if messages <= 0:
+        return
+    log = Path(args.data) / f"log-{messages}.parquet"
+    if not log.exists():
+        write_log(log, messages)
+    title = f"Spark dispatcher, log replay (spark-dispatch): {messages:,} messages, 100,000 keys, 16 consumers"
+    table = Table(title=title, title_justify="left")
+    for header in ("master", "messages/s", "seconds", "trace events", "driver peak GB", "JVM peak GB", "workers GB"):
+        table.add_column(header, justify="left" if header == "master" else "right")
+    for cores in (1, 2):
+        master = f"local[{cores}]"
+        result = run_child("logreplay", {"log": str(log), "master": master, "lag": 8}, args.limit, args.spark_timeout)
+        if result.error is not None:
+            table.add_row(master, "-", "-", "-", "-", "-", f"failed: {result.error}")
+            continue
+        figures, peaks = result.figures, result.peaks
+        table.add_row(
+            master,
+            f"{messages / figures['seconds']:,.0f}",
+            f"{figures['seconds']:.1f}",
+            f"{figures['events']:,}",
+            gib(max(peaks.driver, figures["driver_hwm"])),
+            gib(peaks.jvm),
+            gib(peaks.workers),
+        )
+    console.print(table)
 
 
 def print_rows(title: str, rows: list[Row], baseline: float | None) -> None:
@@ -748,6 +822,14 @@ def main() -> None:
     parser.add_argument(
         "--dispatcher-messages", type=int, default=200_000, help="messages replayed through the Spark dispatcher"
     )
+    parser.add_argument(
+        "--log-messages", type=int, default=1_000_000, help="messages of the log replayed by spark-dispatch"
+    )
+    parser.add_argument(
+        "--parts",
+        default="validator,python,baselines,dispatcher",
+        help="what to measure (comma list of validator, python, baselines, dispatcher; default all)",
+    )
     parser.add_argument("--limit-gb", type=float, default=18, help="kill a measurement past this RSS (default 18)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-options", help=argparse.SUPPRESS)
@@ -760,6 +842,11 @@ def main() -> None:
     if args.quick:
         sizes, args.runs, args.python_budget = [200_000], 1, 20
         args.dispatcher_messages = min(args.dispatcher_messages, 5_000)
+        args.log_messages = min(args.log_messages, 20_000)
+    parts = {part.strip() for part in args.parts.split(",") if part.strip()}
+    unknown = parts - {"validator", "python", "baselines", "dispatcher"}
+    if unknown:
+        parser.error(f"--parts: unknown {', '.join(sorted(unknown))} (validator, python, baselines, dispatcher)")
     console.print(f"machine: {machine()}")
     console.print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; traces cached in {args.data}")
     console.print(f"baselines check {BASELINE_CHECK}")
@@ -781,13 +868,16 @@ def main() -> None:
     stages: list[tuple[str, str, list[Any]]] = []
     for events in sizes:
         trace = paths[events]
-        rows = spark_rows(trace, events, args, stages)
-        rows.append(python_row(trace, events, args, memo))
-        rows.extend(baseline_rows(trace, events, args, memo))
+        rows = spark_rows(trace, events, args, stages) if "validator" in parts else []
+        if "python" in parts:
+            rows.append(python_row(trace, events, args, memo))
+        if "baselines" in parts:
+            rows.extend(baseline_rows(trace, events, args, memo))
         results[events] = rows
         pandas = next((r.rate for r in rows if r.what.startswith("pandas") and r.rate), None)
-        print_rows(f"{label(events)} events ({events:,})", rows, pandas)
-        if events == sizes[0]:
+        if rows:
+            print_rows(f"{label(events)} events ({events:,})", rows, pandas)
+        if events == sizes[0] and "dispatcher" in parts:
             dispatcher_figures(paths[sizes[0]], args.dispatcher_messages, args)
     print_stages(stages)
     print_targets(results)
