@@ -623,7 +623,7 @@ def python_row(trace: Path, events: int, args: argparse.Namespace, memo: Memo) -
     rate = figures["steady_rate"]
     note = (
         f"cut at {figures['events']:,} events after {figures['seconds']:.0f}s; steady {rate:,.0f} ev/s; "
-        f"whole trace projected {duration((events - figures['events']) / rate)}"
+        f"whole trace projected {duration(figures['seconds'] + (events - figures['events']) / rate)}"
     )
     return Row(what, "1", rate, None, driver=peak, note=note)
 
