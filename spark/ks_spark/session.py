@@ -7,7 +7,9 @@ well-behaved session on a laptop and on a cluster.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -55,6 +57,13 @@ def require_pyspark() -> None:
         ) from None
 
 
+def _scratch_folder(prefix: str) -> str:
+    """A temporary folder removed when this process exits, so runs leave nothing behind in /tmp."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def get_session(options: SessionOptions | None = None) -> SparkSession:
     """A SparkSession configured for keyshared; reuses an active one (spark-submit, tests) if any."""
     from ks_spec.java import require_java
@@ -82,7 +91,7 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
         # picks an interface other processes can reach.
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
         builder = builder.config("spark.driver.host", LOOPBACK).config("spark.driver.bindAddress", LOOPBACK)
-        warehouse = tempfile.mkdtemp(prefix="ks-spark-warehouse-")
+        warehouse = _scratch_folder("ks-spark-warehouse-")
         builder = builder.config("spark.sql.warehouse.dir", warehouse)
     settings = {
         "spark.ui.enabled": "true" if options.ui else "false",
@@ -121,7 +130,7 @@ def ship_packages(session: SparkSession) -> None:
     import importlib
     import zipfile
 
-    folder = tempfile.mkdtemp(prefix="ks-spark-py-")
+    folder = _scratch_folder("ks-spark-py-")
     archive = os.path.join(folder, "keyshared_tasks.zip")
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
         for name in SHIPPED_PACKAGES:
