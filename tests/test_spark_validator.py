@@ -14,6 +14,7 @@ import pytest
 from ks_conformance.checker import check_events
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
+from ks_spark.session import OUT_OF_MEMORY_HINT, describe_failure
 from ks_spec.errors import MissingInput, UserError
 from ks_spec.trace import load_trace, to_table, write_jsonl, write_parquet
 from spark_support import assert_exercised_agree, spark_fixture  # noqa: F401  (spark_fixture: `spark`)
@@ -231,3 +232,28 @@ def test_runs_under_spark_submit(tmp_path: Path, churn: list[dict[str, Any]]) ->
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "valid" in completed.stdout
+
+
+def test_a_failed_spark_job_is_one_line_with_the_trace_and_a_hint(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job that dies (the JVM out of heap, as 100M events on local[2] with 4g did) exits 70 with one line."""
+    from keyshared.cli import main
+    from ks_spark import validator
+    from pyspark.errors import PySparkException
+
+    def out_of_memory(*args: Any, **kwargs: Any) -> Any:
+        raise PySparkException(message="Job aborted\njava.lang.OutOfMemoryError: Java heap space\n\tat org.apache...")
+
+    monkeypatch.setattr(validator, "validate", out_of_memory)
+    trace = str(EXAMPLES / "good" / "strict-basic.jsonl")
+    assert main(["validate-replay", trace, "--quiet"]) == 70
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"keyshared: error: {trace}: the Spark job failed: {OUT_OF_MEMORY_HINT}"]
+
+
+def test_a_failure_without_memory_trouble_names_its_first_java_cause() -> None:
+    text = "An error occurred while calling o42.collect.\n: org.apache.spark.SparkException: Job aborted: task lost\n"
+    assert describe_failure(text) == "org.apache.spark.SparkException: Job aborted: task lost"
+    assert describe_failure("\n\n") == "no message"
+    assert describe_failure("java.lang.OutOfMemoryError: GC overhead limit exceeded") == OUT_OF_MEMORY_HINT

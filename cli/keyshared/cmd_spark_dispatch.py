@@ -22,7 +22,7 @@ def register(commands: Any) -> None:
         "persisted cursor (what was not resolved is delivered again). The trace (a Parquet folder in the spec's "
         "format) can be judged with validate-replay or check-trace. Capacity and the window never bind in a replay "
         "(the dispatcher declares flow_control: false). Exit codes: 0 done, 64 usage, 65 bad input, 66 missing "
-        "input, 69 no Java.",
+        "input, 69 no Java, 70 a Spark job failed (out of memory, a lost executor).",
     )
     command.add_argument("log", metavar="LOG", help="the log: Parquet (file or folder) or JSON lines, offset and key")
     command.add_argument("--out", required=True, metavar="FOLDER", help="where to write the trace (a Parquet folder)")
@@ -54,7 +54,7 @@ def register(commands: Any) -> None:
 
 def run_spark_dispatch(args: argparse.Namespace) -> int:
     """Plan, replay, write the trace, print the summary."""
-    from ks_spark.session import SessionOptions, get_session
+    from ks_spark.session import SessionOptions, get_session, spark_job
     from ks_spark.walreplay import LogReplay, control_ops_from, read_controls, replay_log
     from ks_spec.errors import UserError
 
@@ -89,7 +89,7 @@ def run_spark_dispatch(args: argparse.Namespace) -> int:
             SessionOptions(master=args.master, driver_memory=args.driver_memory, shuffle_partitions=shuffle)
         )
     started = time.perf_counter()
-    with progress() as bar:
+    with progress() as bar, spark_job(args.log):
         task = bar.add_task("replaying", total=None)
         summary = replay_log(
             session,

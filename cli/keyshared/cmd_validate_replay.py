@@ -24,7 +24,8 @@ def register(commands: Any) -> None:
         "same names and explanations as `check-trace`. The trace is never collected to the driver: only counts and "
         "the first witnesses of each anomaly kind. Runs embedded on every core by default; pass --master for a "
         "cluster, or run it under spark-submit (spark/ks_spark/submit.py) without code changes. Exit codes: 0 valid, "
-        "1 invalid, 2 unknown, 64 usage, 66 missing trace, 69 no Java.",
+        "1 invalid, 2 unknown, 64 usage, 66 missing trace, 69 no Java, 70 a Spark job failed (out of memory, a lost "
+        "executor).",
     )
     command.add_argument("traces", nargs="+", metavar="TRACE", help="a .jsonl or .parquet trace, a folder, or a URL")
     command.add_argument("--master", metavar="URL", help="Spark master (default: local[*], or spark-submit's)")
@@ -48,7 +49,7 @@ def run_validate_replay(args: argparse.Namespace) -> int:
     from ks_conformance.anomalies import describe_event, merge_verdicts
     from ks_spark.progress import SparkProgress
     from ks_spark.report import report_lines
-    from ks_spark.session import SessionOptions, get_session
+    from ks_spark.session import SessionOptions, get_session, spark_job
     from ks_spark.validator import MAX_WITNESSES, validate
     from ks_spec.errors import UserError
     from rich.markup import escape
@@ -68,7 +69,7 @@ def run_validate_replay(args: argparse.Namespace) -> int:
             def update(description: str, done: int, total: int, task: Any = task, trace: str = trace) -> None:
                 bar.update(task, description=f"{trace}: {description}", completed=done, total=total or None)
 
-            with SparkProgress(session, update) as spark_progress:
+            with spark_job(trace), SparkProgress(session, update) as spark_progress:
                 results.append(validate(session, trace, witnesses=args.witnesses, stage=spark_progress.stage))
             bar.remove_task(task)
     for result in results:

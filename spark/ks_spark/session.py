@@ -12,10 +12,12 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ks_spec.errors import Unavailable
+from ks_spec.errors import JobFailed, Unavailable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,3 +148,31 @@ def ship_packages(session: SparkSession) -> None:
 def default_parallelism(session: SparkSession) -> int:
     """How many tasks can run at once (cores of a local master, executors' cores on a cluster)."""
     return max(1, int(session.sparkContext.defaultParallelism))
+
+
+OUT_OF_MEMORY_HINT = (
+    "the JVM ran out of heap: give Spark more memory (--driver-memory 4g on an embedded run, "
+    "spark.executor.memory on a cluster) or more partitions"
+)
+
+
+def describe_failure(text: str) -> str:
+    """One line for a failed Spark job's error text: the JVM's out-of-memory error with a hint, else its first cause."""
+    if "OutOfMemoryError" in text:
+        return OUT_OF_MEMORY_HINT
+    lines = [line.strip().removeprefix(": ") for line in text.splitlines() if line.strip()]  # py4j prefixes ": "
+    causes = [line for line in lines if line.startswith(("java.", "org.apache.spark.", "Caused by:"))]
+    first = (causes or lines or ["no message"])[0]
+    return first if len(first) <= 240 else first[:237] + "..."
+
+
+@contextmanager
+def spark_job(what: str) -> Iterator[None]:
+    """Run Spark work for `what` (a trace, a log); a failed job becomes one line (JobFailed), not a Java stack."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except (Py4JError, PySparkException, ConnectionError) as error:
+        raise JobFailed(f"{what}: the Spark job failed: {describe_failure(str(error))}") from error

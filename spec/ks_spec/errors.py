@@ -31,3 +31,9 @@ class Unavailable(UserError):
     """A required tool (Java, a jar) is missing from this machine."""
 
     exit_code = 69  # EX_UNAVAILABLE
+
+
+class JobFailed(UserError):
+    """A distributed job (Spark) failed while running: out of memory, a lost executor, a dead JVM."""
+
+    exit_code = 70  # EX_SOFTWARE
