@@ -167,3 +167,32 @@ def test_bad_input_is_one_line_with_the_place(tmp_path: Path) -> None:
     assert holed.returncode == 65 and "no gap or repeat" in holed.stderr.strip().splitlines()[-1]
     assert "Traceback" not in holed.stderr
     assert not (tmp_path / "t").exists(), "nothing is written when the input is refused"
+
+
+def test_a_failed_replay_leaves_the_previous_trace_and_nothing_half_written(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trace is written beside --out and moved there only on success; a Spark failure is one line, exit 70."""
+    from keyshared.cli import main
+    from ks_spark import walreplay
+    from pyspark.errors import PySparkException
+
+    log = write_log(tmp_path / "log.parquet", 10, 2)
+    out = tmp_path / "trace"
+    out.mkdir()
+    (out / "part-0.parquet").write_text("the previous run's trace")
+
+    def dies_midway(session: Any, replay: Any, staging: str, **kwargs: Any) -> Any:
+        Path(staging).mkdir()
+        (Path(staging) / "part-0.parquet").write_text("half")
+        raise PySparkException(message="java.lang.OutOfMemoryError: Java heap space")
+
+    monkeypatch.setattr(walreplay, "replay_log", dies_midway)
+    assert main(["spark-dispatch", str(log), "--out", str(out), "--consumers", "a"]) == 70
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"keyshared: error: {log}: the Spark job failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.parquet", "trace"]
+    assert (out / "part-0.parquet").read_text() == "the previous run's trace"
+    monkeypatch.undo()
+    assert main(["spark-dispatch", str(log), "--out", str(out), "--consumers", "a"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.parquet", "trace"]
+    assert check_trace(out).verdict.value == "valid"

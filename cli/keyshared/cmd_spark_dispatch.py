@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +70,8 @@ def run_spark_dispatch(args: argparse.Namespace) -> int:
         raise UserError("--points: must be at least 1", 64)
     if args.partitions is not None and args.partitions < 1:
         raise UserError("--partitions: must be at least 1", 64)
+    if "://" not in str(args.out) and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UserError(f"--out {args.out}: exists and is not a folder", 64)
     if "://" not in args.log and not Path(args.log).exists():
         raise UserError(f"{args.log}: no such log file or folder", exit_code=66)
     names = [name.strip() for name in args.consumers.split(",") if name.strip()]
@@ -89,12 +95,12 @@ def run_spark_dispatch(args: argparse.Namespace) -> int:
             SessionOptions(master=args.master, driver_memory=args.driver_memory, shuffle_partitions=shuffle)
         )
     started = time.perf_counter()
-    with progress() as bar, spark_job(args.log):
+    with progress() as bar, spark_job(args.log), staged_output(str(args.out)) as staging:
         task = bar.add_task("replaying", total=None)
         summary = replay_log(
             session,
             replay,
-            str(args.out),
+            staging,
             stage=lambda text: bar.update(task, description=text),
             partitions=args.partitions,
         )
@@ -116,3 +122,25 @@ def run_spark_dispatch(args: argparse.Namespace) -> int:
     console.print(table("deliveries per consumer", ("consumer", "deliveries"), sorted(summary.per_consumer.items())))
     console.print(f"trace written to {args.out}: judge it with `keyshared validate-replay {args.out}`", soft_wrap=True)
     return 0
+
+
+@contextmanager
+def staged_output(out: str) -> Iterator[str]:
+    """A sibling folder to write the trace into, moved to `out` only once the replay succeeded.
+
+    A failed or interrupted replay leaves `out` as it was (a previous trace survives) and no partial
+    folder behind. URLs (a cluster's storage) are written in place: renames there are not atomic.
+    """
+    if "://" in out:
+        yield out
+        return
+    target = Path(out)
+    staging = target.parent / f".{target.name}.partial-{os.getpid()}"
+    try:
+        yield str(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
