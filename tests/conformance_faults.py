@@ -9,6 +9,7 @@ answers `start` with protocol version 2; `no-start` exits before answering anyth
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from typing import Any
@@ -17,10 +18,16 @@ from ks_reference.adapter import create
 
 
 def main(argv: list[str]) -> int:
-    """Serve until `stop`, misbehaving once as asked."""
-    mode = argv[1]
-    at = int(argv[2]) if len(argv) > 2 else 25
+    """Serve until `stop` or the end, misbehaving once as asked; the reference's temporary store goes either way."""
     adapter = create()
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # the kit ends a hang so
+    try:
+        return _serve(adapter, argv[1], int(argv[2]) if len(argv) > 2 else 25)
+    finally:
+        adapter.stop()
+
+
+def _serve(adapter: Any, mode: str, at: int) -> int:
     ops = 0
     for line in sys.stdin:
         request: dict[str, Any] = json.loads(line)
@@ -34,7 +41,6 @@ def main(argv: list[str]) -> int:
             _send(info)
             continue
         if command == "stop":
-            adapter.stop()
             return 0
         seq = request.get("seq")
         if command == "op":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -19,9 +20,14 @@ TESTS = Path(__file__).resolve().parent
 FAULTS = TESTS / "conformance_faults.py"
 
 
-def keyshared(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """The CLI as a user runs it, with tests/ importable (for the mutants and the faulty adapter)."""
+def keyshared(*args: str, timeout: float = 600, temp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with tests/ importable (for the mutants and the faulty adapter).
+
+    `temp` becomes TMPDIR for the run and the adapters it starts, so a test can see what they leave behind.
+    """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    if temp is not None:
+        env["TMPDIR"] = str(temp)
     return subprocess.run(
         [sys.executable, "-m", "keyshared", *args], capture_output=True, text=True, timeout=timeout, env=env
     )
@@ -83,15 +89,36 @@ def test_junit_and_markdown_renderings(reference_run: tuple[subprocess.Completed
 )
 def test_a_faulty_adapter_makes_the_run_unknown(mode: str, kind: str, tmp_path: Path) -> None:
     report = tmp_path / "report.jsonl"
+    temp = tmp_path / "temp"
+    temp.mkdir()
     done = keyshared(
         "conformance", "run", "--adapter", faulty(mode), "--timeout", "2", "--report", str(report),
-        "--scenarios", str(tmp_path / "scenarios"),
+        "--scenarios", str(tmp_path / "scenarios"), temp=temp,
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     lines = read_report(report)
     assert lines[-1]["verdict"] == "unknown"
     errors = [line for line in lines if line["type"] == "error"]
     assert errors and errors[0]["kind"] == kind, errors
+    # Even the hung adapter, ended by the kit, removes the reference's temporary store.
+    assert not list(temp.glob("ks-reference-*"))
+
+
+def test_a_terminated_stdio_adapter_still_releases_its_store(tmp_path: Path) -> None:
+    command = shlex.split(stdio_command("reference")[4:])
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None
+        for request in ({"cmd": "start", "version": 1}, {"cmd": "reset", "seq": 1, "config": {}}):
+            process.stdin.write((json.dumps(request) + "\n").encode())
+            process.stdin.flush()
+            process.stdout.readline()
+        assert list(tmp_path.glob("ks-reference-*"))  # the store exists while the adapter serves
+        process.terminate()
+        assert process.wait(timeout=30) == 143
+    assert not list(tmp_path.glob("ks-reference-*"))
 
 
 @pytest.mark.parametrize("mode", ["bad-version", "no-start"])

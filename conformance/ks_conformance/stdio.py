@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -165,8 +166,13 @@ class StdioConnection(Connection):
         try:
             process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            # SIGTERM first, so an adapter stuck in its work can still release what it holds; then SIGKILL.
+            process.terminate()
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def _no_constants(name: str) -> Any:
@@ -184,11 +190,28 @@ def serve_stdio(adapter: Any, stdin: IO[str] | None = None, stdout: IO[str] | No
     sink = stdout if stdout is not None else sys.stdout
     if stdout is None:
         sys.stdout = sys.stderr  # a stray print() in the adapter must not corrupt the protocol stream
+    previous = _exit_on_sigterm()
     try:
         return _serve(adapter, source, sink)
+    except (SystemExit, KeyboardInterrupt):
+        _stop(adapter)  # terminated by the kit or interrupted: still release what the adapter holds
+        raise
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         if stdout is None:
             sys.stdout = sink
+
+
+def _exit_on_sigterm() -> Any:
+    """Turn SIGTERM into SystemExit (status 143) in the main thread; return the handler it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, terminated)
 
 
 def _serve(adapter: Any, source: IO[str], sink: IO[str]) -> int:
