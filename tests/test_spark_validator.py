@@ -257,3 +257,71 @@ def test_a_failure_without_memory_trouble_names_its_first_java_cause() -> None:
     assert describe_failure(text) == "org.apache.spark.SparkException: Job aborted: task lost"
     assert describe_failure("\n\n") == "no message"
     assert describe_failure("java.lang.OutOfMemoryError: GC overhead limit exceeded") == OUT_OF_MEMORY_HINT
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        (["--driver-memory", "banana"], "argument --driver-memory: not a memory size"),
+        (["--driver-memory", "256m"], "argument --driver-memory: Spark needs at least 512m"),
+        (["--master", "spark:/one-slash"], "argument --master: not a Spark master URL"),
+        (["--master", "local[0]"], "argument --master: not a Spark master URL"),
+    ],
+)
+@pytest.mark.parametrize("command", ["validate-replay", "spark-dispatch"])
+def test_a_bad_master_or_driver_memory_is_one_line_before_spark_starts(
+    command: str, option: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from keyshared.cli import main
+
+    rest = ["--consumers", "a,b", "--out", str(tmp_path / "out")] if command == "spark-dispatch" else []
+    with pytest.raises(SystemExit) as exited:
+        main([command, str(EXAMPLES / "good" / "strict-basic.jsonl"), *option, *rest])
+    assert exited.value.code == 64
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith(f"keyshared {command}: error: {named}")
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("given", "normal"), [("2g", "2g"), ("4096M", "4096m"), ("1gb", "1g"), ("1024", "1024")])
+def test_driver_memory_sizes_are_read_as_spark_reads_them(given: str, normal: str) -> None:
+    from ks_spark.session import check_driver_memory
+
+    assert check_driver_memory(given) == normal
+
+
+def test_spark_that_cannot_start_is_one_line_with_exit_69(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JVM that will not start (a bad setting, an unreachable cluster) is one line naming the master, not a stack."""
+    from keyshared.cli import main
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    def refuse(self: Any) -> Any:
+        raise PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={})
+
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse)
+    assert main(["validate-replay", "--master", "local[1]", str(EXAMPLES / "good" / "strict-basic.jsonl")]) == 69
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("keyshared: error: cannot start Spark (master local[1]): "), err
+    assert "Java gateway process exited" in err[0]
+
+
+@pytest.mark.slow
+def test_an_unreachable_cluster_is_one_line_with_exit_69() -> None:
+    """Spark gives up on an unreachable standalone master after about a minute; we say so in one line."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "keyshared", "validate-replay", "--master", "spark://127.0.0.1:1", __file__],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert completed.returncode == 69, completed.stderr[-2000:]
+    ours = [line for line in completed.stderr.splitlines() if line.startswith("keyshared:")]
+    assert ours == [
+        line for line in completed.stderr.splitlines() if "Traceback" in line or line.startswith("keyshared:")
+    ]
+    assert len(ours) == 1 and "cannot start Spark (master spark://127.0.0.1:1)" in ours[0]

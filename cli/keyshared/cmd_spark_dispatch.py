@@ -11,7 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from keyshared.ui import console, error_console, table
+from ks_spark.session import check_driver_memory, check_master
+
+from keyshared.ui import argument_type, console, error_console, table
 
 
 def register(commands: Any) -> None:
@@ -26,7 +28,7 @@ def register(commands: Any) -> None:
         "persisted cursor (what was not resolved is delivered again). The trace (a Parquet folder in the spec's "
         "format) can be judged with validate-replay or check-trace. Capacity and the window never bind in a replay "
         "(the dispatcher declares flow_control: false). Exit codes: 0 done, 64 usage, 65 bad input, 66 missing "
-        "input, 69 no Java, 70 a Spark job failed (out of memory, a lost executor).",
+        "input, 69 no Java or Spark cannot start, 70 a Spark job failed (out of memory, a lost executor).",
     )
     command.add_argument("log", metavar="LOG", help="the log: Parquet (file or folder) or JSON lines, offset and key")
     command.add_argument("--out", required=True, metavar="FOLDER", help="where to write the trace (a Parquet folder)")
@@ -50,9 +52,19 @@ def register(commands: Any) -> None:
     command.add_argument(
         "--crash-at", type=int, action="append", default=[], metavar="OFFSET", help="restart before this offset"
     )
-    command.add_argument("--master", metavar="URL", help="Spark master (default: local[*], or spark-submit's)")
+    command.add_argument(
+        "--master",
+        metavar="URL",
+        type=argument_type(check_master),
+        help="Spark master (default: local[*], or spark-submit's)",
+    )
     command.add_argument("--partitions", type=int, metavar="N", help="tasks per pass (default: twice the cores)")
-    command.add_argument("--driver-memory", metavar="SIZE", help="Spark driver memory, e.g. 4g (embedded runs)")
+    command.add_argument(
+        "--driver-memory",
+        metavar="SIZE",
+        type=argument_type(check_driver_memory),
+        help="Spark driver memory, e.g. 4g (embedded runs)",
+    )
     command.set_defaults(handler=run_spark_dispatch)
 
 

@@ -7,7 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from keyshared.ui import console, error_console, table
+from ks_spark.session import check_driver_memory, check_master
+
+from keyshared.ui import argument_type, console, error_console, table
 
 EXIT_BY_VERDICT = {"valid": 0, "invalid": 1, "unknown": 2}
 """Exit codes as `check-trace`: 0 valid, 1 invalid (a MUST anomaly), 2 unknown (malformed or contradicting)."""
@@ -24,11 +26,16 @@ def register(commands: Any) -> None:
         "same names and explanations as `check-trace`. The trace is never collected to the driver: only counts and "
         "the first witnesses of each anomaly kind. Runs embedded on every core by default; pass --master for a "
         "cluster, or run it under spark-submit (spark/ks_spark/submit.py) without code changes. Exit codes: 0 valid, "
-        "1 invalid, 2 unknown, 64 usage, 66 missing trace, 69 no Java, 70 a Spark job failed (out of memory, a lost "
-        "executor).",
+        "1 invalid, 2 unknown, 64 usage, 66 missing trace, 69 no Java or Spark cannot start, 70 a Spark job failed "
+        "(out of memory, a lost executor).",
     )
     command.add_argument("traces", nargs="+", metavar="TRACE", help="a .jsonl or .parquet trace, a folder, or a URL")
-    command.add_argument("--master", metavar="URL", help="Spark master (default: local[*], or spark-submit's)")
+    command.add_argument(
+        "--master",
+        metavar="URL",
+        type=argument_type(check_master),
+        help="Spark master (default: local[*], or spark-submit's)",
+    )
     command.add_argument(
         "--report", type=Path, metavar="FILE", help="write a JSON-lines report (spec/report-format.md)"
     )
@@ -39,7 +46,12 @@ def register(commands: Any) -> None:
         metavar="N",
         help="explain the first N anomalies of each kind per trace (0 to 8; default 3)",
     )
-    command.add_argument("--driver-memory", metavar="SIZE", help="Spark driver memory, e.g. 2g (embedded runs)")
+    command.add_argument(
+        "--driver-memory",
+        metavar="SIZE",
+        type=argument_type(check_driver_memory),
+        help="Spark driver memory, e.g. 2g (embedded runs)",
+    )
     command.add_argument("--quiet", action="store_true", help="print only the verdict line of each trace")
     command.set_defaults(handler=run_validate_replay)
 
@@ -51,13 +63,16 @@ def run_validate_replay(args: argparse.Namespace) -> int:
     from ks_spark.report import report_lines
     from ks_spark.session import SessionOptions, get_session, spark_job
     from ks_spark.validator import MAX_WITNESSES, validate
-    from ks_spec.errors import UserError
+    from ks_spec.errors import MissingInput, UserError
     from rich.markup import escape
 
     from keyshared.ui import progress
 
     if not 0 <= args.witnesses <= MAX_WITNESSES:
         raise UserError(f"--witnesses: must be between 0 and {MAX_WITNESSES}", exit_code=64)
+    for trace in args.traces:  # a missing local trace is said at once, not after Spark has started
+        if "://" not in trace.removeprefix("file://") and not Path(trace.removeprefix("file://")).exists():
+            raise MissingInput(f"{trace}: no such file or folder")
     started = time.perf_counter()
     with error_console.status("starting Spark"):
         session = get_session(SessionOptions(master=args.master, driver_memory=args.driver_memory))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import argparse
+from collections.abc import Callable, Iterable, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -33,3 +34,17 @@ def progress() -> Progress:
         transient=True,
         disable=not error_console.is_terminal,
     )
+
+
+def argument_type(check: Callable[[str], str]) -> Callable[[str], str]:
+    """An argparse `type=` from a checker that raises UserError, so argparse reports its one-line message."""
+    from ks_spec.errors import UserError
+
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except UserError as error:
+            raise argparse.ArgumentTypeError(str(error).split(": ", 1)[-1]) from None
+
+    parse.__name__ = check.__name__.removeprefix("check_")
+    return parse

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ks_spec.errors import JobFailed, Unavailable
+from ks_spec.errors import JobFailed, Unavailable, UserError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +43,37 @@ class SessionOptions:
     quick: bool = False
     ui: bool = False
     extra: dict[str, str] = field(default_factory=dict)
+
+
+MASTER_URL = re.compile(
+    r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?|local-cluster\[[0-9, ]+\]|(spark|k8s|mesos)://\S+|yarn"
+)
+"""The master URLs Spark accepts (local[N], local[*], local[N,F], spark://, k8s://, yarn, ...)."""
+
+MEMORY_SIZE = re.compile(r"([1-9][0-9]*)\s*([kmgt]?)b?", re.IGNORECASE)
+MIN_DRIVER_MB = 512
+"""Spark refuses a driver heap under 450 MB (1.5 times its 300 MB reserve); 512m is the smallest round size."""
+
+
+def check_master(text: str) -> str:
+    """A Spark master URL as given, or a one-line usage error naming it (before any JVM starts)."""
+    if not MASTER_URL.fullmatch(text.strip()):
+        raise UserError(
+            f"--master {text}: not a Spark master URL (local[*], local[2], spark://host:7077, k8s://..., yarn)",
+            exit_code=64,
+        )
+    return text.strip()
+
+
+def check_driver_memory(text: str) -> str:
+    """A JVM memory size of at least 512m (2g, 4096m), normalised, or a one-line usage error naming it."""
+    match = MEMORY_SIZE.fullmatch(text.strip())
+    if match is None:
+        raise UserError(f"--driver-memory {text}: not a memory size (e.g. 2g, 4096m)", exit_code=64)
+    scale = {"": 1, "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2}[match.group(2).lower()]  # no unit: MiB
+    if int(match.group(1)) * scale < MIN_DRIVER_MB:
+        raise UserError(f"--driver-memory {text}: Spark needs at least {MIN_DRIVER_MB}m", exit_code=64)
+    return f"{match.group(1)}{match.group(2).lower()}"
 
 
 def under_spark_submit() -> bool:
@@ -80,7 +112,7 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
     if not under_spark_submit():
         require_java()
     builder = SparkSession.builder.appName(options.app_name)
-    master = options.master
+    master = check_master(options.master) if options.master is not None else None
     if master is None and not under_spark_submit():
         master = "local[*]"
     if master is not None:
@@ -107,7 +139,7 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
     if options.shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(options.shuffle_partitions)
     if options.driver_memory is not None:
-        settings["spark.driver.memory"] = options.driver_memory
+        settings["spark.driver.memory"] = check_driver_memory(options.driver_memory)
     flags = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}" if os.path.exists(LOG4J_CONFIG) else ""
     if options.quick:
         flags += " -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
@@ -116,8 +148,15 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
     settings.update(options.extra)
     for name, value in settings.items():
         builder = builder.config(name, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("ERROR")
+    except (Py4JError, PySparkException, ConnectionError) as error:
+        where = f"master {master}" if master is not None else "spark-submit's master"
+        raise Unavailable(f"cannot start Spark ({where}): {describe_failure(str(error))}") from error
     if not local:
         ship_packages(session)
     return session
