@@ -66,6 +66,20 @@ def test_injected_faults_agree(spark: Any, tmp_path: Path, group: str) -> None:
         assert target.split("/")[0] in counts, f"{target} was injected but not found"
 
 
+@pytest.mark.parametrize("block", [1, 5, 64])
+def test_capacity_agrees_when_the_running_sum_spans_many_blocks(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """The capacity sum is blocked by seq (for memory); tiny blocks make every carry across blocks count."""
+    from ks_spark import globalchecks
+
+    monkeypatch.setattr(globalchecks, "CAPACITY_BLOCK_SEQS", block)
+    group = next(name for name, (_, targets) in sorted(COMBINED.items()) if "capacity-overrun" in targets)
+    workload, targets = COMBINED[group]
+    counts = _compare(spark, inject_all(_workload(workload), targets), tmp_path / "trace.parquet")
+    assert counts.get("capacity-overrun", 0) > 0
+
+
 def test_every_computed_anomaly_kind_is_injected() -> None:
     from ks_spark.catalogue import CHECKS
 

@@ -34,12 +34,18 @@ UNIFIED_COLUMNS = ("name", "seq", "w", "key", "offset", "text", "consumer", "x",
 x and y carry facts the explanation needs (see each check)."""
 
 
+CAPACITY_BLOCK_SEQS = 1 << 18
+"""The capacity running sum is computed per (incarnation, block of this many seqs), plus the block's base."""
+
+
 def capacity_findings(session: SparkSession, key_rows: DataFrame, context: Context) -> DataFrame:
     """capacity-overrun (KS-FLW-1): a delivery that leaves its consumer holding more than its capacity.
 
     A running sum of +1 per delivery and -1 per delivery end, per consumer incarnation. Every delivery
     that reaches capacity is an exercise (x = incarnation id, y = deliveries held after it); those
-    beyond it are anomalies.
+    beyond it are anomalies. The sum is blocked (a running sum within each block of seqs, plus the totals
+    of the incarnation's earlier blocks), so no task ever buffers a whole incarnation: one window over an
+    incarnation's millions of deliveries ran the JVM out of heap at 100M events.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -66,11 +72,25 @@ def capacity_findings(session: SparkSession, key_rows: DataFrame, context: Conte
         F.lit(None).cast("long").alias("offset"),
         F.lit(None).cast("string").alias("consumer"),
     )
-    window = Window.partitionBy("inc").orderBy("seq", "delta").rowsBetween(Window.unboundedPreceding, 0)
-    held = (
+    # Only incarnations with a capacity count; a block holds every row of its seqs, so ties stay together.
+    deltas = (
         starts.unionByName(ends)
-        .withColumn("holding", F.sum("delta").over(window))
+        .join(F.broadcast(capacities.select("inc")), "inc")
+        .withColumn("block", F.floor(F.col("seq") / F.lit(CAPACITY_BLOCK_SEQS)))
+    )
+    earlier = Window.partitionBy("inc").orderBy("block").rowsBetween(Window.unboundedPreceding, -1)
+    bases = (
+        deltas.groupBy("inc", "block")
+        .agg(F.sum("delta").alias("total"))
+        .withColumn("base", F.coalesce(F.sum("total").over(earlier), F.lit(0)))
+        .drop("total")
+    )
+    within = Window.partitionBy("inc", "block").orderBy("seq", "delta").rowsBetween(Window.unboundedPreceding, 0)
+    held = (
+        deltas.withColumn("running", F.sum("delta").over(within))
         .where(F.col("delta") == 1)
+        .join(bases, ["inc", "block"])
+        .withColumn("holding", F.col("base") + F.col("running"))
         .join(F.broadcast(capacities), "inc")
     )
     # req: KS-FLW-1
