@@ -259,6 +259,21 @@ def test_a_failure_without_memory_trouble_names_its_first_java_cause() -> None:
     assert describe_failure("java.lang.OutOfMemoryError: GC overhead limit exceeded") == OUT_OF_MEMORY_HINT
 
 
+def test_a_job_whose_spark_shut_down_under_it_is_told_so() -> None:
+    """What the driver got when 100M events on local[2] ran a task out of heap: the cause is only in Spark's log."""
+    from ks_spark.session import SHUT_DOWN_HINT
+
+    text = (
+        "An error occurred while calling o1163.collectToPython.\n: java.lang.NullPointerException: Cannot invoke "
+        '"org.apache.spark.scheduler.DAGScheduler.cleanupQueryJobs(long)" because the return value of '
+        '"org.apache.spark.SparkContext.dagScheduler()" is null\n\tat org.apache.spark.sql.execution.SQLExecution'
+    )
+    assert describe_failure(text) == SHUT_DOWN_HINT
+    assert describe_failure("java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.") == (
+        SHUT_DOWN_HINT
+    )
+
+
 @pytest.mark.parametrize(
     ("option", "named"),
     [
@@ -324,4 +339,4 @@ def test_an_unreachable_cluster_is_one_line_with_exit_69() -> None:
     assert ours == [
         line for line in completed.stderr.splitlines() if "Traceback" in line or line.startswith("keyshared:")
     ]
-    assert len(ours) == 1 and "cannot start Spark (master spark://127.0.0.1:1)" in ours[0]
+    assert len(ours) == 1 and "cannot start Spark (master spark://127.0.0.1:1): Spark stopped while starting" in ours[0]

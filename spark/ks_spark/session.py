@@ -156,7 +156,11 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
         session.sparkContext.setLogLevel("ERROR")
     except (Py4JError, PySparkException, ConnectionError) as error:
         where = f"master {master}" if master is not None else "spark-submit's master"
-        raise Unavailable(f"cannot start Spark ({where}): {describe_failure(str(error))}") from error
+        text = str(error)
+        reason = first_cause(text)
+        if any(marker in text for marker in SHUT_DOWN_MARKERS):
+            reason = "Spark stopped while starting (is the master reachable? Spark's log above says why)"
+        raise Unavailable(f"cannot start Spark ({where}): {reason}") from error
     if not local:
         ship_packages(session)
     return session
@@ -195,10 +199,32 @@ OUT_OF_MEMORY_HINT = (
 )
 
 
+SHUT_DOWN_HINT = (
+    "Spark shut down in the middle of the job (in an embedded run, usually because the JVM ran out of heap; "
+    "Spark's log above names the cause): give Spark more memory (--driver-memory 4g on an embedded run, "
+    "spark.executor.memory on a cluster) or more partitions"
+)
+SHUT_DOWN_MARKERS = (
+    'dagScheduler()" is null',
+    "stopped SparkContext",
+    "SparkContext was shut down",
+    "SparkContext has been shutdown",
+)
+"""What a job's error says when a task's fatal error (an OutOfMemoryError) stopped the SparkContext under it:
+the error the driver gets then no longer names the cause."""
+
+
 def describe_failure(text: str) -> str:
     """One line for a failed Spark job's error text: the JVM's out-of-memory error with a hint, else its first cause."""
     if "OutOfMemoryError" in text:
         return OUT_OF_MEMORY_HINT
+    if any(marker in text for marker in SHUT_DOWN_MARKERS):
+        return SHUT_DOWN_HINT
+    return first_cause(text)
+
+
+def first_cause(text: str) -> str:
+    """The first Java or Spark cause in an error's text, shortened to one line."""
     lines = [line.strip().removeprefix(": ") for line in text.splitlines() if line.strip()]  # py4j prefixes ": "
     causes = [line for line in lines if line.startswith(("java.", "org.apache.spark.", "Caused by:"))]
     first = (causes or lines or ["no message"])[0]
