@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ks_spark.keystate import NEVER, ROW_ERA, ROW_INTERVAL, Context
+from ks_spark.session import cache_level
 
 if TYPE_CHECKING:
     from pyspark import Broadcast
@@ -304,7 +305,6 @@ def window_and_cursor(
     file, block, ranges). Returns (sweep rows, hole anomalies, the frames cached here for the caller to
     unpersist when done).
     """
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     plan = plan_ranges(published, parallelism, window)
@@ -360,14 +360,14 @@ def window_and_cursor(
     cached: list[DataFrame] = []
     if groups > 1:
         # Read twice (the summaries, then the sweep): shuffled and sorted once.
-        arranged = arranged.persist(StorageLevel.MEMORY_AND_DISK)
+        arranged = arranged.persist(cache_level())
         cached.append(arranged)
         summaries = arranged.where(F.col("kind") == MESSAGE).mapInArrow(summary_function(window), SUMMARY_DDL).collect()
         prefixes = session.sparkContext.broadcast(prefix_summaries(summaries, window))
     else:  # one range per era: nothing lies below it
         prefixes = session.sparkContext.broadcast({})
     # Read by three of the findings (window rows, exercised skips, passed persists): swept once.
-    sweep = arranged.mapInArrow(sweep_function(prefixes, window), SWEEP_DDL).persist(StorageLevel.MEMORY_AND_DISK)
+    sweep = arranged.mapInArrow(sweep_function(prefixes, window), SWEEP_DDL).persist(cache_level())
     cached.append(sweep)
     # Holes: every persisted hole must be resolved when it is persisted.
     holes = (

@@ -46,7 +46,7 @@ from ks_spark.sequence import (
     sequence_function,
     sequence_input,
 )
-from ks_spark.session import default_parallelism
+from ks_spark.session import cache_level, default_parallelism
 from ks_spark.timeline import MalformedTrace, Timeline, build_timeline
 
 if TYPE_CHECKING:
@@ -145,17 +145,12 @@ def _read_failure(error: BaseException) -> str | None:
 def _judge(
     session: SparkSession, source: TraceSource, result: ValidationResult, witnesses: int, say: Stage, everything: bool
 ) -> None:
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     parallelism = default_parallelism(session)
     events = read(session, source)
     say("checking the format and reading the timeline")
-    sequence = (
-        sequence_input(events)
-        .mapInArrow(sequence_function(kind_rules()), OUTPUT_DDL)
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    sequence = sequence_input(events).mapInArrow(sequence_function(kind_rules()), OUTPUT_DDL).persist(cache_level())
     small = sequence.where(F.col("rtype").isin(RUN, PROBLEM, META)).collect()
     timeline = build_timeline(small, list(source.files), source.format)
     result.events = timeline.events
@@ -169,7 +164,7 @@ def _judge(
     partitions = max(1, min(4 * parallelism, -(-timeline.events // 400_000)), -(-timeline.events // 2_000_000))
     say(f"judging every key ({partitions} partitions)")
     broadcast = session.sparkContext.broadcast(context)
-    key_rows = run_key_pass(events, broadcast, partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    key_rows = run_key_pass(events, broadcast, partitions).persist(cache_level())
     small_rows = key_rows.where(F.col("r").isin(ROW_EXERCISED, ROW_CONTRADICTION)).select(
         "r", "name", "seq", "a", "text"
     )
@@ -197,9 +192,7 @@ def _judge(
     sweep, holes, cached = window_and_cursor(
         session, key_rows, persists, timeline.pub_bases(), context, timeline.published, window, parallelism
     )
-    findings = _findings(session, key_rows, sequence, persists, sweep, holes, context).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    findings = _findings(session, key_rows, sequence, persists, sweep, holes, context).persist(cache_level())
     say("counting anomalies")
     counts: dict[str, int] = {}
     for row in findings.groupBy("name").agg(F.sum("bad").alias("bad"), F.sum("ex").alias("ex")).collect():

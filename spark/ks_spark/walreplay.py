@@ -231,10 +231,9 @@ def replay_log(
     """Replay the log into a trace at `out` (a Parquet folder); the summary of what happened."""
     import time
 
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from ks_spark.session import default_parallelism
+    from ks_spark.session import cache_level, default_parallelism
 
     say = stage or (lambda text: None)
     started = time.perf_counter()
@@ -250,7 +249,7 @@ def replay_log(
     for at in ats:  # the control ops before each publish (few: joins, leaves, crashes)
         before = before + F.when(F.col("offset") >= at, 1).otherwise(0)
     publish_position = F.shiftleft(F.col("offset") + before, MINOR_BITS)
-    log = log.withColumn("pos", publish_position).persist(StorageLevel.MEMORY_AND_DISK)
+    log = log.withColumn("pos", publish_position).persist(cache_level())
     bounds = [0, *controls.plan.restarts, END]
     durable = 0
     effects: list[DataFrame] = []
@@ -274,7 +273,7 @@ def replay_log(
             .sortWithinPartitions("key", "idx", "kind_order", "offset")
         )
         body = _log_era_function(controls.plan.timeline, config.profile, replay.lag, start, end)
-        emitted = items.mapInArrow(body, OUTPUT_DDL).persist(StorageLevel.MEMORY_AND_DISK)
+        emitted = items.mapInArrow(body, OUTPUT_DDL).persist(cache_level())
         effects.append(emitted)
         say(f"era {era + 1}: the cursor")
         persisted, durable = _cursor(session, log, emitted, durable, start, end)
