@@ -19,6 +19,7 @@ test-slow: java-check $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check cli spec models reference conformance spark tests benchmarks
+	$(BIN)/ruff format --check cli spec models reference conformance spark tests benchmarks
 	$(BIN)/mypy cli/keyshared spec/ks_spec models/ks_models reference/ks_reference conformance/ks_conformance spark/ks_spark
 
 bench: $(STAMP)

@@ -39,6 +39,17 @@ def test_ruff_clean() -> None:
     assert completed.returncode == 0, completed.stdout + completed.stderr
 
 
+def test_ruff_formatted() -> None:
+    completed = subprocess.run(
+        [_tool("ruff"), "format", "--check", "--no-cache", *PACKAGES, "tests", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
 def test_mypy_strict_clean() -> None:
     completed = subprocess.run(
         [_tool("mypy"), "--strict", "--no-incremental", "--cache-dir", "/dev/null", *PACKAGES],

@@ -131,10 +131,10 @@ def test_tool_output_and_exit_codes_map_to_results() -> None:
     assert parse_output("", 75).result == "error"
     unexpected = parse_output("", 99)
     assert unexpected.result == "error" and "99" in unexpected.errors[0]
-    deliver = "2: <Deliver line 10, col 1 to line 12, col 5 of module M>\n/\\ st = (0 :> \"outstanding\")"
+    deliver = '2: <Deliver line 10, col 1 to line 12, col 5 of module M>\n/\\ st = (0 :> "outstanding")'
     safety = parse_output(
         _message(2110, 1, "Invariant KS_ORD_1_FirstDeliveryOrder is violated.")
-        + _message(2217, 4, "1: <Initial predicate>\n/\\ st = (0 :> \"pending\")")
+        + _message(2217, 4, '1: <Initial predicate>\n/\\ st = (0 :> "pending")')
         + _message(2217, 4, deliver)
         + _message(2199, 0, "40 states generated, 17 distinct states found, 0 states left on queue."),
         12,

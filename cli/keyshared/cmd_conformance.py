@@ -16,7 +16,7 @@ EX_CONFIG = 78
 
 ADAPTER_HELP = (
     "the implementation: 'reference', 'spark' (the Spark dispatcher), py:module:factory (in-process) or "
-    "cmd:\"command\" (JSON lines over stdio, spec/adapter-protocol.md)"
+    'cmd:"command" (JSON lines over stdio, spec/adapter-protocol.md)'
 )
 STATUS_COLOURS = {
     "passed": "green",

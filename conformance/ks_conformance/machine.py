@@ -399,10 +399,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
 
         @precondition(
             lambda self: (
-                self.able("ack")
-                and self.session is not None
-                and len(self.members()) >= 2
-                and bool(self.outstanding())
+                self.able("ack") and self.session is not None and len(self.members()) >= 2 and bool(self.outstanding())
             )
         )
         @rule(pick=st.integers(0, 15), member=st.integers(0, 7), negative=st.booleans())

@@ -432,9 +432,7 @@ class Connection(ABC):
         results = response["results"]
         if not isinstance(results, list) or len(results) != len(ops):
             got = len(results) if isinstance(results, list) else type(results).__name__
-            raise AdapterFault(
-                "malformed", f"replay: {len(ops)} ops but {got} results", request=_short(request)
-            )
+            raise AdapterFault("malformed", f"replay: {len(ops)} ops but {got} results", request=_short(request))
         outcomes = []
         for op, result in zip(ops, results, strict=True):
             outcomes.append(interpret(result, {"cmd": "op", "op": dict(op)}, self.validate))

@@ -28,7 +28,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         OPTION_ADAPTER,
         metavar="ADAPTER",
-        help="run the conformance suite against ADAPTER (reference, py:module:factory or cmd:\"...\") "
+        help='run the conformance suite against ADAPTER (reference, py:module:factory or cmd:"...") '
         "and report one test per requirement",
     )
     group.addoption("--keyshared-profile", default="ci", choices=("ci", "thorough"), help="how hard to look")

@@ -68,9 +68,7 @@ class RunSettings:
 
 PROFILES = {
     "ci": RunSettings("ci", max_examples=30, steps=40, rounds=3, examples_total=210, shrink_seconds=15),
-    "thorough": RunSettings(
-        "thorough", max_examples=300, steps=80, rounds=8, examples_total=2100, shrink_seconds=120
-    ),
+    "thorough": RunSettings("thorough", max_examples=300, steps=80, rounds=8, examples_total=2100, shrink_seconds=120),
 }
 """`ci` runs in about a minute against the reference; `thorough` is for nightly runs."""
 

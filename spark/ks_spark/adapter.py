@@ -80,8 +80,10 @@ class SparkDispatcherAdapter:
         try:
             responses = self._run(parsed, ops)
         except Exception as error:  # an implementation failure: the kit reports the run as unknown
-            return {"errored": True, "context": {"message": f"{type(error).__name__}: {error}",
-                                                 "traceback": traceback.format_exc()}}
+            return {
+                "errored": True,
+                "context": {"message": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()},
+            }
         return {"ok": True, "results": responses}
 
     def op(self, op: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,8 +94,10 @@ class SparkDispatcherAdapter:
         try:
             return self._run(self.config, self.ops)[-1]
         except Exception as error:
-            return {"errored": True, "context": {"message": f"{type(error).__name__}: {error}",
-                                                 "traceback": traceback.format_exc()}}
+            return {
+                "errored": True,
+                "context": {"message": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()},
+            }
 
     def stop(self) -> None:
         """Forget the run; the Spark session stays up for the next adapter in this process."""

@@ -155,4 +155,3 @@ def _emitted(row: Any) -> Emitted:
         if row[name] is not None:
             event[name] = row[name]
     return (int(row["idx"]), int(row["phase"]), int(row["grp"]), int(row["sub"]), event)
-
