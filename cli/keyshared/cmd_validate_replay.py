@@ -60,6 +60,7 @@ def run_validate_replay(args: argparse.Namespace) -> int:
     """Validate every trace, print verdicts, counts and explained witnesses, write the report if asked."""
     from ks_conformance.anomalies import describe_event, merge_verdicts
     from ks_spark.progress import SparkProgress
+    from ks_spark.reader import local_path
     from ks_spark.report import report_lines
     from ks_spark.session import SessionOptions, get_session, spark_job
     from ks_spark.validator import MAX_WITNESSES, validate
@@ -71,8 +72,9 @@ def run_validate_replay(args: argparse.Namespace) -> int:
     if not 0 <= args.witnesses <= MAX_WITNESSES:
         raise UserError(f"--witnesses: must be between 0 and {MAX_WITNESSES}", exit_code=64)
     for trace in args.traces:  # a missing local trace is said at once, not after Spark has started
-        if "://" not in trace.removeprefix("file://") and not Path(trace.removeprefix("file://")).exists():
-            raise MissingInput(f"{trace}: no such file or folder")
+        path = local_path(trace)
+        if path is not None and not path.exists():
+            raise MissingInput(f"{path}: no such file or folder")
     started = time.perf_counter()
     with error_console.status("starting Spark"):
         session = get_session(SessionOptions(master=args.master, driver_memory=args.driver_memory))

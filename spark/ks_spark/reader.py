@@ -48,6 +48,11 @@ def _is_url(name: str) -> bool:
     return "://" in name and not name.startswith("file://")
 
 
+def local_path(name: str) -> Path | None:
+    """The local file or folder a trace name points at (file:// allowed); None for a URL only Spark can read."""
+    return None if _is_url(name) else Path(name.removeprefix("file://"))
+
+
 @cache
 def spark_schema() -> StructType:
     """The trace's Spark schema, derived from the Arrow schema of ks_spec.trace (never inferred)."""
@@ -59,11 +64,11 @@ def spark_schema() -> StructType:
 
 def resolve(name: str) -> TraceSource:
     """Find a trace's files and format, and check local Parquet footers; raise UserError naming the file."""
-    if _is_url(name):
+    path = local_path(name)
+    if path is None:
         lowered = name.rstrip("/").lower()
         fmt = "json" if lowered.endswith((".jsonl", ".json", ".ndjson")) else "parquet"
         return TraceSource(name, (name,), fmt)
-    path = Path(name.removeprefix("file://"))
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_")))
         if not files:

@@ -149,13 +149,10 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
     settings.update(options.extra)
     for name, value in settings.items():
         builder = builder.config(name, value)
-    from py4j.protocol import Py4JError
-    from pyspark.errors import PySparkException
-
     try:
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
-    except (Py4JError, PySparkException, ConnectionError) as error:
+    except spark_errors() as error:
         where = f"master {master}" if master is not None else "spark-submit's master"
         text = str(error)
         reason = first_cause(text)
@@ -207,16 +204,14 @@ def default_parallelism(session: SparkSession) -> int:
     return max(1, int(session.sparkContext.defaultParallelism))
 
 
-OUT_OF_MEMORY_HINT = (
-    "the JVM ran out of heap: give Spark more memory (--driver-memory 4g on an embedded run, "
-    "spark.executor.memory on a cluster) or more partitions"
+MORE_MEMORY = (
+    "give Spark more memory (--driver-memory 4g on an embedded run, spark.executor.memory on a cluster) "
+    "or more partitions"
 )
-
-
+OUT_OF_MEMORY_HINT = f"the JVM ran out of heap: {MORE_MEMORY}"
 SHUT_DOWN_HINT = (
     "Spark shut down in the middle of the job (in an embedded run, usually because the JVM ran out of heap; "
-    "Spark's log above names the cause): give Spark more memory (--driver-memory 4g on an embedded run, "
-    "spark.executor.memory on a cluster) or more partitions"
+    f"Spark's log above names the cause): {MORE_MEMORY}"
 )
 SHUT_DOWN_MARKERS = (
     'dagScheduler()" is null',
@@ -245,13 +240,18 @@ def first_cause(text: str) -> str:
     return first if len(first) <= 240 else first[:237] + "..."
 
 
-@contextmanager
-def spark_job(what: str) -> Iterator[None]:
-    """Run Spark work for `what` (a trace, a log); a failed job becomes one line (JobFailed), not a Java stack."""
+def spark_errors() -> tuple[type[BaseException], ...]:
+    """What a failing JVM raises in Python: py4j's errors, PySpark's, and a gateway connection that broke."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
+    return (Py4JError, PySparkException, ConnectionError)
+
+
+@contextmanager
+def spark_job(what: str) -> Iterator[None]:
+    """Run Spark work for `what` (a trace, a log); a failed job becomes one line (JobFailed), not a Java stack."""
     try:
         yield
-    except (Py4JError, PySparkException, ConnectionError) as error:
+    except spark_errors() as error:
         raise JobFailed(f"{what}: the Spark job failed: {describe_failure(str(error))}") from error
