@@ -35,18 +35,25 @@ UNIFIED_COLUMNS = ("name", "seq", "w", "key", "offset", "text", "consumer", "x",
 x and y carry facts the explanation needs (see each check)."""
 
 
-CAPACITY_BLOCK_SEQS = 1 << 18
+CAPACITY_BLOCK_SEQS = 1 << 12
 """The capacity running sum is computed per (incarnation, block of this many seqs), plus the block's base."""
+CAPACITY_BROADCAST_BLOCKS = 200_000
+"""Up to this many blocks that may reach capacity are broadcast to the tasks (3 longs each, a few MB)."""
 
 
-def capacity_findings(session: SparkSession, key_rows: DataFrame, context: Context) -> DataFrame:
+def capacity_findings(
+    session: SparkSession, key_rows: DataFrame, context: Context, cached: list[DataFrame]
+) -> DataFrame:
     """capacity-overrun (KS-FLW-1): a delivery that leaves its consumer holding more than its capacity.
 
     A running sum of +1 per delivery and -1 per delivery end, per consumer incarnation. Every delivery
     that reaches capacity is an exercise (x = incarnation id, y = deliveries held after it); those
-    beyond it are anomalies. The sum is blocked (a running sum within each block of seqs, plus the totals
-    of the incarnation's earlier blocks), so no task ever buffers a whole incarnation: one window over an
-    incarnation's millions of deliveries ran the JVM out of heap at 100M events.
+    beyond it are anomalies. The sum is blocked by seq: per (incarnation, block) Spark aggregates the
+    block's total and its deliveries, and the base (what the incarnation held when the block began) is a
+    running sum over those few totals. A block whose base plus deliveries stays under capacity cannot
+    reach it, so only the other blocks are sorted for the exact running sum: no task ever buffers more
+    than one block, and a trace far from its capacities skips the sort altogether. The frame it keeps
+    (the blocks that may reach capacity) is added to `cached`, for the caller to unpersist when done.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -77,20 +84,27 @@ def capacity_findings(session: SparkSession, key_rows: DataFrame, context: Conte
     deltas = (
         starts.unionByName(ends)
         .join(F.broadcast(capacities.select("inc")), "inc")
-        .withColumn("block", F.floor(F.col("seq") / F.lit(CAPACITY_BLOCK_SEQS)))
+        .withColumn("block", F.expr(f"seq div {CAPACITY_BLOCK_SEQS}"))
     )
     earlier = Window.partitionBy("inc").orderBy("block").rowsBetween(Window.unboundedPreceding, -1)
-    bases = (
+    candidates = (
         deltas.groupBy("inc", "block")
-        .agg(F.sum("delta").alias("total"))
+        .agg(F.sum("delta").alias("total"), F.sum(F.when(F.col("delta") == 1, 1).otherwise(0)).alias("given"))
         .withColumn("base", F.coalesce(F.sum("total").over(earlier), F.lit(0)))
-        .drop("total")
+        .join(F.broadcast(capacities.select("inc", "cap")), "inc")
+        .where(F.col("base") + F.col("given") >= F.col("cap"))
+        .select("inc", "block", "base")
+        .persist(cache_level())
     )
+    cached.append(candidates)
+    # The usual case, few blocks near capacity: sent to every task, so the deltas are never shuffled for a join.
+    if candidates.count() <= CAPACITY_BROADCAST_BLOCKS:
+        candidates = F.broadcast(candidates)
     within = Window.partitionBy("inc", "block").orderBy("seq", "delta").rowsBetween(Window.unboundedPreceding, 0)
     held = (
-        deltas.withColumn("running", F.sum("delta").over(within))
+        deltas.join(candidates, ["inc", "block"])
+        .withColumn("running", F.sum("delta").over(within))
         .where(F.col("delta") == 1)
-        .join(bases, ["inc", "block"])
         .withColumn("holding", F.col("base") + F.col("running"))
         .join(F.broadcast(capacities), "inc")
     )

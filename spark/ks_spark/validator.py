@@ -192,7 +192,7 @@ def _judge(
     sweep, holes, cached = window_and_cursor(
         session, key_rows, persists, timeline.pub_bases(), context, timeline.published, window, parallelism
     )
-    findings = _findings(session, key_rows, sequence, persists, sweep, holes, context).persist(cache_level())
+    findings = _findings(session, key_rows, sequence, persists, sweep, holes, context, cached).persist(cache_level())
     say("counting anomalies")
     counts: dict[str, int] = {}
     for row in findings.groupBy("name").agg(F.sum("bad").alias("bad"), F.sum("ex").alias("ex")).collect():
@@ -241,8 +241,12 @@ def _findings(
     sweep: DataFrame,
     holes: DataFrame,
     context: Any,
+    cached: list[DataFrame],
 ) -> DataFrame:
-    """Every anomaly and exercised check the Spark passes found, in one frame of UNIFIED_COLUMNS."""
+    """Every anomaly and exercised check the Spark passes found, in one frame of UNIFIED_COLUMNS.
+
+    Frames a check keeps for its own use are added to `cached`, for the caller to unpersist.
+    """
     from pyspark.sql import functions as F
 
     none_s, none_l = F.lit(None).cast("string"), F.lit(None).cast("long")
@@ -332,7 +336,7 @@ def _findings(
     )
     parts = [key_anomalies, window_rows]
     if "capacity-overrun" in context.active:
-        parts.append(capacity_findings(session, key_rows, context))
+        parts.append(capacity_findings(session, key_rows, context, cached))
     if "cursor-skip" in context.active:
         parts += [skip, skip_exercised]
     if "cursor-regress" in context.active:
