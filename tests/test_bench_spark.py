@@ -1,0 +1,54 @@
+"""The Spark benchmark's helpers: sizes, labels and the CPU accounting behind its "cores busy" figures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """benchmarks.bench_spark, imported from the repository root (benchmarks/ is not installed)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    import benchmarks.bench_spark as module
+
+    return module
+
+
+@pytest.mark.parametrize(
+    ("text", "events"), [("10M", 10_000_000), ("200k", 200_000), ("1,500", 1500), ("2.5m", 2_500_000)]
+)
+def test_sizes_read_as_written_and_label_back(bench: ModuleType, text: str, events: int) -> None:
+    assert bench.parse_size(text) == events
+    assert bench.parse_size(bench.label(events)) == events
+
+
+def test_cpu_seconds_count_what_a_finished_child_burned(bench: ModuleType) -> None:
+    """A child that spins for 0.4 s of CPU and is waited for shows up in the tree's total (cutime)."""
+    before = bench.tree_cpu_seconds()
+    spin = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+    subprocess.run([sys.executable, "-c", spin], check=True)
+    assert bench.tree_cpu_seconds() - before >= 0.35
+
+
+def test_cpu_seconds_count_a_running_grandchild(bench: ModuleType) -> None:
+    """A grandchild still running (a Spark Python worker under the JVM) is found through its parent."""
+    spin = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\ntime.sleep(30)"
+    middle = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {spin!r}])\ntime.sleep(30)"
+    process = subprocess.Popen([sys.executable, "-c", middle])
+    try:
+        deadline = 100
+        while bench.tree_cpu_seconds(process.pid) < 0.35 and deadline:
+            subprocess.run(["sleep", "0.1"], check=True)
+            deadline -= 1
+        assert bench.tree_cpu_seconds(process.pid) >= 0.35
+    finally:
+        for pid in sorted(bench.tree_pids(process.pid), reverse=True):
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+        process.wait()
