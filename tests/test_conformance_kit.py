@@ -104,6 +104,48 @@ def test_a_faulty_adapter_makes_the_run_unknown(mode: str, kind: str, tmp_path: 
     assert not list(temp.glob("ks-reference-*"))
 
 
+class _FailsFromOp:
+    """The reference, except that every op from the `at`-th on raises; counts the ops asked after the first."""
+
+    def __init__(self, at: int) -> None:
+        from ks_reference.adapter import create
+
+        self.inner, self.at, self.ops, self.after_fault = create(), at, 0, 0
+
+    def start(self) -> dict[str, object]:
+        return dict(self.inner.start())
+
+    def reset(self, config: dict[str, object]) -> dict[str, object]:
+        return dict(self.inner.reset(config))
+
+    def op(self, op: dict[str, object]) -> dict[str, object]:
+        self.ops += 1
+        if self.ops > self.at:
+            self.after_fault += 1
+        if self.ops >= self.at:
+            raise RuntimeError("injected failure")
+        return dict(self.inner.op(op))
+
+    def stats(self) -> dict[str, object]:
+        return dict(self.inner.stats())
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+
+def test_the_first_fault_ends_the_run_without_shrinking() -> None:
+    """Shrinking a fault keeps nothing and meets the fault again at every step (a hang: the whole timeout)."""
+    from ks_conformance.protocol import InProcessConnection
+
+    target = _FailsFromOp(25)
+    result = run_suite(
+        lambda: InProcessConnection(target, "fails-from-op-25"),
+        settings_for("ci", seed=0, max_examples=10, examples_total=0, rounds=1, coverage_rounds=0, shrink_seconds=5),
+    )
+    assert [fault.kind for fault, _ in result.faults] == ["crash"]
+    assert target.after_fault == 0, f"{target.after_fault} ops were sent after the first fault"
+
+
 def test_a_terminated_stdio_adapter_still_releases_its_store(tmp_path: Path) -> None:
     command = shlex.split(stdio_command("reference")[4:])
     env = {**os.environ, "TMPDIR": str(tmp_path)}

@@ -10,7 +10,8 @@ earlier round (then the example is tainted: later anomalies may be consequences,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,18 @@ class Violation(Exception):
         super().__init__(f"{names}\n" + "\n".join(a.explanation.text() for a in anomalies))
         self.anomalies = anomalies
         self.session = session
+
+
+class FaultAbort(BaseException):
+    """An adapter fault inside a Hypothesis run, which ends the run at once.
+
+    Not an Exception, so Hypothesis does not shrink it: a fault keeps no scenario, and every shrink step
+    would restart the adapter and could wait out the timeout again (a hung adapter took over a minute).
+    """
+
+    def __init__(self, fault: AdapterFault) -> None:
+        super().__init__(str(fault))
+        self.fault = fault
 
 
 @dataclass(frozen=True)
@@ -204,9 +217,19 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
                 return False
             return True
 
+        @contextmanager
+        def ending_the_run_on_fault(self) -> Iterator[None]:
+            """Talk to the adapter: a fault ends the run (FaultAbort), and teardown then leaves the adapter alone."""
+            try:
+                yield
+            except AdapterFault as fault:
+                self.tainted = True
+                raise FaultAbort(fault) from fault
+
         def do(self, op: dict[str, Any]) -> None:
             assert self.session is not None
-            self.session.perform(op)
+            with self.ending_the_run_on_fault():
+                self.session.perform(op)
 
         def members(self) -> list[str]:
             assert self.session is not None
@@ -230,6 +253,10 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
         @initialize(config=configs(capabilities, context.stratum))
         def begin(self, config: dict[str, Any]) -> None:
             """Reset the adapter with a drawn configuration."""
+            with self.ending_the_run_on_fault():
+                self._begin(config)
+
+        def _begin(self, config: dict[str, Any]) -> None:
             connection = context.live_connection()
             session = open_session(
                 connection,
@@ -531,7 +558,8 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
         def settle(self, order: str) -> None:
             """Everyone acks, blocked keys are released, time passes: liveness is judged (spec section 19)."""
             assert self.session is not None
-            self.session.settle(order, seed=len(self.session.steps))
+            with self.ending_the_run_on_fault():
+                self.session.settle(order, seed=len(self.session.steps))
             self.settled_at = len(self.session.steps)
 
         @rule()
@@ -558,10 +586,12 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
                 return
             try:
                 if not self.tainted:
-                    session.flush()  # a batch session replays what it still holds: the example is judged whole
+                    with self.ending_the_run_on_fault():
+                        session.flush()  # a batch session replays what it still holds: the example is judged whole
                     self.judged()
                 if not self.tainted and session.checker.messages and self.settled_at != len(session.steps):
-                    session.settle("oldest", seed=len(session.steps))
+                    with self.ending_the_run_on_fault():
+                        session.settle("oldest", seed=len(session.steps))
                     self.judged()
             finally:
                 context.collect(session)

@@ -22,7 +22,7 @@ from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
 from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
 from ks_conformance.harness import Session
-from ks_conformance.machine import RunContext, Stratum, Violation, make_machine, strata
+from ks_conformance.machine import FaultAbort, RunContext, Stratum, Violation, make_machine, strata
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
 from ks_conformance.scenario import Scenario, events_signature, replay, write_scenario
 
@@ -278,15 +278,9 @@ def _round(
             },
         )
         return Finding(anomalies, dict(session.config), scenario, list(session.trace), "\n".join(printed))
-    except AdapterFault as fault:
-        return fault, None
+    except FaultAbort as abort:  # the run ends at the first fault: nothing to shrink
+        return abort.fault, None
     except Flaky as flaky:
-        # An adapter that faulted once and then answered the same ops is faulty, not nondeterministic.
-        faults = flaky.subgroup(AdapterFault) if isinstance(flaky, BaseExceptionGroup) else None
-        if faults is not None:
-            first = _first_fault(faults)
-            if first is not None:
-                return first, None
         anomaly = Anomaly(
             "nondeterministic",
             -1,
@@ -298,18 +292,6 @@ def _round(
             ),
         )
         return Finding([anomaly], {}, Scenario({}, [], covers=["KS-GEN-5"], anomalies=["nondeterministic"]), [])
-    return None
-
-
-def _first_fault(group: BaseExceptionGroup[Any]) -> AdapterFault | None:
-    """The first AdapterFault inside a (possibly nested) exception group."""
-    for exception in group.exceptions:
-        if isinstance(exception, AdapterFault):
-            return exception
-        if isinstance(exception, BaseExceptionGroup):
-            found = _first_fault(exception)
-            if found is not None:
-                return found
     return None
 
 
