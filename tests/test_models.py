@@ -278,3 +278,17 @@ def test_deep_configurations_end_as_the_manifest_expects(tools: tuple[Path, Path
     assert deep
     results = run_entries(deep, [], *tools, workers=2, timeout=3600)
     assert [f"{r.entry.name}: {p}" for r in results for p in r.problems] == []
+
+
+def test_each_tlc_run_unpacks_the_standard_modules_in_its_own_folder(tmp_path: Path) -> None:
+    """TLC writes Naturals.tla, Sequences.tla, ... under java.io.tmpdir and deletes them at exit: runs that
+    shared /tmp parsed each other's half-written copies (quick tier, two jobs: about one run in two)."""
+    from ks_models.tlc import build_command
+
+    spec = Path(MANIFEST).parent / "MCKeySharedOrdering.tla"
+    run = TlcRun(spec=spec, config=spec.with_suffix(".cfg"))
+    first, second = (build_command(Path("java"), Path("tla2tools.jar"), run, tmp_path / name) for name in "ab")
+    folders = [
+        {a.split("=", 1)[1] for a in command if a.startswith("-Djava.io.tmpdir=")} for command in (first, second)
+    ]
+    assert folders == [{str(tmp_path / "a")}, {str(tmp_path / "b")}]

@@ -122,6 +122,9 @@ def build_command(java: Path, jar: Path, run: TlcRun, metadir: Path) -> list[str
     command = [
         str(java),
         "-XX:+UseParallelGC",
+        # TLC unpacks its standard modules (Naturals, Sequences, ...) under java.io.tmpdir: two runs at once
+        # sharing /tmp could parse each other's half-written copies ("Parsing or semantic analysis failed").
+        f"-Djava.io.tmpdir={metadir}",
         "-cp",
         str(jar),
         "tlc2.TLC",
