@@ -5,8 +5,9 @@ events per second of `ks_spark.validator.validate` on local[1] and local[2] (the
 checker (check_trace's loop), and of pandas and DuckDB baselines doing a far smaller per-key check on the
 same Parquet files; the Spark floor (the key events shuffled into Python, unchecked: what the design
 costs before it checks anything); the peak memory of the driver, the JVM and Spark's Python workers; the
-cores each Spark run kept busy; the validator's stages; and the Spark dispatcher's messages per second. Every measurement runs in a fresh child process
-whose memory is sampled every 0.5 s and which is killed past --limit-gb.
+cores each Spark run kept busy; the validator's stages; and the Spark dispatcher's messages per second.
+Every measurement runs in a fresh child process whose memory is sampled every 0.5 s and which is killed
+past --limit-gb.
 """
 
 from __future__ import annotations
