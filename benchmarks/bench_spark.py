@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
 GIB = 2**30
 TARGET_RATE = 1_000_000
+VALIDATOR, FLOOR = "Spark validator", "Spark floor"
+"""How the throughput rows of the validator and of its floor are named (and found again)."""
 BASELINE_CHECK = (
     "per key, in file (= seq) order: offsets of first deliveries (attempt 1) increase, and the key's deliveries "
     "and acks alternate (never two messages of a key in flight); nothing else"
@@ -161,16 +163,7 @@ class Sampler:
     def tree(self) -> dict[int, tuple[int, str, int]]:
         """The root and its descendants: pid -> (parent, name, RSS)."""
         table = _processes()
-        children: dict[int, list[int]] = {}
-        for pid, (parent, _, _) in table.items():
-            children.setdefault(parent, []).append(pid)
-        tree, todo = {}, [self.root]
-        while todo:
-            pid = todo.pop()
-            if pid in table:
-                tree[pid] = table[pid]
-                todo.extend(children.get(pid, []))
-        return tree
+        return {pid: table[pid] for pid in tree_pids(self.root, table)}
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -247,12 +240,13 @@ def _self_peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def tree_pids(root: int) -> list[int]:
-    """`root` and every process descended from it that is alive now."""
+def tree_pids(root: int, table: dict[int, tuple[int, str, int]] | None = None) -> list[int]:
+    """`root` and every process descended from it that is alive now (in `table`, default: read /proc)."""
+    table = table if table is not None else _processes()
     children: dict[int, list[int]] = {}
-    for pid, (parent, _, _) in _processes().items():
+    for pid, (parent, _, _) in table.items():
         children.setdefault(parent, []).append(pid)
-    found, todo = [], [root]
+    found, todo = [], [root] if root in table else []
     while todo:
         pid = todo.pop()
         found.append(pid)
@@ -344,14 +338,7 @@ def floor_child(trace: str, master: str, driver_memory: str | None) -> dict[str,
     seconds = time.perf_counter() - started
     cpu = tree_cpu_seconds() - cpu_before
     session.stop()
-    return {"events": pq_rows(trace), "shipped": shipped, "seconds": seconds, "cpu_s": cpu, "driver_hwm": _self_peak()}
-
-
-def pq_rows(trace: str) -> int:
-    """Rows of a Parquet trace, from its footer."""
-    import pyarrow.parquet as pq
-
-    return int(pq.ParquetFile(trace).metadata.num_rows)
+    return {"shipped": shipped, "seconds": seconds, "cpu_s": cpu, "driver_hwm": _self_peak()}
 
 
 def python_child(trace: str, budget: float) -> dict[str, Any]:
@@ -629,7 +616,7 @@ def spark_rows(
         if not good:
             failed = results[-1]
             note = f"timed out after {failed.seconds:.0f}s" if failed.timed_out else failed.error or ""
-            rows.append(Row(f"Spark validator, {master}", str(cores), None, None, note=note))
+            rows.append(Row(f"{VALIDATOR}, {master}", str(cores), None, None, note=note))
             continue
         best = sorted(good, key=lambda r: r.figures["seconds"])[len(good) // 2]
         figures, peaks = best.figures, best.peaks
@@ -640,7 +627,7 @@ def spark_rows(
         )
         rows.append(
             Row(
-                f"Spark validator, {master}",
+                f"{VALIDATOR}, {master}",
                 str(cores),
                 figures["events"] / figures["seconds"],
                 figures["seconds"],
@@ -651,7 +638,7 @@ def spark_rows(
             )
         )
         floor = run_child("floor", options, args.limit, args.spark_timeout)
-        what = f"Spark floor (key events into Python, unchecked), {master}"
+        what = f"{FLOOR} (key events into Python, unchecked), {master}"
         if floor.error is not None:
             rows.append(Row(what, str(cores), None, None, note=floor.error))
             continue
@@ -661,7 +648,7 @@ def spark_rows(
             Row(
                 what,
                 str(cores),
-                figures["events"] / figures["seconds"],
+                events / figures["seconds"],
                 figures["seconds"],
                 max(floor.peaks.driver, figures["driver_hwm"]),
                 floor.peaks.jvm,
@@ -669,7 +656,7 @@ def spark_rows(
                 note,
             )
         )
-    return sorted(rows, key=lambda row: (row.what.startswith("Spark floor"), row.cores))
+    return sorted(rows, key=lambda row: (row.what.startswith(FLOOR), row.cores))
 
 
 @dataclass
@@ -860,12 +847,12 @@ def print_targets(results: dict[int, list[Row]]) -> None:
     """The issue's targets: >= 1M events/s on local[2] at 10M, flat memory, near-linear scaling."""
     lines = []
     for events, rows in results.items():
-        spark = {r.cores: r for r in rows if r.what.startswith("Spark validator") and r.rate}
+        spark = {r.cores: r for r in rows if r.what.startswith(VALIDATOR) and r.rate}
         if "2" in spark:
             two = spark["2"].rate or 0.0
             state = "met" if two >= TARGET_RATE else "NOT met"
             lines.append(f"{label(events)}: Spark validator local[2] {two:,.0f} ev/s (target {TARGET_RATE:,}: {state})")
-        floor = next((r for r in rows if r.what.startswith("Spark floor") and r.cores == "2" and r.rate), None)
+        floor = next((r for r in rows if r.what.startswith(FLOOR) and r.cores == "2" and r.rate), None)
         if floor is not None:
             state = "under" if (floor.rate or 0.0) < TARGET_RATE else "over"
             share = (spark["2"].rate or 0.0) / (floor.rate or 1.0) if "2" in spark else 0.0
@@ -880,8 +867,8 @@ def print_targets(results: dict[int, list[Row]]) -> None:
     if len(sizes) >= 2:
         first, last = sizes[0], sizes[-1]
         for cores in ("1", "2"):
-            a = next((r for r in results[first] if r.what.startswith("Spark v") and r.cores == cores and r.rate), None)
-            b = next((r for r in results[last] if r.what.startswith("Spark v") and r.cores == cores and r.rate), None)
+            a = next((r for r in results[first] if r.what.startswith(VALIDATOR) and r.cores == cores and r.rate), None)
+            b = next((r for r in results[last] if r.what.startswith(VALIDATOR) and r.cores == cores and r.rate), None)
             if a and b:
                 total_a, total_b = a.driver + a.jvm + a.workers, b.driver + b.jvm + b.workers
                 lines.append(
