@@ -9,6 +9,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ks_conformance.adapters import connect, stdio_command
@@ -144,6 +145,31 @@ def test_the_first_fault_ends_the_run_without_shrinking() -> None:
     )
     assert [fault.kind for fault, _ in result.faults] == ["crash"]
     assert target.after_fault == 0, f"{target.after_fault} ops were sent after the first fault"
+
+
+def test_the_determinism_check_keeps_the_passing_examples_with_the_most_events() -> None:
+    """Hypothesis tries tiny examples first; replaying those twice shows no order that depends on the run."""
+    from types import SimpleNamespace
+
+    from ks_conformance.machine import RunContext
+
+    def session(events: int, anomalies: list[str] | None = None) -> Any:
+        checker = SimpleNamespace(exercised={}, applies=lambda name: True)
+        return SimpleNamespace(
+            config={"events": events},
+            steps=[object()],
+            trace=[None] * events,
+            anomalies=anomalies or [],
+            checker=checker,
+            harness_exercised={},
+            skipped_ops={},
+        )
+
+    context = RunContext(connect=lambda: None, capabilities=None, implementation={}, keep=3)  # type: ignore[arg-type]
+    for events in (1, 9, 2, 30, 9, 4, 50):
+        context.collect(session(events))
+    context.collect(session(99, ["order-violated"]))  # a failing example is shrunk, not replayed for determinism
+    assert [config["events"] for config, _ in context.kept] == [50, 30, 9]
 
 
 def test_a_terminated_stdio_adapter_still_releases_its_store(tmp_path: Path) -> None:

@@ -116,7 +116,9 @@ class RunContext:
     examples: int = 0
     steps: int = 0
     kept: list[tuple[dict[str, Any], list[Step]]] = field(default_factory=list)
+    """The passing examples with the most events so far, most first: what the determinism check replays."""
     keep: int = 5
+    _kept_events: list[int] = field(default_factory=list)
     connection: Connection | None = None
     batch: bool = False
     """Drive the adapter through `replay` (a `BatchSession`), a chunk of ops at a time."""
@@ -143,8 +145,19 @@ class RunContext:
         for name, count in session.harness_exercised.items():
             self.exercised[name] = self.exercised.get(name, 0) + count
         self.skipped_ops.update(session.skipped_ops)
-        if len(self.kept) < self.keep and session.steps and not session.anomalies:
-            self.kept.append((dict(session.config), list(session.steps)))
+        if session.steps and not session.anomalies:
+            self._keep_if_rich(session)
+
+    def _keep_if_rich(self, session: AnySession) -> None:
+        """Keep the example if it is among the `keep` with the most events: Hypothesis tries tiny examples
+        first, and an order that depends on the run only shows when several keys are delivered."""
+        events = len(session.trace)
+        if len(self.kept) >= self.keep and events <= self._kept_events[-1]:
+            return
+        at = next((i for i, kept in enumerate(self._kept_events) if events > kept), len(self._kept_events))
+        self._kept_events.insert(at, events)
+        self.kept.insert(at, (dict(session.config), list(session.steps)))
+        del self._kept_events[self.keep :], self.kept[self.keep :]
 
 
 def configs(capabilities: Capabilities, stratum: Stratum | None = None) -> SearchStrategy[dict[str, Any]]:

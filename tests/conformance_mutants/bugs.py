@@ -6,6 +6,8 @@ at the change names the requirement it breaks. Nothing here is imported by the r
 
 from __future__ import annotations
 
+import itertools
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -763,11 +765,21 @@ class StatsMiscount(Dispatcher):
 
 
 class HashOrderedPass(Dispatcher):
-    """The dispatch pass visits keys in the order of Python's per-process string hash, not a fixed order."""
+    """The dispatch pass visits keys in hash-map order, and the map's seed differs in every run."""
+
+    runs = itertools.count()
+    """Every dispatcher gets its own seed, as a broker's hash map gets a random one at each start. (Seeding
+    from the object's address was not enough: CPython reuses a freed object's address, so two runs in a row
+    often shared a seed and gave the same order.)"""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shuffler = random.Random(next(self.runs))
 
     def deliver_step(self) -> None:
         self.holds = {}
-        keys = sorted(self.pending_counts, key=lambda key: hash((key, id(self))))  # breaks KS-GEN-5
+        keys = sorted(self.pending_counts)
+        self.shuffler.shuffle(keys)  # breaks KS-GEN-5: the order of a pass depends on the run, not the ops
         for key in keys:
             if self.first_candidate(key) is not None:
                 self.deliver_key(key)
