@@ -163,6 +163,15 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("stats_miscount", "", bugs.StatsMiscount, **BASE, warns="KS-OBS-1"),
     _mutant("hash_ordered_pass", "", bugs.HashOrderedPass, **BASE, warns="KS-GEN-5"),
     Mutant(
+        "start_seeded_pass",
+        (bugs.StartSeededAdapter.__doc__ or "").split("\n")[0],
+        frozenset(),
+        bugs.HashOrderedPass,
+        bugs.StartSeededAdapter,
+        capabilities=BASE,
+        warns=frozenset({"KS-GEN-5"}),
+    ),
+    Mutant(
         "lenient_config",
         "reset accepts fields it does not know instead of refusing them",
         frozenset({"KS-CFG-1"}),

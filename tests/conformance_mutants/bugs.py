@@ -783,3 +783,19 @@ class HashOrderedPass(Dispatcher):
         for key in keys:
             if self.first_candidate(key) is not None:
                 self.deliver_key(key)
+
+
+class StartSeededAdapter(ReferenceAdapter):
+    """The key order of a pass follows a hash seed chosen at each start: every reset agrees, a restart does not."""
+
+    starts = itertools.count()
+
+    def start(self) -> dict[str, Any]:
+        self.seed = next(self.starts)
+        return super().start()
+
+    def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        response = super().reset(config)
+        if isinstance(self._dispatcher, HashOrderedPass):
+            self._dispatcher.shuffler = random.Random(self.seed)  # breaks KS-GEN-5 across starts only
+        return response
