@@ -118,7 +118,7 @@ class RunContext:
     kept: list[tuple[dict[str, Any], list[Step]]] = field(default_factory=list)
     """The passing examples with the most events so far, most first: what the determinism check replays."""
     keep: int = 5
-    _kept_events: list[int] = field(default_factory=list)
+    _kept_events: list[int] = field(default_factory=list, init=False, repr=False)
     connection: Connection | None = None
     batch: bool = False
     """Drive the adapter through `replay` (a `BatchSession`), a chunk of ops at a time."""

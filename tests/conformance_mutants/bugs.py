@@ -789,6 +789,7 @@ class StartSeededAdapter(ReferenceAdapter):
     """The key order of a pass follows a hash seed chosen at each start: every reset agrees, a restart does not."""
 
     starts = itertools.count()
+    seed = 0
 
     def start(self) -> dict[str, Any]:
         self.seed = next(self.starts)
