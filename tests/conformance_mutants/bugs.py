@@ -7,6 +7,7 @@ at the change names the requirement it breaks. Nothing here is imported by the r
 from __future__ import annotations
 
 import itertools
+import os
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -788,11 +789,10 @@ class HashOrderedPass(Dispatcher):
 class StartSeededAdapter(ReferenceAdapter):
     """The key order of a pass follows a hash seed chosen at each start: every reset agrees, a restart does not."""
 
-    starts = itertools.count()
     seed = 0
 
     def start(self) -> dict[str, Any]:
-        self.seed = next(self.starts)
+        self.seed = int.from_bytes(os.urandom(8))  # like Python's string hash or Go's map order, per process
         return super().start()
 
     def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
