@@ -769,9 +769,7 @@ class HashOrderedPass(Dispatcher):
     """The dispatch pass visits keys in hash-map order, and the map's seed differs in every run."""
 
     runs = itertools.count()
-    """Every dispatcher gets its own seed, as a broker's hash map gets a random one at each start. (Seeding
-    from the object's address was not enough: CPython reuses a freed object's address, so two runs in a row
-    often shared a seed and gave the same order.)"""
+    """Every dispatcher gets its own seed (not its address: CPython reuses a freed object's address)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
