@@ -2,7 +2,8 @@
 
 Traces come from the reference dispatcher (named workloads) and from injecting faults of every kind the
 Spark validator computes. Compared: every anomaly (name, seq, witness), the exercised counts, the
-verdict, and the explanation text of every witness the Spark side shows.
+verdict (`valid-partial` where the Python checker applies kinds Spark does not compute), the kinds
+not computed, and the explanation text of every witness the Spark side shows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from ks_conformance.checker import Checker, check_events
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import NAMED_WORKLOADS, run_named
 from ks_spec.trace import write_trace
-from spark_support import assert_exercised_agree, spark_fixture  # noqa: F401  (spark_fixture: `spark`)
+from spark_support import (  # noqa: F401  (spark_fixture: `spark`)
+    assert_exercised_agree,
+    expected_not_computed,
+    expected_verdict,
+    spark_fixture,
+)
 from spark_support.faults import COMBINED, INJECTIONS, inject_all
 
 pytestmark = pytest.mark.spark
@@ -46,8 +52,8 @@ def _compare(spark: Any, events: list[Event], path: Path) -> dict[str, int]:
         anomaly = finding.anomaly
         assert anomaly.explanation.text() == python_texts[(anomaly.name, anomaly.seq, anomaly.witness)]
         assert [e["seq"] for e in finding.events] == list(anomaly.witness)
-    expected_verdict = "invalid" if python_found else "unknown" if python.problems else "valid"
-    assert result.verdict.value == expected_verdict
+    assert result.not_computed == expected_not_computed(python)
+    assert result.verdict.value == expected_verdict(python)
     return result.counts
 
 

@@ -11,25 +11,38 @@ from ks_spark.session import check_driver_memory, check_master
 
 from keyshared.ui import argument_type, console, error_console, table
 
-EXIT_BY_VERDICT = {"valid": 0, "invalid": 1, "unknown": 2}
-"""Exit codes as `check-trace`: 0 valid, 1 invalid (a MUST anomaly), 2 unknown (malformed or contradicting)."""
+EXIT_BY_VERDICT = {"valid": 0, "invalid": 1, "unknown": 2, "valid-partial": 3}
+"""Exit codes: 0 valid, 1 invalid (a MUST anomaly), 2 unknown (malformed or contradicting), as `check-trace`;
+3 valid-partial (no MUST anomaly among the kinds computed, but some applicable kinds were not computed)."""
+
+COLOUR = {"valid": "green", "valid-partial": "cyan", "invalid": "red", "unknown": "yellow"}
 
 
 def register(commands: Any) -> None:
     """Add `validate-replay`."""
     command = commands.add_parser(
         "validate-replay",
-        help="judge traces with PySpark: the Python checker's safety properties and anomaly names at scale",
+        help="judge traces with PySpark, at scale, on the subset of the anomaly kinds it computes (--list-checks)",
         description="Judge each trace (JSON lines, Parquet, or a folder of Parquet files; local paths or any URL "
-        "Spark reads) with DataFrame jobs: per-key order, duplicates, draining, capacity, the window, the persisted "
-        "cursor and liveness at quiescent points (the anomaly kinds listed in the README's Spark section), with the "
-        "same names and explanations as `check-trace`. The trace is never collected to the driver: only counts and "
-        "the first witnesses of each anomaly kind. Runs embedded on every core by default; pass --master for a "
-        "cluster, or run it under spark-submit (spark/ks_spark/submit.py) without code changes. Exit codes: 0 valid, "
-        "1 invalid, 2 unknown, 64 usage, 66 missing trace, 69 no Java or Spark cannot start, 70 a Spark job failed "
-        "(out of memory, a lost executor).",
+        "Spark reads) with DataFrame jobs, on a subset of the anomaly kinds of spec/checking.md: `--list-checks` "
+        "prints every kind, its requirement, and whether Spark computes it (and if not, why). Anomalies found have "
+        "the same names and explanations as `check-trace`; the kinds not computed are judged only by `check-trace`. "
+        "A trace with no MUST anomaly among the kinds computed is `valid` only when every kind that applies to its "
+        'configuration was computed, and otherwise `valid-partial`, printed as "valid on N of M checks; not checked: '
+        '..." and listed per trace in the report (`not_computed`). The trace is never collected to the driver: only '
+        "counts and the first witnesses of each anomaly kind. Runs embedded on every core by default; pass --master "
+        "for a cluster, or run it under spark-submit (spark/ks_spark/submit.py) without code changes. Exit codes: 0 "
+        "valid, 1 invalid, 2 unknown, 3 valid-partial, 64 usage, 66 missing trace, 69 no Java or Spark cannot start, "
+        "70 a Spark job failed (out of memory, a lost executor); for several traces, the worst verdict (invalid, "
+        "unknown, valid-partial, valid).",
     )
-    command.add_argument("traces", nargs="+", metavar="TRACE", help="a .jsonl or .parquet trace, a folder, or a URL")
+    command.add_argument("traces", nargs="*", metavar="TRACE", help="a .jsonl or .parquet trace, a folder, or a URL")
+    command.add_argument(
+        "--list-checks",
+        action="store_true",
+        help="print every anomaly kind judged from a trace, its requirement, and whether Spark computes it (and why "
+        "not); starts no Spark",
+    )
     command.add_argument(
         "--master",
         metavar="URL",
@@ -53,22 +66,39 @@ def register(commands: Any) -> None:
         help="Spark driver memory, e.g. 2g (embedded runs)",
     )
     command.add_argument("--quiet", action="store_true", help="print only the verdict line of each trace")
-    command.set_defaults(handler=run_validate_replay)
+    command.set_defaults(handler=run_validate_replay, usage_error=command.error)
+
+
+def list_checks() -> int:
+    """Print each trace anomaly kind, its requirement, and `computed` or `not computed: <reason>`, from catalogue.py."""
+    from ks_spark.catalogue import listing
+
+    rows = listing()
+    width = max(len(name) for name, _, _ in rows)
+    for name, requirement, status in rows:
+        console.print(f"{name:<{width}}  {requirement:<9}  {status}", soft_wrap=True, markup=False)
+    computed = sum(1 for _, _, status in rows if status == "computed")
+    console.print(f"{computed} of {len(rows)} kinds computed; `keyshared check-trace` computes all {len(rows)}")
+    return 0
 
 
 def run_validate_replay(args: argparse.Namespace) -> int:
     """Validate every trace, print verdicts, counts and explained witnesses, write the report if asked."""
-    from ks_conformance.anomalies import describe_event, merge_verdicts
+    from ks_conformance.anomalies import describe_event
     from ks_spark.progress import SparkProgress
     from ks_spark.reader import local_path
     from ks_spark.report import report_lines
     from ks_spark.session import SessionOptions, get_session, spark_job
-    from ks_spark.validator import MAX_WITNESSES, validate
+    from ks_spark.validator import MAX_WITNESSES, merge_verdicts, validate
     from ks_spec.errors import MissingInput, UserError
     from rich.markup import escape
 
     from keyshared.ui import progress
 
+    if args.list_checks:
+        return list_checks()
+    if not args.traces:
+        args.usage_error("the following arguments are required: TRACE (or --list-checks)")
     if not 0 <= args.witnesses <= MAX_WITNESSES:
         raise UserError(f"--witnesses: must be between 0 and {MAX_WITNESSES}", exit_code=64)
     for trace in args.traces:  # a missing local trace is said at once, not after Spark has started
@@ -90,13 +120,15 @@ def run_validate_replay(args: argparse.Namespace) -> int:
                 results.append(validate(session, trace, witnesses=args.witnesses, stage=spark_progress.stage))
             bar.remove_task(task)
     for result in results:
-        colour = {"valid": "green", "invalid": "red", "unknown": "yellow"}[result.verdict.value]
+        colour = COLOUR[result.verdict.value]
         summary = ", ".join(f"{name} {count}" for name, count in result.counts.items()) or "no anomalies"
         console.print(
             f"[{colour}]{result.verdict.value}[/{colour}] {escape(result.trace)}: {result.events} events, "
             f"{summary} ({result.seconds:.1f}s)",
             soft_wrap=True,
         )
+        if result.verdict.value == "valid-partial":
+            console.print(f"  valid on {result.coverage()}", soft_wrap=True)
         if result.malformed:
             console.print(f"  cannot judge: {escape(result.malformed)}", soft_wrap=True)
         for seq, message in result.problems[:3]:

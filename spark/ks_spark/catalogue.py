@@ -1,13 +1,17 @@
 """The anomalies of spec/checking.md that the Spark validator computes, with their requirements.
 
-Names and requirement IDs follow the anomaly catalogue; profiles and levels come from
-spec/requirements.json, so a check applies exactly where its requirement does.
+Names and requirement IDs follow the anomaly catalogue; levels come from spec/requirements.json.
+Which kinds apply to a trace is the Python checker's own rule (`applicable`), so the validator can
+say exactly which applicable kinds it did not compute (the verdict `valid-partial`).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from ks_spec.requirements import load_index
 
@@ -97,18 +101,53 @@ def _requirements() -> dict[str, dict[str, object]]:
     return {str(r["id"]): r for r in load_index()}
 
 
-def applies(check: Check, profile: str) -> bool:
-    """True when the check's requirement lists this profile (a check applies only where its requirement does)."""
-    profiles = _requirements()[check.requirement]["profiles"]
-    assert isinstance(profiles, list)
-    return profile in profiles
-
-
 def level(check: Check) -> str:
     """MUST or SHOULD: anomalies of SHOULD requirements are warnings."""
     return str(_requirements()[check.requirement]["level"])
 
 
-def active_checks(profile: str) -> frozenset[str]:
-    """The anomaly names that apply to a profile."""
-    return frozenset(check.anomaly for check in CHECKS if applies(check, profile))
+def trace_kinds() -> tuple[str, ...]:
+    """Every anomaly kind judged from a trace (spec/checking.md 2.1-2.3), in catalogue order."""
+    from ks_conformance.catalogue import CATALOGUE, Stage
+
+    return tuple(kind.name for kind in CATALOGUE if kind.stage is not Stage.HARNESS)
+
+
+def applicable(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The trace kinds the Python checker judges under this configuration, in catalogue order.
+
+    Asked of the checker itself (fed the trace's `config` event), so Spark's notion of what applies
+    can never drift from check-trace's.
+    """
+    from ks_conformance.checker import Checker
+
+    checker = Checker()
+    checker.feed({"seq": 0, "tick": 0, "event": "config", "detail": json.dumps({"config": dict(config)})})
+    return tuple(name for name in trace_kinds() if checker.applies(name))
+
+
+def active_checks(config: Mapping[str, Any]) -> frozenset[str]:
+    """The kinds the validator computes that apply to this configuration."""
+    return frozenset(applicable(config)) & BY_NAME.keys()
+
+
+def not_computed(config: Mapping[str, Any]) -> list[str]:
+    """The kinds that apply to this configuration but the validator does not compute, in catalogue order.
+
+    A kind missing from both CHECKS and NOT_COMPUTED (one newly added to the catalogue) counts as not computed.
+    """
+    return [name for name in applicable(config) if name not in BY_NAME]
+
+
+def _why(name: str) -> str:
+    return NOT_COMPUTED.get(name, "new in the catalogue; not yet in ks_spark.catalogue")
+
+
+def listing() -> list[tuple[str, str, str]]:
+    """(anomaly, requirement, `computed` or `not computed: <reason>`) for every trace kind, for --list-checks."""
+    from ks_conformance.catalogue import kind
+
+    return [
+        (name, kind(name).requirement, "computed" if name in BY_NAME else f"not computed: {_why(name)}")
+        for name in trace_kinds()
+    ]

@@ -1,8 +1,9 @@
 """Reports of Spark replay validation in the conformance report format (spec/report-format.md, kind check-trace).
 
-One `trace` line per trace with the verdict, the count of every anomaly and exercised check; one
-`violation` line per witness shown (the first few of each kind, by seq: a trace may hold millions of
-anomalies, and the counts are exact); a footer with the merged verdict.
+One `trace` line per trace with the verdict, the count of every anomaly and exercised check, and the
+applicable checks not computed (`not_computed`, why a verdict is `valid-partial`); one `violation`
+line per witness shown (the first few of each kind, by seq: a trace may hold millions of anomalies,
+and the counts are exact); a footer with the merged verdict.
 """
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ks_conformance import report
-from ks_conformance.anomalies import Verdict, merge_verdicts
 
-from ks_spark.validator import ValidationResult
+from ks_spark.validator import ValidationResult, Verdict, merge_verdicts
 
 
 def report_lines(results: list[ValidationResult], settings: dict[str, Any], duration_s: float) -> list[dict[str, Any]]:
@@ -33,6 +33,7 @@ def report_lines(results: list[ValidationResult], settings: dict[str, Any], dura
                 "malformed": result.malformed,
                 "problems": [{"seq": seq, "message": message} for seq, message in result.problems],
                 "profile": result.profile,
+                "not_computed": list(result.not_computed),
             }
         )
         for name in result.counts:

@@ -359,7 +359,7 @@ def _context(
                 judged.add(seq)
     context = Context(
         profile=profile,
-        active=catalogue.active_checks(profile),
+        active=catalogue.active_checks(config),
         incarnations=incarnations,
         epoch_changes=epoch_changes,
         restarts=restarts,

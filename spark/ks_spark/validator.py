@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from ks_conformance.anomalies import Anomaly, Explanation, Verdict
+from ks_conformance.anomalies import Anomaly, Explanation
 from ks_spec.errors import MissingInput, UserError
 
 from ks_spark import catalogue, explain
@@ -59,6 +60,24 @@ DEFAULT_WITNESSES = 3
 MAX_WITNESSES = 8
 
 
+class Verdict(StrEnum):
+    """The validator's verdict: checking.md section 4's, plus `valid-partial` (no MUST anomaly among the
+    kinds computed, but some applicable kinds were not computed), so a verdict claims only what was checked."""
+
+    VALID = "valid"
+    VALID_PARTIAL = "valid-partial"
+    INVALID = "invalid"
+    UNKNOWN = "unknown"
+
+
+_RANK = {Verdict.VALID: 0, Verdict.VALID_PARTIAL: 1, Verdict.UNKNOWN: 2, Verdict.INVALID: 3}
+
+
+def merge_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
+    """The merged verdict of several traces: invalid > unknown > valid-partial > valid (valid when there are none)."""
+    return max(verdicts, key=_RANK.__getitem__, default=Verdict.VALID)
+
+
 @dataclass
 class Finding:
     """One anomaly found by the Spark validator, with the witness events themselves."""
@@ -84,11 +103,20 @@ class ValidationResult:
     seconds: float = 0.0
     all_anomalies: list[tuple[str, int, tuple[int, ...]]] | None = None
     """With `everything=True`: every anomaly as (name, seq, witness), for the differential tests."""
+    not_computed: list[str] = field(default_factory=list)
+    """The anomaly kinds that apply to the trace's configuration but the validator does not compute
+    (empty until the configuration has been read), in catalogue order."""
 
     @property
     def total(self) -> int:
         """How many anomalies in all."""
         return sum(self.counts.values())
+
+    def coverage(self) -> str:
+        """What a verdict rests on, `16 of 47 checks; not checked: a, b`: the applicable kinds computed and the rest."""
+        computed = len(self.exercised)
+        text = f"{computed} of {computed + len(self.not_computed)} checks"
+        return text + (f"; not checked: {', '.join(self.not_computed)}" if self.not_computed else "")
 
 
 def validate(
@@ -156,6 +184,7 @@ def _judge(
     result.events = timeline.events
     result.profile = timeline.profile
     result.config = timeline.config
+    result.not_computed = catalogue.not_computed(timeline.config)
     result.problems = list(timeline.contradictions)
     context = timeline.context
     if timeline.keyless_ignored:
@@ -227,7 +256,12 @@ def _judge(
     witness_events = _events_by_seq(events, witness_seqs)
     result.findings = [Finding(a, [witness_events[s] for s in a.witness if s in witness_events]) for a in shown]
     violated = any(catalogue.level(catalogue.BY_NAME[name]) == "MUST" for name in counts if name in catalogue.BY_NAME)
-    result.verdict = Verdict.INVALID if violated else Verdict.UNKNOWN if result.problems else Verdict.VALID
+    if violated:
+        result.verdict = Verdict.INVALID
+    elif result.problems:
+        result.verdict = Verdict.UNKNOWN
+    else:  # a bare valid only when every applicable kind was computed
+        result.verdict = Verdict.VALID_PARTIAL if result.not_computed else Verdict.VALID
     for frame in (sequence, key_rows, findings, *cached):
         frame.unpersist()
     broadcast.unpersist()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from ks_conformance.checker import Checker
     from pyspark.sql import SparkSession
 
 
@@ -48,6 +49,30 @@ def assert_exercised_agree(spark_counts: dict[str, int], python_counts: dict[str
             assert count <= python_counts.get(name, 0), name
         else:
             assert count == python_counts.get(name, 0), name
+
+
+def expected_not_computed(python: Checker) -> list[str]:
+    """The trace kinds the Python checker applied to this trace that Spark does not compute, in catalogue order."""
+    from ks_conformance.catalogue import CATALOGUE, Stage
+    from ks_spark.catalogue import BY_NAME
+
+    return [
+        kind.name
+        for kind in CATALOGUE
+        if kind.stage is not Stage.HARNESS and python.applies(kind.name) and kind.name not in BY_NAME
+    ]
+
+
+def expected_verdict(python: Checker) -> str:
+    """The Spark verdict the Python checker's judgement implies: invalid only on a MUST anomaly Spark computes,
+    valid only when Spark computes every kind that applies, valid-partial otherwise."""
+    from ks_spark.catalogue import BY_NAME
+
+    if any(a.name in BY_NAME and a.level == "MUST" for a in python.anomalies):
+        return "invalid"
+    if python.problems:
+        return "unknown"
+    return "valid-partial" if expected_not_computed(python) else "valid"
 
 
 @cache

@@ -340,6 +340,44 @@ COMBINED: dict[str, tuple[str, tuple[str, ...]]] = {
 """Several faults in one trace (fewer Spark jobs in the default suite): name -> (workload, injections in order)."""
 
 
+def accept_no_key(events: list[Event]) -> list[Event] | None:
+    """filter-violation: the first consumer sent a message joins with a filter that accepts no key of the trace."""
+    keys = set(_keys(events).values())
+    receiver = next((e["consumer"] for e in events if e["event"] == "deliver"), None)
+    if receiver is None:
+        return None
+    pattern = next(f"no-such-key-{n}" for n in itertools.count() if f"no-such-key-{n}" not in keys)
+    return [
+        {**e, "filters": [pattern]} if e["event"] == "consumer_added" and e["consumer"] == receiver else e
+        for e in events
+    ]
+
+
+def persist_before_delivery(events: list[Event]) -> list[Event] | None:
+    """phase-order: in a tick op, a cursor_persisted (phase 6) moved before the op's first delivery (phase 5)."""
+    from ks_conformance.checker import ACK_CLASS
+    from ks_spec.trace import OP_EVENTS
+
+    first_delivery: int | None = None
+    in_tick = False
+    for index, event in enumerate(events):
+        kind = event["event"]
+        if kind in OP_EVENTS or kind in ACK_CLASS:
+            in_tick, first_delivery = kind == "tick", None
+        elif in_tick and kind == "deliver" and first_delivery is None:
+            first_delivery = index
+        elif in_tick and kind == "cursor_persisted" and first_delivery is not None:
+            return _move(events, index, first_delivery)
+    return None
+
+
+PYTHON_ONLY: dict[str, tuple[str, Injector]] = {
+    "filter-violation": ("steady", accept_no_key),
+    "phase-order": ("poison-drop", persist_before_delivery),
+}
+"""Faults of kinds only the Python checker computes (ks_spark.catalogue.NOT_COMPUTED): workload and fault."""
+
+
 def inject_all(events: list[Event], targets: tuple[str, ...]) -> list[Event]:
     """Apply the injections one after the other; raise if one finds no place in what the others left."""
     for target in targets:

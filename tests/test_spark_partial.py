@@ -1,0 +1,139 @@
+"""The Spark validator claims only what it checked: `valid-partial` (exit 3) names the applicable kinds not computed.
+
+It computes a subset of the anomaly kinds of spec/checking.md (ks_spark.catalogue). A fault of a kind
+only the Python checker computes is `invalid` for check-trace and must never be a bare `valid` here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ks_conformance.catalogue import CATALOGUE, Stage
+from ks_conformance.checker import check_events
+from ks_reference.store import MemoryStore
+from ks_reference.workloads import run_named
+from ks_spec.trace import write_trace
+from spark_support import expected_not_computed, spark_fixture  # noqa: F401  (spark_fixture: `spark`)
+from spark_support.faults import PYTHON_ONLY
+
+Event = dict[str, Any]
+TRACE_KINDS = [kind.name for kind in CATALOGUE if kind.stage is not Stage.HARNESS]
+
+
+def _workload(name: str) -> list[Event]:
+    events: list[Event] = run_named(name, size=300, seed=3, store=MemoryStore()).events
+    return events
+
+
+def test_computed_and_not_computed_kinds_are_exactly_the_trace_kinds_of_the_catalogue() -> None:
+    """A kind added to spec/checking.md must be listed on one side, so it can never be silently left out."""
+    from ks_spark.catalogue import CHECKS, NOT_COMPUTED
+
+    computed = [check.anomaly for check in CHECKS]
+    assert not set(computed) & set(NOT_COMPUTED)
+    assert sorted(computed + list(NOT_COMPUTED)) == sorted(TRACE_KINDS)
+    requirements = {kind.name: kind.requirement for kind in CATALOGUE}
+    assert all(check.requirement == requirements[check.anomaly] for check in CHECKS)
+
+
+def test_verdicts_merge_invalid_over_unknown_over_partial_over_valid() -> None:
+    from ks_spark.validator import Verdict, merge_verdicts
+
+    order = [Verdict.VALID, Verdict.VALID_PARTIAL, Verdict.UNKNOWN, Verdict.INVALID]
+    for index, worst in enumerate(order):
+        assert merge_verdicts(order[: index + 1]) is worst
+        assert merge_verdicts(reversed(order[: index + 1])) is worst
+    assert merge_verdicts([]) is Verdict.VALID
+
+
+def test_list_checks_prints_the_catalogue_of_the_validator(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--list-checks` starts no Spark and says, per kind, its requirement and whether (and why not) it is computed."""
+    from keyshared.cli import main
+    from ks_spark.catalogue import BY_NAME, NOT_COMPUTED
+
+    assert main(["validate-replay", "--list-checks"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split(maxsplit=2) for line in lines[:-1]]
+    assert [row[0] for row in rows] == TRACE_KINDS
+    requirements = {kind.name: kind.requirement for kind in CATALOGUE}
+    for name, requirement, status in rows:
+        assert requirement == requirements[name]
+        assert status == ("computed" if name in BY_NAME else f"not computed: {NOT_COMPUTED[name]}")
+    assert lines[-1].startswith(f"{len(BY_NAME)} of {len(TRACE_KINDS)} kinds computed")
+
+
+def test_no_trace_and_no_list_checks_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from keyshared.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["validate-replay"])
+    assert exited.value.code == 64
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("required: TRACE (or --list-checks)")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("workload", ["steady", "best-effort-saturation"])
+def test_a_clean_trace_is_valid_partial_naming_exactly_the_applicable_kinds_not_computed(
+    spark: Any, tmp_path: Path, workload: str
+) -> None:
+    from ks_spark.catalogue import BY_NAME
+    from ks_spark.validator import validate
+
+    events = _workload(workload)
+    python = check_events(events)
+    assert python.verdict.value == "valid"
+    applicable = [name for name in TRACE_KINDS if python.applies(name)]
+    write_trace(events, tmp_path / "trace.parquet")
+    result = validate(spark, str(tmp_path / "trace.parquet"))
+    assert result.verdict.value == "valid-partial"
+    assert result.not_computed == [name for name in applicable if name not in BY_NAME]
+    assert sorted([*result.exercised, *result.not_computed]) == sorted(applicable)
+    assert result.coverage() == (
+        f"{len(result.exercised)} of {len(applicable)} checks; not checked: {', '.join(result.not_computed)}"
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", sorted(PYTHON_ONLY))
+def test_a_fault_only_check_trace_computes_is_valid_partial_never_valid(
+    spark: Any, tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """check-trace says invalid; validate-replay says valid-partial, exit 3, naming the kind among the unchecked."""
+    from keyshared.cli import main
+    from ks_conformance.report import read_report
+    from ks_spark.catalogue import NOT_COMPUTED
+
+    assert kind in NOT_COMPUTED
+    workload, inject = PYTHON_ONLY[kind]
+    events = inject(_workload(workload))
+    assert events is not None
+    python = check_events(events)
+    assert {a.name for a in python.anomalies} == {kind}
+    trace = tmp_path / "trace.jsonl"
+    write_trace(events, trace)
+    assert main(["check-trace", str(trace), "--quiet"]) == 1
+    report = tmp_path / "report.jsonl"
+    assert main(["validate-replay", str(trace), "--quiet", "--report", str(report)]) == 3
+    out = capsys.readouterr().out
+    assert "valid-partial" in out and "\n  valid on " in out
+    unchecked = out.split("not checked: ", 1)[1].split("\n", 1)[0].split(", ")
+    assert kind in unchecked and unchecked == expected_not_computed(python)
+    lines = read_report(report)  # validates against spec/schemas/report-v1.schema.json
+    (line,) = [line for line in lines if line["type"] == "trace"]
+    assert line["verdict"] == "valid-partial" and line["not_computed"] == unchecked
+    assert lines[-1]["verdict"] == "valid-partial"
+
+
+def test_the_readme_names_exactly_the_kinds_spark_computes() -> None:
+    """The README's Spark section lists the computed kinds and their count: it must follow catalogue.py."""
+    import re
+
+    from ks_spark.catalogue import CHECKS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("**Replay validation.**", 1)[1].split("`keyshared validate-replay --list-checks`", 1)[0]
+    assert f"on {len(CHECKS)} of the {len(TRACE_KINDS)} anomaly kinds" in " ".join(paragraph.split())
+    named = [name for name in re.findall(r"`([a-z]+(?:-[a-z]+)*)`", paragraph) if name in TRACE_KINDS]
+    assert sorted(named) == sorted(check.anomaly for check in CHECKS)
