@@ -137,3 +137,16 @@ def test_the_readme_names_exactly_the_kinds_spark_computes() -> None:
     assert f"on {len(CHECKS)} of the {len(TRACE_KINDS)} anomaly kinds" in " ".join(paragraph.split())
     named = [name for name in re.findall(r"`([a-z]+(?:-[a-z]+)*)`", paragraph) if name in TRACE_KINDS]
     assert sorted(named) == sorted(check.anomaly for check in CHECKS)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_verify_step_reports_the_reference_trace_as_valid_partial(spark: Any) -> None:
+    """`keyshared verify` passes on the partial verdict and says so, never a bare valid."""
+    import argparse
+
+    from keyshared.steps_spark import _spark_validation_step
+
+    result = _spark_validation_step(argparse.Namespace())
+    assert result.ok, result.summary
+    assert " events valid-partial: valid on " in result.summary and " not computed " in result.summary

@@ -45,18 +45,18 @@ def _spark_validation_step(args: argparse.Namespace) -> StepResult:
     found = ", ".join(f"{name} {count}" for name, count in faulty.counts.items())
     return StepResult(
         True,
-        f"reference trace of {clean.events} events {clean.verdict.value}: valid on {_checks(clean)} "
-        f"({exercised} exercised); fault-injected twin invalid: {found}",
+        f"reference trace of {clean.events} events {clean.verdict.value}: {_checks(clean)}; {exercised} of the "
+        f"{len(clean.exercised)} exercised; fault-injected twin invalid: {found}",
     )
 
 
 def _checks(result: ValidationResult) -> str:
-    """`16 of 47 checks; 31 not computed (validate-replay --list-checks)`: a step detail must stay one short line."""
+    """`valid on 15 of 46 checks, 31 not computed (...)`: what a verdict of this step rests on, in one short phrase."""
     computed = len(result.exercised)
-    text = f"{computed} of {computed + len(result.not_computed)} checks"
-    return text + (
-        f", {len(result.not_computed)} not computed (validate-replay --list-checks)" if result.not_computed else ""
-    )
+    text = f"valid on {computed} of {computed + len(result.not_computed)} checks"
+    if result.not_computed:
+        text += f", {len(result.not_computed)} not computed (validate-replay --list-checks)"
+    return text
 
 
 def _spark_dispatcher_step(args: argparse.Namespace) -> StepResult:
@@ -100,8 +100,8 @@ def _spark_dispatcher_step(args: argparse.Namespace) -> StepResult:
     return StepResult(
         True,
         f"conformant in batch mode ({result.examples} examples); a 2,000-message log replay with churn and a crash: "
-        f"{summary.events:,} events, {summary.duplicates} delivered again after the crash, {judged.verdict.value} "
-        f"(valid on {_checks(judged)})",
+        f"{summary.events:,} events, {summary.duplicates} delivered again after the crash, {judged.verdict.value}: "
+        f"{_checks(judged)}",
     )
 
 
