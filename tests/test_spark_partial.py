@@ -126,6 +126,27 @@ def test_a_fault_only_check_trace_computes_is_valid_partial_never_valid(
     assert lines[-1]["verdict"] == "valid-partial"
 
 
+@pytest.mark.spark
+def test_a_profile_the_python_checker_does_not_know_is_unknown_not_valid_on_no_checks(
+    spark: Any, tmp_path: Path
+) -> None:
+    """No kind applies to an unknown profile: check-trace says unknown, so must Spark (it said valid, on 0 checks)."""
+    import json
+
+    from ks_spark.validator import validate
+
+    events = _workload("steady")
+    config = json.loads(events[0]["detail"])
+    config["config"]["profile"] = "bogus"
+    events[0] = {**events[0], "detail": json.dumps(config)}
+    python = check_events(events)
+    assert python.verdict.value == "unknown"
+    write_trace(events, tmp_path / "trace.jsonl")
+    result = validate(spark, str(tmp_path / "trace.jsonl"))
+    assert result.verdict.value == "unknown"
+    assert (0, "unknown profile 'bogus'") in result.problems
+
+
 def test_the_readme_names_exactly_the_kinds_spark_computes() -> None:
     """The README's Spark section lists the computed kinds and their count: it must follow catalogue.py."""
     import re

@@ -11,9 +11,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ks_spec.requirements import load_index
+
+if TYPE_CHECKING:
+    from ks_conformance.checker import Checker
 
 
 @dataclass(frozen=True)
@@ -113,17 +116,27 @@ def trace_kinds() -> tuple[str, ...]:
     return tuple(kind.name for kind in CATALOGUE if kind.stage is not Stage.HARNESS)
 
 
-def applicable(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """The trace kinds the Python checker judges under this configuration, in catalogue order.
-
-    Asked of the checker itself (fed the trace's `config` event), so Spark's notion of what applies
-    can never drift from check-trace's.
-    """
+def _checker(config: Mapping[str, Any]) -> Checker:
+    """A Python checker fed only the trace's `config` event: what it then applies and refuses is check-trace's rule."""
     from ks_conformance.checker import Checker
 
     checker = Checker()
     checker.feed({"seq": 0, "tick": 0, "event": "config", "detail": json.dumps({"config": dict(config)})})
+    return checker
+
+
+def applicable(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The trace kinds the Python checker judges under this configuration, in catalogue order.
+
+    Asked of the checker itself, so Spark's notion of what applies can never drift from check-trace's.
+    """
+    checker = _checker(config)
     return tuple(name for name in trace_kinds() if checker.applies(name))
+
+
+def config_problems(config: Mapping[str, Any]) -> list[str]:
+    """Where the Python checker finds the configuration contradictory (an unknown profile): nothing can be judged."""
+    return [problem.message for problem in _checker(config).problems]
 
 
 def active_checks(config: Mapping[str, Any]) -> frozenset[str]:

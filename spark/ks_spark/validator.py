@@ -185,7 +185,9 @@ def _judge(
     result.profile = timeline.profile
     result.config = timeline.config
     result.not_computed = catalogue.not_computed(timeline.config)
-    result.problems = list(timeline.contradictions)
+    # A configuration the Python checker cannot judge by (an unknown profile) leaves nothing applicable: unknown.
+    result.problems = [(0, message) for message in catalogue.config_problems(timeline.config)]
+    result.problems += timeline.contradictions
     context = timeline.context
     if timeline.keyless_ignored:
         events = _fill_ignored_keys(events)
