@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test test-slow lint bench java-check clean
+.PHONY: verify test test-slow test-mutants lint bench java-check clean
 
 verify: java-check $(STAMP)
 	$(BIN)/keyshared verify
@@ -16,6 +16,9 @@ test: $(STAMP)
 
 test-slow: java-check $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+test-mutants: $(STAMP)
+	$(BIN)/python -m pytest -q -m mutants tests/test_conformance_mutants.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check cli spec models reference conformance spark tests benchmarks

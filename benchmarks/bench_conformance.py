@@ -6,6 +6,9 @@
    `run_suite` to the first finding on a requirement the mutant must be caught on (its `warns` if it has
    no `catches`); the run stops there. Median over seeds, a seed that never caught it counting as
    infinitely slow. Two worker processes share the mutants, as in tests/test_conformance_mutants.py.
+3. Every double mutant (a cheap bug with a deep one), one whole `ci` run per seed: the wall time to the last
+   finding and the requirements found; with `--thorough`, also a `thorough` run of the same seed and the
+   ci/thorough ratio (requirements the `ci` run found among those the thorough run found).
 Run `python -m benchmarks.bench_conformance` (minutes); `--quick` checks the script in well under one.
 """
 
@@ -146,6 +149,89 @@ def catch_time(name: str, seed: int) -> Catch:
     return Catch(name, seed, None, (), elapsed, len(result.faults))
 
 
+@dataclass(frozen=True)
+class WholeRun:
+    """One whole run against a double mutant: the requirements found and when the last one was found."""
+
+    mutant: str
+    seed: int
+    profile: str
+    found: frozenset[str]
+    last_finding: float
+    seconds: float
+    must: frozenset[str]
+
+
+def whole_run(name: str, seed: int, profile: str) -> WholeRun:
+    """Run `profile` to the end against mutant `name`; the time of the last finding, from the run's start."""
+    from conformance_mutants import BY_NAME
+    from ks_conformance.protocol import InProcessConnection
+    from ks_conformance.suite import Finding, run_suite, settings_for
+
+    mutant = BY_NAME[name]
+    last = [0.0]
+
+    def on_finding(finding: Finding) -> None:
+        last[0] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    result = run_suite(
+        lambda: InProcessConnection(mutant.create(), name), settings_for(profile, seed), on_finding=on_finding
+    )
+    elapsed = time.perf_counter() - started
+    if any(not f.shrunk for f in result.findings):  # kinds added at the end of the run, unshrunk
+        last[0] = elapsed
+    found = frozenset(r["id"] for r in result.requirements if r["status"] in ("failed", "warning"))
+    return WholeRun(name, seed, profile, found, last[0], elapsed, mutant.catches | mutant.warns)
+
+
+def doubles_table(runs: Sequence[WholeRun]) -> Table:
+    """Per double mutant and seed: ci's time to the last finding, what it missed, and the ratio to thorough."""
+    table = Table(title="double mutants: one whole ci run (and a thorough run with --thorough)")
+    for header in ("mutant", "seed", "ci last finding s", "ci run s", "ci found", "missed (must)", "ci/thorough"):
+        table.add_column(header, justify="left" if header in ("mutant", "ci found", "missed (must)") else "right")
+    for run in sorted((r for r in runs if r.profile == "ci"), key=lambda r: (r.mutant, r.seed)):
+        thorough = next(
+            (r for r in runs if r.profile == "thorough" and (r.mutant, r.seed) == (run.mutant, run.seed)), None
+        )
+        ratio = "-"
+        if thorough is not None and thorough.found:
+            ratio = f"{len(run.found & thorough.found)}/{len(thorough.found)}"
+        table.add_row(
+            run.mutant,
+            str(run.seed),
+            f"{run.last_finding:.1f}",
+            f"{run.seconds:.1f}",
+            " ".join(sorted(run.found)),
+            " ".join(sorted(run.must - run.found)) or "none",
+            ratio,
+        )
+    return table
+
+
+def run_doubles(seeds: int, workers: int, thorough: bool, log: Callable[[str], None]) -> list[WholeRun]:
+    """Every double mutant and seed, ci (and thorough), `workers` at a time in spawned processes."""
+    use_tests_folder()
+    from conformance_mutants import DOUBLE_MUTANTS
+
+    profiles = ("ci", "thorough") if thorough else ("ci",)
+    jobs = [(m.name, seed, p) for m in DOUBLE_MUTANTS for seed in range(seeds) for p in profiles]
+    context = multiprocessing.get_context("spawn")
+    runs: list[WholeRun] = []
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=use_tests_folder, initargs=(sys.path,)
+    ) as pool:
+        futures = [pool.submit(whole_run, *job) for job in jobs]
+        for done, future in enumerate(as_completed(futures), 1):
+            run = future.result()
+            runs.append(run)
+            log(
+                f"[{done}/{len(jobs)}] {run.mutant} seed {run.seed} {run.profile}: "
+                f"last finding {run.last_finding:.1f} s"
+            )
+    return runs
+
+
 def select_mutants(names: str | None, quick: bool = False) -> list[str]:
     """The mutants to run, in MUTANTS order: all, the `--quick` few, or a comma-separated list (checked)."""
     use_tests_folder()
@@ -251,7 +337,8 @@ def main() -> None:
     parser.add_argument("--mutants", help="comma-separated mutant names to run (default every mutant)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes for the mutants (default 2)")
     parser.add_argument("--quick", action="store_true", help="1 seed and a handful of mutants: checks the script")
-    parser.add_argument("--only", choices=("reference", "mutants"), help="run one part only")
+    parser.add_argument("--only", choices=("reference", "mutants", "doubles"), help="run one part only")
+    parser.add_argument("--thorough", action="store_true", help="double mutants: also a thorough run per seed (slow)")
     args = parser.parse_args()
     seeds = args.seeds if args.seeds is not None else 1 if args.quick else 3
     if seeds < 1 or args.workers < 1:
@@ -272,7 +359,12 @@ def main() -> None:
             if run.verdict != "conformant":
                 line = f"reference, {run.transport}, seed {run.seed}: {run.verdict} ({run.why})"
                 console.print(line, highlight=False)
-    if args.only != "reference":
+    if args.only in (None, "doubles") and not args.quick:
+        doubles = run_doubles(seeds, args.workers, args.thorough, lambda line: errors.print(line, highlight=False))
+        console.print(doubles_table(doubles))
+        slowest = max(doubles, key=lambda r: r.last_finding if r.profile == "ci" else 0.0)
+        console.print(f"ci: slowest last finding {slowest.last_finding:.1f} s ({slowest.mutant}, seed {slowest.seed})")
+    if args.only in (None, "mutants"):
         catches = run_catches(names, seeds, args.workers, lambda line: errors.print(line, highlight=False))
         table, summary = catch_table(catches, seeds)
         console.print(table)

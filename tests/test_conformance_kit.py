@@ -141,7 +141,7 @@ def test_the_first_fault_ends_the_run_without_shrinking() -> None:
     target = _FailsFromOp(25)
     result = run_suite(
         lambda: InProcessConnection(target, "fails-from-op-25"),
-        settings_for("ci", seed=0, max_examples=10, examples_total=0, rounds=1, coverage_rounds=0, shrink_seconds=5),
+        settings_for("ci", seed=0, max_examples=10, examples_total=0, rounds=1, coverage_rounds=0, shrinks=50),
     )
     assert [fault.kind for fault, _ in result.faults] == ["crash"]
     assert target.after_fault == 0, f"{target.after_fault} ops were sent after the first fault"
@@ -326,3 +326,60 @@ def test_reference_is_conformant(keyshared_suite):
     )
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     assert result.parseoutcomes().get("passed") == 1
+
+
+def _judge_in_process(name: str, folder: Path | None = None, **overrides: Any) -> Any:
+    """Run the suite in process against one mutant of tests/conformance_mutants."""
+    from conformance_mutants import BY_NAME
+    from ks_conformance.protocol import InProcessConnection
+
+    mutant = BY_NAME[name]
+    settings = settings_for("ci", seed=0, **overrides)
+    return run_suite(lambda: InProcessConnection(mutant.create(), name), settings, scenarios=folder)
+
+
+def test_a_kind_seen_but_never_shrunk_still_fails_its_requirement(tmp_path: Path) -> None:
+    """One round per stratum shrinks only the first kind (the cheap early cursor write); the split owner that
+    a shrink attempt shows must still fail KS-DRN-1, with that example as its scenario. The suite used to
+    count what it saw after a found kind as merely exercised, and listed KS-DRN-1 passed."""
+    from ks_conformance.scenario import read_scenario, replay
+    from ks_conformance.suite import report_lines
+
+    result = _judge_in_process("persist_eagerly+no_draining", tmp_path, rounds=1, coverage_rounds=0)
+    status = {line["id"]: line["status"] for line in result.requirements}
+    assert status["KS-CUR-5"] == "failed"
+    assert status["KS-DRN-1"] == "failed"
+    unshrunk = [f for f in result.findings if not f.shrunk]
+    assert {a.name for f in unshrunk for a in f.anomalies} >= {"split-owner"}
+    finding = next(f for f in unshrunk if f.anomalies[0].name == "split-owner")
+    assert finding.path is not None
+    scenario = read_scenario(finding.path)
+    from conformance_mutants import BY_NAME
+    from ks_conformance.protocol import InProcessConnection
+
+    connection = InProcessConnection(BY_NAME["persist_eagerly+no_draining"].create(), "mutant")
+    info = connection.start()
+    again = replay(scenario, connection, info.capabilities, info.implementation)
+    assert again.session is not None
+    assert "split-owner" in {a.name for a in again.session.anomalies}
+    lines = [line for line in report_lines(result) if line["type"] == "violation" and line.get("shrunk") is False]
+    assert lines and all(schema_problem(line) is None for line in lines)
+
+
+def test_the_same_seed_gives_the_same_report_and_scenarios(tmp_path: Path) -> None:
+    """Shrinking is bounded by counts, never by the clock: two runs of one seed agree byte for byte (the
+    timestamps and the run time aside), scenarios included."""
+    from ks_conformance.suite import report_lines
+
+    def run(folder: Path) -> tuple[list[str], dict[str, str]]:
+        result = _judge_in_process("persist_eagerly+no_draining", folder, shrinks=20)
+        lines = []
+        for line in report_lines(result):
+            line = {k: v for k, v in line.items() if k not in ("started", "finished", "duration_s")}
+            lines.append(json.dumps(line, sort_keys=True).replace(str(folder), "<scenarios>"))
+        files = {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.iterdir())}
+        return lines, files
+
+    first, second = run(tmp_path / "one"), run(tmp_path / "two")
+    assert any('"violation"' in line for line in first[0])
+    assert first == second

@@ -126,7 +126,7 @@ def test_the_spark_dispatcher_is_conformant_in_batch_mode(spark: SparkSession) -
 @pytest.mark.spark
 def test_a_broken_spark_dispatcher_is_caught_on_spark(spark: SparkSession) -> None:
     mutant = next(m for m in BATCH_MUTANTS if m.name == "no_draining")
-    settings = settings_for("ci", seed=0, max_examples=20, examples_total=0, rounds=1, shrink_seconds=5)
+    settings = settings_for("ci", seed=0, max_examples=20, examples_total=0, rounds=1, shrinks=50)
     owner = Capabilities.from_json({**CAPABILITIES, "profiles": ["owner"], "selectors": ["ring"]})
     result = run_suite(lambda: InProcessConnection(mutant.create(spark), mutant.name), settings, capabilities=owner)
     assert result.faults == []
@@ -211,7 +211,7 @@ def test_a_batch_engine_whose_replays_differ_is_reported_nondeterministic() -> N
 
     result = run_suite(
         lambda: InProcessConnection(SparkDispatcherAdapter(_FlakyOrder()), "flaky"),
-        settings_for("ci", seed=0, max_examples=10, examples_total=0, rounds=1, coverage_rounds=0, shrink_seconds=2),
+        settings_for("ci", seed=0, max_examples=10, examples_total=0, rounds=1, coverage_rounds=0, shrinks=30),
     )
     statuses = {r["id"]: r["status"] for r in result.requirements}
     assert statuses["KS-GEN-5"] == "warning"

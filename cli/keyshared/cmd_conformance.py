@@ -153,6 +153,7 @@ def run_run(args: argparse.Namespace) -> int:
 
 def print_summary(lines: Sequence[dict[str, Any]]) -> None:
     """The terminal view of a report: a table of requirements, each violation explained, the verdict."""
+    from ks_conformance import report
     from rich.markup import escape
 
     head = lines[0]
@@ -178,6 +179,8 @@ def print_summary(lines: Sequence[dict[str, Any]]) -> None:
             where = f" (replay: {escape(line['scenario'])})" if line.get("scenario") else ""
             console.print(f"[red]{line['anomaly']}[/red] ({line['id']}, {line['level']}){where}", soft_wrap=True)
             console.print(f"  {escape(line['text'])}", soft_wrap=True)
+            for note in report.violation_notes(line):
+                console.print(f"  [dim]{escape(note)}[/dim]", soft_wrap=True)
         elif line["type"] == "error":
             console.print(f"[yellow]adapter fault[/yellow] ({line['kind']}): {escape(line['message'])}", soft_wrap=True)
             if line.get("stderr"):
@@ -186,6 +189,8 @@ def print_summary(lines: Sequence[dict[str, Any]]) -> None:
     colour = {"conformant": "green", "not-conformant": "red"}.get(footer["verdict"], "yellow")
     examples = f", {footer['examples']} examples, {footer['steps']} steps" if "examples" in footer else ""
     console.print(f"verdict: [{colour}]{footer['verdict']}[/{colour}] ({counts}{examples})")
+    for limit in footer.get("limits", []):
+        console.print(f"[yellow]limit reached[/yellow]: {escape(limit)}", soft_wrap=True)
 
 
 def run_smoke(args: argparse.Namespace) -> int:

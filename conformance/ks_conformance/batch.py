@@ -12,12 +12,12 @@ so the answers for ops already replayed must come back unchanged (KS-GEN-5): a c
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ks_conformance.anomalies import Anomaly
-from ks_conformance.harness import FILTER_SELECTORS_REFUSED, Session, Step
+from ks_conformance.harness import FILTER_SELECTORS_REFUSED, Session, Step, halts
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, Outcome
 
 DEFAULT_CHUNK = 12
@@ -88,10 +88,12 @@ class BatchSession:
         *,
         implementation: Mapping[str, Any] | None = None,
         chunk: int = DEFAULT_CHUNK,
+        tolerated: Collection[str] = (),
     ) -> None:
         self.connection = connection
         self.capabilities = capabilities
         self.config = dict(config)
+        self.tolerated = frozenset(tolerated)
         self.implementation = dict(implementation or {})
         self.chunk = max(1, chunk)
         self.plan: list[PlanItem] = []
@@ -223,7 +225,7 @@ class BatchSession:
         mark = len(self.current.anomalies)
 
         def halted() -> bool:
-            return self.current.diverged or len(self.current.anomalies) > mark
+            return self.current.diverged or halts(self.current.anomalies[mark:], self.tolerated)
 
         if halted():
             return
@@ -291,7 +293,14 @@ class BatchSession:
 
     def _session(self, ops: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome] = ()) -> Session:
         scripted = ScriptedConnection(self.connection.adapter, ops, outcomes)
-        return Session(scripted, self.capabilities, self.config, check_stats=False, implementation=self.implementation)
+        return Session(
+            scripted,
+            self.capabilities,
+            self.config,
+            check_stats=False,
+            implementation=self.implementation,
+            tolerated=self.tolerated,
+        )
 
     def _compare_prefix(self, session: Session) -> None:
         """The events of ops replayed before must come back the same (a batch engine replays from a reset)."""
@@ -330,8 +339,13 @@ def open_session(
     check_stats: bool = True,
     implementation: Mapping[str, Any] | None = None,
     chunk: int = DEFAULT_CHUNK,
+    tolerated: Collection[str] = (),
 ) -> AnySession:
-    """A live `Session`, or a `BatchSession` for an engine driven by replays."""
+    """A live `Session`, or a `BatchSession` for an engine driven by replays; `tolerated` kinds never stop a settle."""
     if batch:
-        return BatchSession(connection, capabilities, config, implementation=implementation, chunk=chunk)
-    return Session(connection, capabilities, config, check_stats=check_stats, implementation=implementation)
+        return BatchSession(
+            connection, capabilities, config, implementation=implementation, chunk=chunk, tolerated=tolerated
+        )
+    return Session(
+        connection, capabilities, config, check_stats=check_stats, implementation=implementation, tolerated=tolerated
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,10 +64,13 @@ class Session:
         *,
         check_stats: bool = True,
         implementation: Mapping[str, Any] | None = None,
+        tolerated: Collection[str] = (),
     ) -> None:
         self.connection = connection
         self.capabilities = capabilities
         self.config = dict(config)
+        self.tolerated = frozenset(tolerated)
+        """Anomaly kinds that do not stop a settle (kinds a run has found already and looks past)."""
         self.check_stats = check_stats and capabilities.stats
         self.implementation = dict(implementation or {})
         self.checker = Checker()
@@ -394,8 +397,8 @@ class Session:
         Every member connected (disconnected ones are removed), at least one member that accepts every
         key, every delivery acked (oldest first, newest first or shuffled), blocked keys released, and
         time advanced past every timeout, back-off and persistence interval. Settling stops at the first
-        op that shows an anomaly (what it would do next could be a consequence), and then records no
-        `quiescent` point: liveness is judged only after a clean drive.
+        op that shows an anomaly of a kind not in `tolerated` (what it would do next could be a consequence),
+        and then records no `quiescent` point: liveness is judged only after a drive that showed nothing new.
         """
         if record:
             self.steps.append(Step(settle=order))
@@ -431,8 +434,8 @@ class Session:
         self.mark_quiescent()
 
     def _halted(self) -> bool:
-        """True once the adapter diverged, or an op of the current settle showed an anomaly."""
-        return self.diverged or len(self.anomalies) > self._settle_mark
+        """True once the adapter diverged, or an op of the current settle showed an anomaly not tolerated."""
+        return self.diverged or halts(self.anomalies[self._settle_mark :], self.tolerated)
 
     def _progress(self) -> tuple[int, int]:
         """What settling moves forward: resolved messages and the persisted cursor."""
@@ -533,6 +536,11 @@ def _created(number: int, buckets: int, lo: int, hi: int, predecessor: int) -> E
         "range_hi": hi,
         "predecessor": predecessor,
     }
+
+
+def halts(found: Sequence[Anomaly], tolerated: Collection[str]) -> bool:
+    """True when a settle must stop: it showed an anomaly of a kind the run does not look past."""
+    return any(anomaly.name not in tolerated for anomaly in found)
 
 
 def _op_text(op: Mapping[str, Any]) -> str:

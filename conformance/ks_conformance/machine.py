@@ -4,8 +4,10 @@
 are drawn only from the adapter's declared capabilities, keys come from a small pool so that they
 collide, and every step is judged by the checker and the harness (an invariant). A `settle` rule (and
 the teardown) drive the subscription to quiescence so that liveness is checked where failures still
-shrink. The first anomaly of an example raises `Violation` unless its kind was already found in an
-earlier round (then the example is tainted: later anomalies may be consequences, not new bugs).
+shrink. An anomaly of a kind not found yet raises `Violation`; a kind already found is recorded and the
+example goes on, so a cheap anomaly found once never hides a deeper one behind it. Every anomaly of every
+example (shrink attempts included) is recorded as an observation, so a requirement violated anywhere in a
+run is never reported passed. Shrinking is budgeted in examples, never in seconds (same seed, same result).
 """
 
 from __future__ import annotations
@@ -54,6 +56,20 @@ class Violation(Exception):
         super().__init__(f"{names}\n" + "\n".join(a.explanation.text() for a in anomalies))
         self.anomalies = anomalies
         self.session = session
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The first example of a run in which an anomaly kind was seen: replayable even if it is never shrunk."""
+
+    anomaly: Anomaly
+    config: dict[str, Any]
+    steps: list[Step]
+    trace: list[dict[str, Any]]
+    earlier: list[Anomaly]
+    """The anomalies of other kinds the same example showed before it (it may be their consequence)."""
+    tolerates: list[str]
+    """The kinds the example's settles went on past (the run had found them already)."""
 
 
 class FaultAbort(BaseException):
@@ -123,6 +139,24 @@ class RunContext:
     batch: bool = False
     """Drive the adapter through `replay` (a `BatchSession`), a chunk of ops at a time."""
     chunk: int = 12
+    observed: dict[str, Observation] = field(default_factory=dict)
+    """Per anomaly kind, the first example that showed it (shrink attempts included)."""
+
+    def observe(self, session: AnySession, found: list[Anomaly]) -> None:
+        """Record the first example of each anomaly kind in `found`, with what preceded it."""
+        for anomaly in found:
+            if anomaly.name in self.observed:
+                continue
+            position = next((i for i, a in enumerate(session.anomalies) if a is anomaly), len(session.anomalies))
+            earlier = [a for a in session.anomalies[:position] if a.name != anomaly.name]
+            self.observed[anomaly.name] = Observation(
+                anomaly,
+                dict(session.config),
+                list(session.steps),
+                list(session.trace),
+                earlier,
+                sorted(session.tolerated),
+            )
 
     def live_connection(self) -> Connection:
         """The started connection, restarted if an earlier fault left it unusable."""
@@ -279,6 +313,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
                 check_stats=context.check_stats,
                 implementation=context.implementation,
                 chunk=context.chunk,
+                tolerated=context.suppressed,
             )
             self.session = session
             outcome = session.begin()
@@ -581,16 +616,18 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
 
         @invariant()
         def judged(self) -> None:
-            """Every step is judged: the first new anomaly of an example fails it."""
-            if self.session is None or self.tainted:
+            """Every step is judged: an anomaly of a kind not found yet fails the example; one of a kind found
+            already is recorded, and the example goes on looking for the others."""
+            session = self.session
+            if session is None or self.tainted:
                 return
-            found = self.session.new_anomalies()
+            found = session.new_anomalies()
             if not found:
                 return
+            context.observe(session, found)
             if any(a.name not in context.suppressed for a in found):
                 self.tainted = True  # teardown must not settle on top of the failure it is unwinding from
-                raise Violation(found, self.session)
-            self.tainted = True  # an anomaly already reported: what follows may be its consequence
+                raise Violation(found, session)
 
         def teardown(self) -> None:
             """Settle once more if the last step was not a settle, judge, and count what was exercised."""

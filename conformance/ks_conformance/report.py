@@ -190,6 +190,10 @@ def to_junit(lines: Sequence[Line]) -> str:
             elif line["verdict"] == "unknown":
                 error = ET.SubElement(case, "error", message="unknown: the trace could not be judged")
                 error.text = line.get("malformed") or "; ".join(p["message"] for p in line.get("problems", []))
+            elif line["verdict"] == "valid-partial":  # a check that did not run is not a pass
+                skipped += 1
+                missing = ", ".join(line.get("not_computed", []))
+                ET.SubElement(case, "skipped", message=f"valid-partial: not checked: {missing}")
     errors = [line for line in lines if line["type"] == "error"]
     for line in errors:
         total += 1
@@ -212,6 +216,20 @@ def _anomaly_list(violations: Iterable[Line]) -> str:
     for violation in violations:
         names[violation["anomaly"]] = names.get(violation["anomaly"], 0) + 1
     return ", ".join(f"{name} x{count}" for name, count in names.items()) or "no witness recorded"
+
+
+def violation_notes(line: Mapping[str, Any]) -> list[str]:
+    """What a reader must know besides the explanation: a witness not shrunk, anomalies that came first."""
+    notes = []
+    if line.get("shrunk") is False:
+        notes.append(
+            "not shrunk: seen in an example while the suite searched for other kinds; the scenario is that example"
+        )
+    earlier = line.get("preceded_by")
+    if earlier:
+        named = ", ".join(sorted({f"{e['anomaly']}" for e in earlier}))
+        notes.append(f"the same example showed {named} first: this may be a consequence of it")
+    return notes
 
 
 def to_markdown(lines: Sequence[Line]) -> str:
@@ -251,6 +269,11 @@ def to_markdown(lines: Sequence[Line]) -> str:
             where = line.get("scenario") or line.get("trace") or ""
             out.append(f"- **{line['anomaly']}** ({line['id']}, {line['level']}){f' in `{where}`' if where else ''}:")
             out.append(f"  {line['text']}")
+            out += [f"  *{note}*" for note in violation_notes(line)]
+        out.append("")
+    if footer.get("limits"):
+        out += ["## Limits reached", ""]
+        out += [f"- {limit}" for limit in footer["limits"]]
         out.append("")
     errors = [line for line in lines if line["type"] == "error"]
     if errors:

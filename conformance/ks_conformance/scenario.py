@@ -39,6 +39,8 @@ class Scenario:
     anomalies: list[str] = field(default_factory=list)
     description: str = ""
     found: dict[str, Any] = field(default_factory=dict)
+    tolerates: list[str] = field(default_factory=list)
+    """Anomaly kinds a settle goes on past (kinds the run had found already when it ran these steps)."""
 
     @property
     def id(self) -> str:
@@ -61,6 +63,8 @@ class Scenario:
         }
         if self.description:
             head["description"] = self.description
+        if self.tolerates:
+            head["tolerates"] = self.tolerates
         if self.found:
             head["found"] = self.found
         return [head, *(step.to_json() for step in self.steps)]
@@ -129,6 +133,7 @@ def read_scenario(path: Path) -> Scenario:
         anomalies=list(head.get("anomalies", [])),
         description=str(head.get("description", "")),
         found=dict(head.get("found", {})),
+        tolerates=list(head.get("tolerates", [])),
     )
 
 
@@ -199,6 +204,7 @@ def replay(
         batch=batched,
         check_stats=check_stats,
         implementation=implementation,
+        tolerated=scenario.tolerates,
     )
     outcome = session.begin()
     if not outcome.ok:

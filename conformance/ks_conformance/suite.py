@@ -2,7 +2,9 @@
 
 `run_suite` probes the configuration refusals (KS-CFG-1), runs the Hypothesis state machine in rounds
 (each round looks for violations of anomaly kinds not found yet, and shrinks the first it finds to a
-minimal scenario), replays the passing examples with the most events on the adapter and on a newly
+minimal scenario; kinds found before are recorded and looked past, never allowed to end an example), keeps
+every anomaly kind seen anywhere (a kind seen but never shrunk still fails its requirement, with the
+example it was seen in as its scenario), replays the passing examples with the most events on the adapter and on a newly
 started one to check determinism (KS-GEN-5), and turns it all into one status per requirement: passed,
 failed, warning, vacuous, skipped or untested (spec/report-format.md).
 """
@@ -46,7 +48,10 @@ class RunSettings:
     coverage_rounds: int = 2
     """Extra rounds over every stratum while a MUST requirement's checks were never exercised."""
     determinism_replays: int = 3
-    shrink_seconds: int = 20
+    shrinks: int = 100
+    """Accepted shrinks per finding: a count, never seconds, so that one seed gives one result."""
+    shrink_cap_seconds: int = 600
+    """A wall-clock safety cap on one round's shrinking; the report says so when it ever fires."""
 
     def examples_per_stratum(self, strata: int) -> int:
         """`max_examples`, or more when few strata share the `examples_total` budget."""
@@ -61,15 +66,16 @@ class RunSettings:
             "examples_total": self.examples_total,
             "stateful_step_count": self.steps,
             "rounds": self.rounds,
-            "shrink_seconds": self.shrink_seconds,
+            "shrinks": self.shrinks,
+            "shrink_cap_seconds": self.shrink_cap_seconds,
             "batch_chunk": self.batch_chunk,
             "coverage_rounds": self.coverage_rounds,
         }
 
 
 PROFILES = {
-    "ci": RunSettings("ci", max_examples=30, steps=40, rounds=3, examples_total=210, shrink_seconds=15),
-    "thorough": RunSettings("thorough", max_examples=300, steps=80, rounds=8, examples_total=2100, shrink_seconds=120),
+    "ci": RunSettings("ci", max_examples=30, steps=40, rounds=3, examples_total=210, shrinks=100),
+    "thorough": RunSettings("thorough", max_examples=300, steps=80, rounds=8, examples_total=2100, shrinks=500),
 }
 """`ci` runs in about a minute against the reference; `thorough` is for nightly runs."""
 
@@ -91,6 +97,10 @@ class Finding:
     trace: list[dict[str, Any]]
     program: str = ""
     path: Path | None = None
+    earlier: list[Anomaly] = field(default_factory=list)
+    """Anomalies of kinds found before that the same example showed first: this one may be their consequence."""
+    shrunk: bool = True
+    """False for a kind seen in an example (or a shrink attempt) that no round shrank: its scenario is that example."""
 
 
 @dataclass
@@ -111,6 +121,8 @@ class RunResult:
     started: str = ""
     duration: float = 0.0
     requirements: list[dict[str, Any]] = field(default_factory=list)
+    limits: list[str] = field(default_factory=list)
+    """Wall-clock safety caps that fired: where the run's result may depend on the machine's speed."""
 
     @property
     def anomalies(self) -> list[Anomaly]:
@@ -166,7 +178,7 @@ def run_suite(
         def search(index: int, stratum: Stratum, number: int, label: str) -> bool:
             """One round; True when it found something new (a finding or a fault)."""
             context.stratum = stratum
-            found = _round(context, settings, per_stratum, index * 100 + number, label, say)
+            found = _round(context, settings, per_stratum, index * 100 + number, label, say, result.limits)
             if found is None:
                 return False
             if isinstance(found, Finding):
@@ -198,6 +210,7 @@ def run_suite(
                 search(index, stratum, 50 + extra, f"{stratum.label} coverage round {extra + 1}")
                 if result.faults or not _vacuous(result, context):
                     break
+        _add_unshrunk_observations(context, result, say)
         if not result.faults and declared.deterministic:
             try:
                 _check_determinism(context, result)
@@ -218,6 +231,30 @@ def run_suite(
     return result
 
 
+def _add_unshrunk_observations(context: RunContext, result: RunResult, say: Callable[[str], None]) -> None:
+    """A finding for every anomaly kind some example showed that no round shrank: a requirement violated
+    anywhere in the run is never reported passed, and its first example is its replayable scenario."""
+    found = {a.name for f in result.findings for a in f.anomalies}
+    adapter = context.connection.adapter if context.connection else ""
+    for name, seen in sorted(context.observed.items()):
+        if name in found or name == "nondeterministic":
+            continue
+        shown = [*seen.earlier, seen.anomaly]
+        scenario = Scenario(
+            config=dict(seen.config),
+            steps=list(seen.steps),
+            covers=sorted({a.requirement for a in shown}),
+            anomalies=sorted({a.name for a in shown}),
+            description=f"{name} seen while the suite searched for other kinds (not shrunk)",
+            found={"seed": result.settings.seed, "round": "observed", "adapter": adapter},
+            tolerates=list(seen.tolerates),
+        )
+        finding = Finding([seen.anomaly], dict(seen.config), scenario, list(seen.trace), earlier=list(seen.earlier))
+        finding.shrunk = False
+        result.findings.append(finding)
+        say(f"seen but not shrunk: {name}")
+
+
 def _vacuous(result: RunResult, context: RunContext) -> list[str]:
     """The MUST requirements that would be reported vacuous if the run ended now."""
     result.exercised = dict(context.exercised)
@@ -233,8 +270,14 @@ def _round(
     number: int,
     label: str,
     say: Callable[[str], None],
+    limits: list[str],
 ) -> Finding | tuple[AdapterFault, Scenario | None] | None:
-    """One Hypothesis run; the shrunk finding, an adapter fault, or None when nothing new was found."""
+    """One Hypothesis run; the shrunk finding, an adapter fault, or None when nothing new was found.
+
+    Shrinking is bounded by counts (`settings.shrinks` accepted shrinks, and Hypothesis's own limit on attempts
+    in a row that shrink nothing), so a seed gives one result; the wall-clock cap, a safety net only, is added
+    to `limits` when it fires.
+    """
     from hypothesis import HealthCheck, Phase, seed
     from hypothesis import settings as hypothesis_settings
     from hypothesis.errors import Flaky
@@ -261,24 +304,29 @@ def _round(
 
     say(f"{label}: {examples} examples of up to {settings.steps} steps")
     try:
-        with with_reporter(keep), _shrink_budget(settings.shrink_seconds):
+        with with_reporter(keep), _shrink_limits(settings.shrinks, settings.shrink_cap_seconds):
             run_state_machine_as_test(seeded, settings=options)
     except Violation as violation:
         session = violation.session
         anomalies = violation.anomalies
+        earlier = [a for a in session.anomalies if not any(a is new for new in anomalies)]
+        shown = [*earlier, *anomalies]
         scenario = Scenario(
             config=dict(session.config),
             steps=list(session.steps),
-            covers=sorted({a.requirement for a in anomalies}),
-            anomalies=sorted({a.name for a in anomalies}),
+            covers=sorted({a.requirement for a in shown}),
+            anomalies=sorted({a.name for a in shown}),
             description="; ".join(sorted({a.name for a in anomalies})) + " found by the conformance suite",
             found={
                 "seed": settings.seed,
                 "round": label,
                 "adapter": context.connection.adapter if context.connection else "",
             },
+            tolerates=sorted(session.tolerated),
         )
-        return Finding(anomalies, dict(session.config), scenario, list(session.trace), "\n".join(printed))
+        finding = Finding(anomalies, dict(session.config), scenario, list(session.trace), "\n".join(printed))
+        finding.earlier = earlier
+        return finding
     except FaultAbort as abort:  # the run ends at the first fault: nothing to shrink
         return abort.fault, None
     except Flaky as flaky:
@@ -293,24 +341,35 @@ def _round(
             ),
         )
         return Finding([anomaly], {}, Scenario({}, [], covers=["KS-GEN-5"], anomalies=["nondeterministic"]), [])
+    finally:
+        if any(_CAP_FIRED in line for line in printed):
+            limits.append(
+                f"{label}: shrinking stopped at the wall-clock cap of {settings.shrink_cap_seconds} s "
+                "(its scenario may not be minimal, and another run of the same seed may shrink further)"
+            )
     return None
 
 
-@contextmanager
-def _shrink_budget(seconds: int) -> Iterator[None]:
-    """Bound the time Hypothesis spends shrinking one failure (its own limit is five minutes).
+_CAP_FIRED = "stopped because it is making very slow progress"
+"""What Hypothesis reports when its shrinking deadline (our wall-clock cap) ends a shrink."""
 
-    Hypothesis has no public setting for this; the limit is a module constant of its engine, which the
-    pinned version (pyproject.toml) keeps under this name. Restored afterwards.
+
+@contextmanager
+def _shrink_limits(shrinks: int, seconds: int) -> Iterator[None]:
+    """Bound shrinking by a count of accepted shrinks (deterministic), with a wall-clock safety cap above it.
+
+    Hypothesis has no public setting for either (its own limits are 500 shrinks and five minutes); they are
+    module constants of its engine, which the pinned version (pyproject.toml) keeps under these names.
+    Restored afterwards.
     """
     from hypothesis.internal.conjecture import engine
 
-    previous = engine.MAX_SHRINKING_SECONDS
-    engine.MAX_SHRINKING_SECONDS = seconds
+    previous = engine.MAX_SHRINKS, engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKS, engine.MAX_SHRINKING_SECONDS = shrinks, seconds
     try:
         yield
     finally:
-        engine.MAX_SHRINKING_SECONDS = previous
+        engine.MAX_SHRINKS, engine.MAX_SHRINKING_SECONDS = previous
 
 
 INVALID_CONFIGS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -533,6 +592,10 @@ def report_lines(result: RunResult) -> list[dict[str, Any]]:
         for anomaly in finding.anomalies:
             line = {"type": "violation", **anomaly.to_json(), "config": finding.config}
             line["events"] = [events_by_seq[s] for s in anomaly.witness if s in events_by_seq]
+            if not finding.shrunk:
+                line["shrunk"] = False
+            if finding.earlier:
+                line["preceded_by"] = [{"anomaly": a.name, "seq": a.seq} for a in finding.earlier]
             if finding.path is not None:
                 line["scenario"] = str(finding.path)
             lines.append(line)
@@ -557,6 +620,7 @@ def report_lines(result: RunResult) -> list[dict[str, Any]]:
             "steps": result.steps,
             "duration_s": round(result.duration, 3),
             "finished": report.now_iso(),
+            **({"limits": result.limits} if result.limits else {}),
         }
     )
     return lines

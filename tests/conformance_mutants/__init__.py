@@ -2,9 +2,13 @@
 
 A check of the conformance suite is only real if a broken implementation makes it fail. Every mutant
 here is the reference dispatcher with one bug, declares the requirement IDs the suite must catch it
-on, and the capability slice it is tested with (the slice narrows what the suite draws so that the
-bug is found within the `ci` profile; it is declared honestly, like any adapter's capabilities).
-`tests/test_conformance_mutants.py` proves each is caught on exactly those IDs.
+on, those it may also be reported on (consequences of the bug that break another rule), and the
+capability slice it is tested with (the slice narrows what the suite draws so that the bug is found
+within the `ci` profile; it is declared honestly, like any adapter's capabilities).
+`tests/test_conformance_mutants.py` proves each is caught: must <= found <= must | may.
+
+Double mutants combine a cheap bug, which shows in almost every example, with a deep one: one `ci` run
+must report both (a found kind never hides another).
 
 Every mutant is also an adapter factory: `keyshared conformance run --adapter
 py:conformance_mutants:no_draining` runs the suite against one (with `tests/` on `PYTHONPATH`).
@@ -30,13 +34,15 @@ class Mutant:
     bug: str
     """The bug in one sentence, as a broker team would describe it."""
     catches: frozenset[str]
-    """The requirement IDs the suite must report failed, no more and no fewer."""
+    """The requirement IDs the suite must report failed."""
     dispatcher: type[Dispatcher] = Dispatcher
     adapter: type[ReferenceAdapter] = ReferenceAdapter
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     """Overrides of the reference's capabilities: the slice of the configuration space searched."""
     warns: frozenset[str] = frozenset()
     """SHOULD requirements the suite must report as warnings."""
+    may: frozenset[str] = frozenset()
+    """Requirements the suite may also report failed: what the bug breaks only in some of its examples."""
 
     def create(self) -> ReferenceAdapter:
         """The adapter object the kit connects to in process."""
@@ -70,6 +76,7 @@ def _mutant(
     dispatcher: type[Dispatcher],
     warns: str = "",
     adapter: type[ReferenceAdapter] = ReferenceAdapter,
+    may: str = "",
     **capabilities: Any,
 ) -> Mutant:
     """A mutant described by the first docstring line of its broken class (the adapter, when that is broken)."""
@@ -82,6 +89,7 @@ def _mutant(
         adapter,
         capabilities=capabilities,
         warns=frozenset(warns.split()),
+        may=frozenset(may.split()),
     )
 
 
@@ -94,12 +102,15 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("retry_behind", "KS-ORD-3", bugs.RetryBehind, **BASE),
     # draining (section 7)
     _mutant("no_draining", "KS-DRN-1", bugs.NoDraining, **BASE),
-    _mutant("drain_never_clears", "KS-ISO-1", bugs.DrainNeverClears, **BASE),
+    # messages stuck behind the drain are idle (ISO-1); at quiescence they are drain-stuck (DRN-2), and what a
+    # leave returned into the stuck key is lost (MEM-1) or stuck (LIV-1)
+    _mutant("drain_never_clears", "KS-ISO-1", bugs.DrainNeverClears, may="KS-DRN-2 KS-LIV-1 KS-MEM-1", **BASE),
     # assignment (section 4) and filters (section 5)
     # routing by offset moves keys within an epoch (ASN-1) and across a join to old members (ASN-2)
     _mutant("per_message_routing", "KS-ASN-1 KS-ASN-2", bugs.PerMessageRouting, **BASE),
     _mutant("modulo_ring", "KS-ASN-2", bugs.ModuloRing, **BASE, ops=GROWING),
-    _mutant("filters_ignored", "KS-FLT-2", bugs.FiltersIgnoredInRouting, **BASE),
+    # a key routed to a consumer that refuses it can leave an accepting consumer idle (ISO-1)
+    _mutant("filters_ignored", "KS-FLT-2", bugs.FiltersIgnoredInRouting, may="KS-ISO-1", **BASE),
     _mutant("target_filters", "KS-FLT-3", bugs.FilterByRingTarget, **BASE),
     _mutant("filter_when_empty", "KS-FLT-4", bugs.FilterWithoutMembers, **BASE),
     # flow control (section 8)
@@ -144,13 +155,24 @@ MUTANTS: tuple[Mutant, ...] = (
     # the second copy is a duplicate (RES-2) that takes a second permit (FLW-1)
     _mutant("sent_twice", "KS-RES-2 KS-FLW-1", bugs.SentTwice, **BASE),
     # the cursor (section 14)
-    _mutant("cursor_at_highest_ack", "KS-CUR-1", bugs.CursorAtHighestAck, warns="KS-OBS-1", **BASE),
+    # the window counts from the broken cursor, so reading goes wrong too (FLW-2, ISO-1, ORD-1) and messages
+    # below the cursor are never read again after a restart (LIV-1)
+    _mutant(
+        "cursor_at_highest_ack",
+        "KS-CUR-1",
+        bugs.CursorAtHighestAck,
+        warns="KS-OBS-1",
+        may="KS-FLW-2 KS-ISO-1 KS-LIV-1 KS-ORD-1",
+        **BASE,
+    ),
     # the replayed old write moves the cursor back (CUR-2) and is a write persistence did not call for (CUR-5)
     _mutant("stale_cursor_write", "KS-CUR-2 KS-CUR-5", bugs.StaleCursorWrite, **BASE),
     # a message in a persisted hole was resolved, and the restart did not lose that: resurrected and duplicate
     _mutant("holes_reread", "KS-CUR-4 KS-RES-2", bugs.HolesReread, **BASE, filters=False),
     _mutant("persist_on_tick_only", "KS-CUR-5", bugs.PersistOnTickOnly, **BASE),
-    _mutant("cursor_tail_unflushed", "KS-CUR-5", bugs.CursorTailUnflushed, **BASE),
+    _mutant("persist_eagerly", "KS-CUR-5", bugs.PersistEagerly, **BASE),
+    # the unflushed tail is late (CUR-5) and, at quiescence, a stalled cursor (LIV-2)
+    _mutant("cursor_tail_unflushed", "KS-CUR-5", bugs.CursorTailUnflushed, may="KS-LIV-2", **BASE),
     # isolation (section 15), the tick (section 3)
     _mutant("head_of_line", "KS-ISO-1", bugs.HeadOfLine, **BASE),
     # the deliveries before the eviction cross phase 4 with the eviction missing (MEM-2), then it comes late
@@ -171,13 +193,56 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("duplicate_name_accepted", "KS-GEN-4", bugs.DuplicateNameAccepted, **BASE),
     # SHOULD requirements: reported as warnings, never as failures
     _mutant("stats_miscount", "", bugs.StatsMiscount, **BASE, warns="KS-OBS-1"),
+    _mutant("stats_now_lags", "", bugs.StatsNowLags, **BASE, warns="KS-OBS-1"),
     _mutant("hash_ordered_pass", "", bugs.HashOrderedPass, **BASE, warns="KS-GEN-5"),
     _mutant("start_seeded_pass", "", bugs.HashOrderedPass, adapter=bugs.StartSeededAdapter, **BASE, warns="KS-GEN-5"),
     _mutant("lenient_config", "KS-CFG-1", Dispatcher, adapter=bugs.LenientConfigAdapter, **BASE),
 )
 """One mutant per MUST requirement the checker covers (and the real bugs of issue 5)."""
 
-BY_NAME: dict[str, Mutant] = {mutant.name: mutant for mutant in MUTANTS}
+
+def _double(cheap: str, deep: str, may: str = "") -> Mutant:
+    """A mutant with two bugs: the cheap one's dispatcher first in the MRO, the deep one's slice of capabilities."""
+    first, second = SINGLE[cheap], SINGLE[deep]
+    assert first.adapter is ReferenceAdapter and second.adapter is ReferenceAdapter
+    both = type(
+        f"{first.dispatcher.__name__}And{second.dispatcher.__name__}",
+        (first.dispatcher, second.dispatcher),
+        {"__doc__": f"{first.bug} And: {second.bug}"},
+    )
+    return Mutant(
+        f"{cheap}+{deep}",
+        f"{first.bug} And: {second.bug}",
+        first.catches | second.catches,
+        both,
+        capabilities=second.capabilities,
+        warns=first.warns | second.warns,
+        may=first.may | second.may | frozenset(may.split()),
+    )
+
+
+SINGLE: dict[str, Mutant] = {mutant.name: mutant for mutant in MUTANTS}
+
+DOUBLE_MUTANTS: tuple[Mutant, ...] = (
+    _double("stats_now_lags", "no_draining"),
+    _double("stats_now_lags", "retry_behind"),
+    _double("stats_now_lags", "held_overtaken"),
+    _double("stats_now_lags", "dropped_key_stranded"),
+    _double("stats_now_lags", "blocked_leak"),
+    _double("stats_now_lags", "stale_ack_accepted"),
+    _double("persist_eagerly", "no_draining"),
+    _double("persist_eagerly", "retry_behind"),
+    _double("persist_eagerly", "held_overtaken"),
+    _double("persist_eagerly", "dropped_key_stranded"),
+    _double("persist_eagerly", "blocked_leak"),
+    _double("persist_eagerly", "stale_ack_accepted"),
+    _double("stale_ack_accepted", "head_of_line"),
+)
+"""A cheap bug (stats a tick behind, an early cursor write, an accepted stale ack) with a deep one: one run must
+report both. The stats and the cursor write show in almost every example: a suite that stops an example at a
+kind it found already never sees the deep bug behind them."""
+
+BY_NAME: dict[str, Mutant] = {mutant.name: mutant for mutant in (*MUTANTS, *DOUBLE_MUTANTS)}
 
 
 def __getattr__(name: str) -> Callable[[], ReferenceAdapter]:

@@ -577,6 +577,15 @@ class PersistOnTickOnly(Dispatcher):
             super().persist_if_due(in_tick_phase_6)
 
 
+class PersistEagerly(Dispatcher):
+    """The cursor is persisted at the end of every op that changed it, whatever `persist_interval` says."""
+
+    def persistence_due(self, in_tick_phase_6: bool) -> bool:
+        if self.config.persist_interval and self.cursor.position != self.persisted_position:
+            return True  # breaks KS-CUR-5 (a cheap bug: it shows in almost every example that acks)
+        return super().persistence_due(in_tick_phase_6)
+
+
 class CursorTailUnflushed(Dispatcher):
     """The cursor is persisted in batches of two offsets; a last odd offset is never flushed."""
 
@@ -762,6 +771,15 @@ class StatsMiscount(Dispatcher):
     def stats(self) -> dict[str, Any]:
         stats = super().stats()
         stats["delivered_total"] += stats["redelivered_total"]  # breaks KS-OBS-1
+        return stats
+
+
+class StatsNowLags(Dispatcher):
+    """The stats report `now` as it was before the last tick (the gauge is refreshed lazily)."""
+
+    def stats(self) -> dict[str, Any]:
+        stats = super().stats()
+        stats["now"] = max(0, stats["now"] - 1)  # breaks KS-OBS-1 (a cheap bug: it shows at the first tick)
         return stats
 
 
