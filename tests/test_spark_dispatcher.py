@@ -158,13 +158,14 @@ def judgements() -> dict[str, tuple[str, set[str], list[str]]]:
 
 
 @pytest.mark.parametrize("mutant", BATCH_MUTANTS, ids=[m.name for m in BATCH_MUTANTS])
-def test_each_broken_batch_engine_is_caught_on_exactly_its_requirements(
+def test_each_broken_batch_engine_is_caught_on_its_requirements(
     mutant: BatchMutant, judgements: dict[str, tuple[str, set[str], list[str]]]
 ) -> None:
     verdict, failed, faults = judgements[mutant.name]
     assert faults == []
     assert verdict == "not-conformant"
-    assert failed == mutant.catches
+    assert mutant.catches <= failed, f"{mutant.name}: {sorted(mutant.catches - failed)} not reported"
+    assert failed <= mutant.catches | mutant.may, f"{mutant.name}: {sorted(failed - mutant.catches - mutant.may)}"
 
 
 def test_batch_mode_gives_the_same_verdicts_in_process_and_over_stdio() -> None:

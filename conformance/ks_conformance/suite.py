@@ -237,7 +237,7 @@ def _add_unshrunk_observations(context: RunContext, result: RunResult, say: Call
     found = {a.name for f in result.findings for a in f.anomalies}
     adapter = context.connection.adapter if context.connection else ""
     for name, seen in sorted(context.observed.items()):
-        if name in found or name == "nondeterministic":
+        if name in found:
             continue
         shown = [*seen.earlier, seen.anomaly]
         scenario = Scenario(
