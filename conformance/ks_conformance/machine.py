@@ -7,7 +7,7 @@ the teardown) drive the subscription to quiescence so that liveness is checked w
 shrink. An anomaly of a kind not found yet raises `Violation`; a kind already found is recorded and the
 example goes on, so a cheap anomaly found once never hides a deeper one behind it. Every anomaly of every
 example (shrink attempts included) is recorded as an observation, so a requirement violated anywhere in a
-run is never reported passed. Shrinking is budgeted in examples, never in seconds (same seed, same result).
+run is never reported passed. Shrinking is bounded by counts, never seconds (suite.py): one seed, one result.
 """
 
 from __future__ import annotations
