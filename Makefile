@@ -31,7 +31,7 @@ bench: $(STAMP)
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "keyshared needs Python 3.11 or newer: run make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[spark,dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[spark,dev,procrastinate]'
 	touch $(STAMP)
 
 # Java 17+ runs TLC and Spark; fail early with one line saying how to get it.
