@@ -1,0 +1,524 @@
+"""A conformance adapter (spec/adapter-protocol.md, v1 and v2) for procrastinate on a real PostgreSQL.
+
+Run it as `python conformance/adapters/procrastinate/adapter.py [--dsn DSN]` (a script that imports this module, so
+that procrastinate's App is not defined in `__main__`); without `--dsn` it reads
+$KS_PROCRASTINATE_DSN, then asks `postgres.sh status`. The mapping is in this folder's README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import traceback
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import procrastinate
+from procrastinate import jobs as jobs_module
+
+HERE = Path(__file__).resolve().parent
+TASK_NAME = "keyshared.process"
+VERSIONS = (1, 2)
+T = TypeVar("T")
+
+TERMINAL_STATUSES = ("succeeded", "failed", "aborted", "cancelled")
+OUTCOMES = {"failed": "dead-letter"}
+"""procrastinate's terminal statuses and the spec resolution each stands for: a failed job stays in the table,
+where an operator can look at it and retry it (a dead-letter queue in all but name). `aborted` maps to nothing:
+an aborted job is never run again and cannot be retried, so it is a loss."""
+
+CONFIG_VALUES: dict[str, list[Any]] = {
+    "window": [],
+    "points": [],
+    "ack_timeout": [0],
+    "max_redeliveries": list(range(0, 11)),
+    "backoff_base": [0],
+    "backoff_max": [0],
+    "poison_policy": ["dead-letter"],
+    "persist_interval": [0],
+    "persist_ack_holes": [False],
+    "evict_after": list(range(1, 11)),
+}
+"""The values of each configuration field this adapter honours (protocol v2 `config_values`)."""
+
+DEFAULTS: dict[str, Any] = {
+    "profile": "strict",
+    "selector": "any",
+    "ack_timeout": 0,
+    "max_redeliveries": 5,
+    "backoff_base": 0,
+    "backoff_max": 0,
+    "poison_policy": "dead-letter",
+    "persist_interval": 0,
+    "persist_ack_holes": False,
+    "evict_after": 6,
+}
+"""An omitted field: the spec's default where this adapter honours it, otherwise the one value it supports."""
+
+FIELDS = (*DEFAULTS, "window", "points", "bucket_budget", "bucket_max")
+
+CAPABILITIES: dict[str, Any] = {
+    "profiles": ["strict"],
+    "selectors": ["any"],
+    "ops": ["publish", "add_consumer", "remove_consumer", "disconnect", "ack", "nack", "tick", "restart"],
+    "filters": False,
+    "ack_timeout": False,
+    "poison_policies": ["dead-letter"],
+    "persist_ack_holes": False,
+    "held_events": False,
+    "stats": False,
+    "batch": False,
+    "deterministic": True,
+    "interactive": True,
+    "flow_control": True,
+    "capacity": True,
+    "window": False,
+    "cursor": False,
+    "config_values": CONFIG_VALUES,
+    "terminal_outcomes": OUTCOMES,
+}
+
+PRUNE_BEFORE = (
+    "SELECT * FROM procrastinate_prune_stalled_workers_v1(extract(epoch FROM now() - %(cutoff)s::timestamptz)::float8)"
+)
+"""procrastinate's own pruning function, with `seconds_since_heartbeat` computed in the same statement so that
+the heartbeat cutoff is exactly the start of a given tick (a tick is one heartbeat interval)."""
+NO_STALE_WORKER = 10 * 365 * 24 * 3600.0
+"""After pruning, stalled jobs are the ones whose worker is gone: no heartbeat is ever this old."""
+
+
+class Refused(Exception):
+    """A refusal the protocol defines: nothing happened."""
+
+    def __init__(self, code: str, message: str, field_name: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.field_name = code, message, field_name
+
+
+class JobFailed(Exception):
+    """What the task raises when the kit's consumer nacks its job."""
+
+
+@dataclass
+class Worker:
+    """One kit consumer: a procrastinate worker with `concurrency = capacity`."""
+
+    name: str
+    worker_id: int
+    capacity: int
+    connected: bool = True
+    running: dict[int, jobs_module.Job] = field(default_factory=dict)
+    """The jobs it is running, by offset (the worker's own in-memory view)."""
+
+
+class ProcrastinateAdapter:
+    """The adapter protocol's in-process methods, driving procrastinate through its App and JobManager."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.loop = asyncio.new_event_loop()
+        self.version = 1
+        self.app: procrastinate.App | None = None
+        self.task: Any = None
+        self.config: dict[str, Any] = {}
+        self.workers: dict[str, Worker] = {}
+        self.job_ids: dict[int, int] = {}
+        self.published = 0
+        self.now = 0
+        self.beats: list[datetime] = []
+        """The database's clock at the start of each tick's heartbeat round (index: the tick)."""
+
+    # --- the protocol -----------------------------------------------------------------------------------
+
+    def start(self, version: int = 1) -> dict[str, Any]:
+        """Who we are and what we support, in the protocol version the kit asked for."""
+        self.version = version
+        implementation = {
+            "name": "procrastinate",
+            "version": metadata.version("procrastinate"),
+            "language": "python",
+            "homepage": "https://github.com/procrastinate-org/procrastinate",
+            "adapter": "keyshared conformance/adapters/procrastinate",
+        }
+        return {"version": version, "implementation": implementation, "capabilities": CAPABILITIES}
+
+    def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A fresh subscription: procrastinate's tables emptied, a new App whose task retries as configured."""
+        try:
+            self.config = parse_config(config)
+        except Refused as refusal:
+            return {
+                "ok": False,
+                "error": {"code": refusal.code, "message": refusal.message, "field": refusal.field_name},
+            }
+        self._run(self._reset())
+        return {"ok": True, "events": []}
+
+    def op(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        """Perform one op, then a dispatch pass; its effect events or a refusal."""
+        if self.app is None:
+            return {"errored": True, "context": {"message": "op before reset: no subscription exists yet"}}
+        name = op.get("op")
+        handler = getattr(self, f"_op_{name}", None)
+        if handler is None:
+            return {"skipped": True, "message": f"procrastinate has nothing that {name!r} maps to"}
+        try:
+            events: list[dict[str, Any]] = self._run(handler(op))
+        except Refused as refusal:
+            return {"ok": False, "error": {"code": refusal.code, "message": refusal.message}}
+        return {"ok": True, "events": events}
+
+    def stats(self) -> dict[str, Any]:
+        """Not supported (the `stats` capability is false)."""
+        return {"errored": True, "context": {"message": "the procrastinate adapter has no stats"}}
+
+    def stop(self) -> None:
+        """Close the connection pool and the event loop."""
+        if self.app is not None:
+            self._run(self.app.close_async())
+            self.app = None
+        if not self.loop.is_closed():
+            self.loop.close()
+
+    # --- plumbing ---------------------------------------------------------------------------------------
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+    @property
+    def manager(self) -> Any:
+        assert self.app is not None
+        return self.app.job_manager
+
+    async def _open(self) -> None:
+        """A new application process: a new App with its own pool, and the task as a user would declare it."""
+        app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=self.dsn))
+        retries = int(self.config["max_redeliveries"])
+
+        @app.task(name=TASK_NAME, retry=retries, pass_context=False)
+        async def process(offset: int) -> None:
+            """The job's body is the kit's consumer: it never runs in this process."""
+
+        await app.open_async()
+        self.app, self.task = app, process
+
+    async def _reset(self) -> None:
+        if self.app is not None:
+            await self.app.close_async()
+            self.app = None
+        await self._open()
+        if not await self.manager.check_connection_async():
+            assert self.app is not None
+            await self.app.schema_manager.apply_schema_async()
+        await self._execute(
+            "TRUNCATE procrastinate_events, procrastinate_periodic_defers, procrastinate_jobs, procrastinate_workers "
+            "RESTART IDENTITY CASCADE"
+        )
+        self.workers, self.job_ids, self.published, self.now = {}, {}, 0, 0
+        self.beats = [await self._db_now()]
+
+    async def _execute(self, query: Any) -> None:
+        assert self.app is not None
+        await self.app.connector.execute_query_async(query)
+
+    async def _sql(self, query: Any, **arguments: Any) -> list[dict[str, Any]]:
+        assert self.app is not None
+        rows: list[dict[str, Any]] = await self.app.connector.execute_query_all_async(query, **arguments)
+        return rows
+
+    async def _db_now(self) -> datetime:
+        rows = await self._sql("SELECT now() AS now")
+        now: datetime = rows[0]["now"]
+        return now
+
+    def _member(self, op: Mapping[str, Any]) -> Worker:
+        worker = self.workers.get(str(op.get("consumer")))
+        if worker is None:
+            raise Refused("unknown_consumer", f"no member named {op.get('consumer')!r}")
+        return worker
+
+    def _outcome(self, offset: int, key: str, status: str, attempt: int, reason: str) -> list[dict[str, Any]]:
+        """A terminal status outside the spec's vocabulary: an `outcome` event (v2); in v1 only `failed` has a name."""
+        if self.version >= 2:
+            return [{"event": "outcome", "offset": offset, "key": key, "outcome": status}]
+        if OUTCOMES.get(status) == "dead-letter":
+            return [{"event": "dead_letter", "offset": offset, "key": key, "attempt": attempt, "reason": reason}]
+        return []
+
+    async def _dispatch(self) -> list[dict[str, Any]]:
+        """Every connected worker with a free slot fetches a job, as its loop does, until none is left."""
+        events: list[dict[str, Any]] = []
+        while True:
+            fetched = False
+            for worker in list(self.workers.values()):
+                if not worker.connected or len(worker.running) >= worker.capacity:
+                    continue
+                job = await self.manager.fetch_job(queues=None, worker_id=worker.worker_id)
+                if job is None:
+                    return events  # no worker filters queues: what one cannot fetch, none can
+                offset = int(job.task_kwargs["offset"])
+                worker.running[offset] = job
+                events.append(
+                    {
+                        "event": "deliver",
+                        "offset": offset,
+                        "key": job.lock,
+                        "consumer": worker.name,
+                        "attempt": job.attempts + 1,
+                    }
+                )
+                fetched = True
+            if not fetched:
+                return events
+
+    async def _prune(self) -> list[dict[str, Any]]:
+        """The stalled-worker task: workers without a heartbeat for `evict_after` ticks are pruned."""
+        cutoff = self.beats[max(0, self.now - int(self.config["evict_after"]) + 1)]
+        rows = await self._sql(PRUNE_BEFORE, cutoff=cutoff)
+        pruned = {int(row["worker_id"]) for row in rows}
+        events = []
+        for worker in list(self.workers.values()):
+            if worker.worker_id in pruned:
+                del self.workers[worker.name]
+                events.append({"event": "consumer_evicted", "consumer": worker.name})
+        return events
+
+    async def _job_key(self, offset: int) -> tuple[str | None, str | None]:
+        """The job's lock and status, if the offset was published."""
+        job_id = self.job_ids.get(offset)
+        if job_id is None:
+            return None, None
+        found = list(await self.manager.list_jobs_async(id=job_id))
+        return (found[0].lock, found[0].status) if found else (None, None)
+
+    async def _ignored(self, kind: str, worker: Worker, offset: int) -> list[dict[str, Any]]:
+        key, status = await self._job_key(offset)
+        reason = "unknown-offset" if key is None else "resolved" if status in TERMINAL_STATUSES else "not-holder"
+        event: dict[str, Any] = {"event": kind, "offset": offset, "consumer": worker.name, "reason": reason}
+        if key is not None:
+            event["key"] = key
+        return [event, *await self._dispatch()]
+
+    # --- ops ----------------------------------------------------------------------------------------------
+
+    async def _op_publish(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        offset, key = op.get("offset"), op.get("key")
+        if offset != self.published or not isinstance(key, str):
+            raise Refused("invalid_argument", f"expected offset {self.published} and a string key")
+        self.job_ids[offset] = await self.task.configure(lock=key).defer_async(offset=offset)
+        self.published += 1
+        return await self._dispatch()
+
+    async def _op_add_consumer(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        name, capacity = str(op.get("consumer")), op.get("capacity")
+        if name in self.workers:
+            raise Refused("duplicate_consumer", f"{name!r} is a member")
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
+            raise Refused("invalid_argument", "capacity must be an integer >= 1")
+        if op.get("filters"):
+            raise Refused("invalid_argument", "procrastinate workers pick queues, not keys: no key filters")
+        events = await self._prune()  # a starting worker prunes stalled workers first, as Worker.run does
+        worker_id = await self.manager.register_worker()
+        self.workers[name] = Worker(name, int(worker_id), capacity)
+        return events + await self._dispatch()
+
+    async def _op_remove_consumer(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A graceful stop whose grace period ran out: running jobs are aborted, then the worker unregisters."""
+        worker = self._member(op)
+        events: list[dict[str, Any]] = []
+        for offset, job in sorted(worker.running.items()):
+            retry = self.task.get_retry_exception(exception=asyncio.CancelledError(), job=job)
+            if retry is not None:
+                decision = retry.retry_decision
+                await self.manager.retry_job(
+                    job,
+                    retry_at=decision.retry_at,
+                    priority=decision.priority,
+                    queue=decision.queue,
+                    lock=decision.lock,
+                )
+            else:
+                await self.manager.finish_job(job, status=jobs_module.Status.ABORTED, delete_job=False)
+                events += self._outcome(offset, str(job.lock), "aborted", job.attempts + 1, "nack")
+        await self.manager.unregister_worker(worker.worker_id)
+        del self.workers[worker.name]
+        return events + await self._dispatch()
+
+    async def _op_disconnect(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The worker stops heartbeating and fetching; its running jobs stay `doing`."""
+        self._member(op).connected = False
+        return await self._dispatch()
+
+    async def _op_ack(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The job's task returned: the worker finishes it as succeeded."""
+        worker, offset = self._member(op), int(op.get("offset", -1))
+        job = worker.running.pop(offset, None)
+        if job is None:
+            return await self._ignored("ack_ignored", worker, offset)
+        await self.manager.finish_job(job, status=jobs_module.Status.SUCCEEDED, delete_job=False)
+        return [{"event": "ack", "offset": offset, "key": job.lock, "consumer": worker.name}, *await self._dispatch()]
+
+    async def _op_nack(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The job's task raised: the task's retry strategy retries it, or the worker finishes it as failed."""
+        worker, offset = self._member(op), int(op.get("offset", -1))
+        job = worker.running.pop(offset, None)
+        if job is None:
+            return await self._ignored("nack_ignored", worker, offset)
+        attempt = job.attempts + 1
+        events = [{"event": "nack", "offset": offset, "key": job.lock, "consumer": worker.name, "attempt": attempt}]
+        retry = self.task.get_retry_exception(exception=JobFailed("nacked"), job=job)
+        if retry is not None:
+            decision = retry.retry_decision
+            await self.manager.retry_job(
+                job, retry_at=decision.retry_at, priority=decision.priority, queue=decision.queue, lock=decision.lock
+            )
+        else:
+            await self.manager.finish_job(job, status=jobs_module.Status.FAILED, delete_job=False)
+            events += self._outcome(offset, str(job.lock), "failed", attempt, "nack")
+        return events + await self._dispatch()
+
+    async def _op_tick(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """One heartbeat interval: connected workers beat, then the stalled-job task runs, then dispatch."""
+        self.now += 1
+        self.beats.append(await self._db_now())
+        for worker in self.workers.values():
+            if worker.connected:
+                await self.manager.update_heartbeat(worker.worker_id)
+        events = await self._prune()
+        for job in await self.manager.get_stalled_jobs(seconds_since_heartbeat=NO_STALE_WORKER):
+            await self.manager.retry_job(job)
+        return events + await self._dispatch()
+
+    async def _op_restart(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Every worker process and the application crash and start again: nothing is written on the way down."""
+        assert self.app is not None
+        await self.app.close_async()
+        self.app, self.workers = None, {}
+        await self._open()
+        self.job_ids = {int(job.task_kwargs["offset"]): int(job.id) for job in await self.manager.list_jobs_async()}
+        self.published = len(self.job_ids)
+        return await self._dispatch()
+
+
+def parse_config(config: Any) -> dict[str, Any]:
+    """The configuration with defaults filled in; Refused (invalid_config, naming the field) otherwise."""
+    if not isinstance(config, Mapping):
+        raise Refused("invalid_config", "the configuration must be a JSON object", "(config)")
+    for name in config:
+        if name not in FIELDS:
+            raise Refused("invalid_config", f"unknown field {name!r}", str(name))
+    for name, value in config.items():
+        if name in ("profile", "selector"):
+            continue
+        if name in ("bucket_budget", "bucket_max"):
+            raise Refused("invalid_config", f"{name}: only with the buckets selector, which procrastinate lacks", name)
+        if not honoured(name, value):
+            raise Refused(
+                "invalid_config", f"{name}: {value!r} is not supported (supported: {CONFIG_VALUES[name]})", name
+            )
+    if config.get("profile", "strict") != "strict":
+        raise Refused("invalid_config", "profile: only 'strict' (a lock runs one job at a time)", "profile")
+    if config.get("selector", "any") != "any":
+        raise Refused("invalid_config", "selector: only 'any' (any worker takes any job)", "selector")
+    return {**DEFAULTS, **config}
+
+
+def honoured(name: str, value: Any) -> bool:
+    """True if this adapter honours `value` for field `name` (any count of redeliveries, any eviction delay >= 1)."""
+    if name in ("max_redeliveries", "evict_after"):
+        lowest = 0 if name == "max_redeliveries" else 1
+        return isinstance(value, int) and not isinstance(value, bool) and value >= lowest
+    return any(type(value) is type(allowed) and value == allowed for allowed in CONFIG_VALUES[name])
+
+
+def dsn_from_environment() -> str:
+    """$KS_PROCRASTINATE_DSN, or the DSN of the running private cluster (`postgres.sh status`)."""
+    dsn = os.environ.get("KS_PROCRASTINATE_DSN")
+    if dsn:
+        return dsn
+    status = subprocess.run([str(HERE / "postgres.sh"), "status"], capture_output=True, text=True, check=False)
+    if status.returncode != 0:
+        raise SystemExit(
+            f"procrastinate adapter: no DSN: pass --dsn, set KS_PROCRASTINATE_DSN or run {HERE}/postgres.sh start"
+        )
+    return status.stdout.strip()
+
+
+def serve(adapter: ProcrastinateAdapter, source: IO[str], sink: IO[str]) -> int:
+    """Answer JSON-line requests until `stop` or end of input; one flushed response line per request."""
+    for line in source:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError as error:
+            write(sink, {"errored": True, "context": {"message": f"request is not JSON: {error}"}})
+            continue
+        command = request.get("cmd") if isinstance(request, dict) else None
+        if command == "stop":
+            adapter.stop()
+            return 0
+        if command == "start" and request.get("version") not in VERSIONS:
+            print(
+                f"procrastinate adapter: protocol version {request.get('version')!r} is not spoken here",
+                file=sys.stderr,
+            )
+            adapter.stop()
+            return 2
+        try:
+            if command == "start":
+                response = adapter.start(int(request["version"]))
+            elif command == "reset":
+                response = adapter.reset(request.get("config", {}))
+            elif command == "op":
+                response = adapter.op(request.get("op", {}))
+            elif command == "stats":
+                response = adapter.stats()
+            else:
+                response = {"errored": True, "context": {"message": f"unknown command {command!r}"}}
+        except Exception as error:
+            response = {
+                "errored": True,
+                "context": {"message": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()},
+            }
+        if isinstance(request, dict) and "seq" in request:
+            response = {"seq": request["seq"], **response}
+        write(sink, response)
+    adapter.stop()
+    return 0
+
+
+def write(sink: IO[str], response: Mapping[str, Any]) -> None:
+    """One JSON line, flushed."""
+    sink.write(json.dumps(response, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str) + "\n")
+    sink.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the adapter over stdio."""
+    parser = argparse.ArgumentParser(
+        description="the keyshared conformance adapter for procrastinate (JSON lines over stdio)"
+    )
+    parser.add_argument("--dsn", help="the PostgreSQL DSN (default: $KS_PROCRASTINATE_DSN, or postgres.sh status)")
+    arguments = parser.parse_args(argv)
+    adapter = ProcrastinateAdapter(arguments.dsn or dsn_from_environment())
+    sink = sys.stdout
+    sys.stdout = sys.stderr  # a stray print must not corrupt the protocol stream
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        return serve(adapter, sys.stdin, sink)
+    finally:
+        sys.stdout = sink
