@@ -31,24 +31,23 @@ VERSIONS = (1, 2)
 T = TypeVar("T")
 
 TERMINAL_STATUSES = ("succeeded", "failed", "aborted", "cancelled")
-OUTCOMES = {"failed": "dead-letter"}
-"""procrastinate's terminal statuses and the spec resolution each stands for: a failed job stays in the table,
-where an operator can look at it and retry it (a dead-letter queue in all but name). `aborted` maps to nothing:
-an aborted job is never run again and cannot be retried, so it is a loss."""
+OUTCOMES: dict[str, str | None] = {"failed": "dead_lettered", "aborted": None}
+"""procrastinate's terminal statuses outside the spec's vocabulary and the resolution each stands for: a failed job
+stays in the table, where an operator can see it and retry it (a dead-letter queue in all but name); an aborted job
+is never run again and cannot be retried, so it stands for no resolution (a loss)."""
 
 CONFIG_VALUES: dict[str, list[Any]] = {
-    "window": [],
-    "points": [],
     "ack_timeout": [0],
-    "max_redeliveries": list(range(0, 11)),
+    "max_redeliveries": [0, 1, 2, 3, 4, 5],
     "backoff_base": [0],
     "backoff_max": [0],
     "poison_policy": ["dead-letter"],
     "persist_interval": [0],
     "persist_ack_holes": [False],
-    "evict_after": list(range(1, 11)),
+    "evict_after": [1, 2, 3, 4, 5, 6],
 }
-"""The values of each configuration field this adapter honours (protocol v2 `config_values`)."""
+"""Values of each configuration field this adapter honours (protocol v2 `config_values`); it also takes any other
+`max_redeliveries` >= 0 and `evict_after` >= 1. `window` and `points` have none: procrastinate has neither."""
 
 DEFAULTS: dict[str, Any] = {
     "profile": "strict",
@@ -147,7 +146,7 @@ class ProcrastinateAdapter:
             "version": metadata.version("procrastinate"),
             "language": "python",
             "homepage": "https://github.com/procrastinate-org/procrastinate",
-            "adapter": "keyshared conformance/adapters/procrastinate",
+            "source": "keyshared: conformance/adapters/procrastinate",
         }
         return {"version": version, "implementation": implementation, "capabilities": CAPABILITIES}
 
@@ -246,11 +245,13 @@ class ProcrastinateAdapter:
             raise Refused("unknown_consumer", f"no member named {op.get('consumer')!r}")
         return worker
 
-    def _outcome(self, offset: int, key: str, status: str, attempt: int, reason: str) -> list[dict[str, Any]]:
+    def _outcome(
+        self, offset: int, key: str, status: str, consumer: str, attempt: int, reason: str
+    ) -> list[dict[str, Any]]:
         """A terminal status outside the spec's vocabulary: an `outcome` event (v2); in v1 only `failed` has a name."""
         if self.version >= 2:
-            return [{"event": "outcome", "offset": offset, "key": key, "outcome": status}]
-        if OUTCOMES.get(status) == "dead-letter":
+            return [{"event": "outcome", "offset": offset, "key": key, "reason": status, "consumer": consumer}]
+        if OUTCOMES.get(status) == "dead_lettered":
             return [{"event": "dead_letter", "offset": offset, "key": key, "attempt": attempt, "reason": reason}]
         return []
 
@@ -348,7 +349,7 @@ class ProcrastinateAdapter:
                 )
             else:
                 await self.manager.finish_job(job, status=jobs_module.Status.ABORTED, delete_job=False)
-                events += self._outcome(offset, str(job.lock), "aborted", job.attempts + 1, "nack")
+                events += self._outcome(offset, str(job.lock), "aborted", worker.name, job.attempts + 1, "nack")
         await self.manager.unregister_worker(worker.worker_id)
         del self.workers[worker.name]
         return events + await self._dispatch()
@@ -383,7 +384,7 @@ class ProcrastinateAdapter:
             )
         else:
             await self.manager.finish_job(job, status=jobs_module.Status.FAILED, delete_job=False)
-            events += self._outcome(offset, str(job.lock), "failed", attempt, "nack")
+            events += self._outcome(offset, str(job.lock), "failed", worker.name, attempt, "nack")
         return events + await self._dispatch()
 
     async def _op_tick(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -423,7 +424,7 @@ def parse_config(config: Any) -> dict[str, Any]:
             raise Refused("invalid_config", f"{name}: only with the buckets selector, which procrastinate lacks", name)
         if not honoured(name, value):
             raise Refused(
-                "invalid_config", f"{name}: {value!r} is not supported (supported: {CONFIG_VALUES[name]})", name
+                "invalid_config", f"{name}: {value!r} is not supported (supported: {CONFIG_VALUES.get(name, [])})", name
             )
     if config.get("profile", "strict") != "strict":
         raise Refused("invalid_config", "profile: only 'strict' (a lock runs one job at a time)", "profile")
@@ -437,7 +438,7 @@ def honoured(name: str, value: Any) -> bool:
     if name in ("max_redeliveries", "evict_after"):
         lowest = 0 if name == "max_redeliveries" else 1
         return isinstance(value, int) and not isinstance(value, bool) and value >= lowest
-    return any(type(value) is type(allowed) and value == allowed for allowed in CONFIG_VALUES[name])
+    return any(type(value) is type(allowed) and value == allowed for allowed in CONFIG_VALUES.get(name, []))
 
 
 def dsn_from_environment() -> str:
