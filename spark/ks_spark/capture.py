@@ -1,0 +1,283 @@
+"""Record what a Spark Structured Streaming query does with a keyed log, for judging its replays (spec/streaming.md).
+
+A user adds three calls to a query that reads a keyed log and processes it per key, and nothing else changes:
+
+    capture = Capture("capture/", checkpoint="checkpoint/")
+    capture.begin(spark)
+    records = capture.source(spark.readStream...load())                 # the log's records: publishes
+    results = records.groupBy("key").applyInPandasWithState(capture.per_key(update), ...)  # deliveries
+    query = results.writeStream.foreachBatch(capture.sink(write)) \\
+        .option("checkpointLocation", capture.checkpoint).start()         # acks, the checkpoint's commits
+    ...
+    capture.end()                                                         # a clean stop (quiescent)
+
+Every call passes the data through unchanged and appends JSON lines to files of its own under the capture
+folder: the driver's (`run-NNNN/driver.jsonl`: runs, batches, sink returns, the checkpoint's commit log)
+and each task's (`run-NNNN/tasks/`: the offsets and keys a task read, the offsets its per-key function
+produced, in order). Files are flushed after every write, so a process killed with SIGKILL loses only the
+line it was writing. `ks_spark.streamtrace` turns the folder into a trace of the format of spec/trace.md.
+The folder must be reachable from the executors (local mode, or a shared file system).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+from ks_spec.errors import UserError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+MARKER = "capture.json"
+"""The file that makes a folder a capture folder: its format, version and column names."""
+FORMAT = "keyshared-stream-capture"
+VERSION = 1
+BATCH_PROPERTY = "keyshared.capture.batch"
+"""The Spark local property the sink wrapper sets to the batch id, so tasks of the batch's jobs know it."""
+SPARK_BATCH_PROPERTY = "streaming.sql.batchId"
+SOURCE, OUTPUT = "src", "out"
+"""Task file kinds: the records a task read from the source, and the offsets its per-key function produced."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def committed_batches(checkpoint: str | None) -> list[int]:
+    """The batch ids in a local checkpoint's commit log (`commits/N`), sorted; none when there is no checkpoint."""
+    if checkpoint is None:
+        return []
+    folder = Path(checkpoint.removeprefix("file:")) / "commits"
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+class Capture:
+    """The capture of one query's runs in one folder; a new `Capture` on the same folder is the next run (a restart).
+
+    `offset_column` and `key_column` name the log's offset (dense: 0, 1, 2, ...) and routing key in the
+    source records and the offset in the per-key function's output (one row per record processed).
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        checkpoint: str | None = None,
+        offset_column: str = "offset",
+        key_column: str = "key",
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        self.folder = Path(folder).resolve()
+        self.checkpoint = checkpoint
+        self.offset_column = offset_column
+        self.key_column = key_column
+        self.on_batch = on_batch
+        self.run_dir: Path | None = None
+        self._driver: IO[str] | None = None
+        self._session: SparkSession | None = None
+
+    def begin(self, session: SparkSession) -> Path:
+        """Start a run: the first in an empty folder, else a restart. Returns the run's folder."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        marker = self.folder / MARKER
+        settings = {
+            "format": FORMAT,
+            "version": VERSION,
+            "offset_column": self.offset_column,
+            "key_column": self.key_column,
+        }
+        if marker.exists():
+            stored = _read_marker(self.folder)
+            if stored.get("offset_column") != self.offset_column or stored.get("key_column") != self.key_column:
+                raise UserError(f"{marker}: the capture was made with other column names: {stored}", exit_code=64)
+        else:
+            marker.write_text(json.dumps(settings) + "\n")
+        runs = sorted(p for p in self.folder.glob("run-*") if p.is_dir())
+        self.run_dir = self.folder / f"run-{len(runs) + 1:04d}"
+        (self.run_dir / "tasks").mkdir(parents=True)
+        self._driver = open(self.run_dir / "driver.jsonl", "a", encoding="utf-8")
+        self._session = session
+        partitions = session.conf.get("spark.sql.shuffle.partitions")
+        self._note({"e": "start", "time": time.time(), "partitions": int(partitions or 0), **self._committed()})
+        return self.run_dir
+
+    def end(self, probe: dict[int, int] | None = None) -> None:
+        """End the run cleanly (the query stopped after processing everything): the trace's `quiescent`.
+
+        `probe`, when given, counts how many times the sink's durable output holds each offset's result:
+        a count above one shows a replay that applied a record again (spec/streaming.md, section 4).
+        """
+        if probe is not None:
+            counts = {str(offset): count for offset, count in sorted(probe.items())}
+            self._write_json(self._run() / "probe.json", {"counts": counts})
+        self._note({"e": "stop", "time": time.time(), **self._committed()})
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
+
+    def source(self, frame: DataFrame) -> DataFrame:
+        """The source records, unchanged; each task notes the (offset, key) of every record it reads."""
+        record = _task_recorder(self._run(), SOURCE, self.offset_column, self.key_column)
+
+        def tap(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                record(batch)
+                yield batch
+
+        return frame.mapInArrow(tap, frame.schema)
+
+    def per_key(self, function: F) -> F:
+        """The per-key function, unchanged (same signature, same output); each output row's offset is noted, in order.
+
+        The output must carry the offset of the record each row comes from, one row per record processed,
+        in the order the function processed them: that order is the order of the trace's deliveries.
+        """
+        record = _task_recorder(self._run(), OUTPUT, self.offset_column, None)
+        import pandas as pd
+
+        @functools.wraps(function)
+        def wrapped(*args: Any) -> Any:
+            result = function(*args)
+            if isinstance(result, pd.DataFrame):
+                record(result)
+                return result
+            return _recorded(result, record)
+
+        return wrapped  # type: ignore[return-value]
+
+    def sink(self, function: Callable[[DataFrame, int], None]) -> Callable[[DataFrame, int], None]:
+        """The foreachBatch function, unchanged; notes the batch's start and the sink's return (the batch's acks)."""
+
+        @functools.wraps(function)
+        def wrapped(frame: DataFrame, batch_id: int) -> None:
+            frame.sparkSession.sparkContext.setLocalProperty(BATCH_PROPERTY, str(batch_id))
+            self._note({"e": "batch", "b": int(batch_id), "time": time.time(), **self._committed()})
+            if self.on_batch is not None:
+                self.on_batch(int(batch_id))
+            function(frame, batch_id)
+            self._note({"e": "sink", "b": int(batch_id), "time": time.time()})
+
+        return wrapped
+
+    def _committed(self) -> dict[str, list[int]]:
+        return {"committed": committed_batches(self.checkpoint)}
+
+    def _run(self) -> Path:
+        if self.run_dir is None:
+            raise UserError("capture: call Capture.begin(spark) before building the query", exit_code=64)
+        return self.run_dir
+
+    def _note(self, line: dict[str, Any]) -> None:
+        if self._driver is None:
+            raise UserError("capture: the run has not begun or has ended (Capture.begin / Capture.end)", exit_code=64)
+        self._driver.write(json.dumps(line) + "\n")
+        self._driver.flush()
+
+    @staticmethod
+    def _write_json(path: Path, value: Any) -> None:
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_text(json.dumps(value) + "\n")
+        os.replace(temporary, path)
+
+
+def _read_marker(folder: Path) -> dict[str, Any]:
+    """The capture folder's settings, or a one-line error naming the file."""
+    marker = folder / MARKER
+    try:
+        stored = json.loads(marker.read_text())
+    except (OSError, ValueError) as error:
+        raise UserError(f"{marker}: not a capture marker ({error})") from None
+    if not isinstance(stored, dict) or stored.get("format") != FORMAT or stored.get("version") != VERSION:
+        raise UserError(f"{marker}: not a version {VERSION} {FORMAT} marker")
+    return stored
+
+
+def _recorded(frames: Any, record: Callable[[Any], None]) -> Iterator[Any]:
+    for frame in frames:
+        record(frame)
+        yield frame
+
+
+def _task_recorder(run_dir: Path, kind: str, offset_column: str, key_column: str | None) -> Callable[[Any], None]:
+    """A function, run in tasks, appending the offsets (and keys) of an Arrow batch or pandas frame to the task's file.
+
+    One file per task attempt, named by batch, partition and attempt; a Python worker keeps its current file open.
+    """
+    tasks = str(run_dir / "tasks")
+    handles: dict[str, IO[str]] = {}
+
+    def record(data: Any) -> None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is None:
+            return
+        batch = context.getLocalProperty(BATCH_PROPERTY) or context.getLocalProperty(SPARK_BATCH_PROPERTY) or "x"
+        name = f"{kind}-b{batch}-p{context.partitionId()}-a{context.attemptNumber()}-t{context.taskAttemptId()}.jsonl"
+        handle = handles.get(name)
+        if handle is None:
+            for old in handles.values():
+                old.close()
+            handles.clear()
+            handle = handles[name] = open(os.path.join(tasks, name), "a", encoding="utf-8")
+        offsets = _column(data, offset_column)
+        if key_column is None:
+            lines = [f"{offset}\n" for offset in offsets]
+        else:
+            lines = [
+                json.dumps([offset, key]) + "\n" for offset, key in zip(offsets, _column(data, key_column), strict=True)
+            ]
+        handle.write("".join(lines))
+        handle.flush()
+
+    return record
+
+
+def _column(data: Any, name: str) -> list[Any]:
+    """A column of an Arrow record batch or a pandas frame as a Python list; a one-line error when it is missing."""
+    import pyarrow as pa
+
+    arrow = isinstance(data, pa.RecordBatch)
+    names = list(data.schema.names) if arrow else list(data.columns)
+    if name not in names:
+        raise UserError(f"capture: column '{name}' is missing (columns: {', '.join(map(str, names))})", exit_code=64)
+    values: list[Any] = data.column(name).to_pylist() if arrow else data[name].tolist()
+    return values
+
+
+class NoCapture(Capture):
+    """The same calls, recording nothing: a query built with it runs exactly as without capture (benchmarks)."""
+
+    def __init__(self, checkpoint: str | None = None) -> None:
+        super().__init__(".", checkpoint)
+
+    def begin(self, session: SparkSession) -> Path:
+        """Nothing to start."""
+        return self.folder
+
+    def end(self, probe: dict[int, int] | None = None) -> None:
+        """Nothing to end."""
+
+    def source(self, frame: DataFrame) -> DataFrame:
+        """The frame itself."""
+        return frame
+
+    def per_key(self, function: F) -> F:
+        """The function itself."""
+        return function
+
+    def sink(self, function: Callable[[DataFrame, int], None]) -> Callable[[DataFrame, int], None]:
+        """The function itself."""
+        return function
+
+
+def probe_counts(frame: DataFrame, offset_column: str = "offset") -> dict[int, int]:
+    """How many rows of a sink's durable output carry each offset (for `Capture.end(probe=...)`)."""
+    rows = frame.groupBy(offset_column).count().collect()
+    return {int(row[0]): int(row[1]) for row in rows if row[0] is not None}

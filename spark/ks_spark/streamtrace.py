@@ -1,0 +1,366 @@
+"""Turn a capture folder (ks_spark.capture) into a trace of spec/trace.md, by the mapping of spec/streaming.md.
+
+Pure Python (no Spark): the capture's files are small beside the query's data (one short line per record
+read and per record processed). Per micro-batch of a run, in this order: a `tick`; the `publish` of every
+new offset up to the batch's highest; per shuffle partition that processed records, `consumer_added`
+(named `p<partition>`, its capacity the records it took) and its `deliver` events in the order its
+per-key function produced them; when the sink returned, an `ack` per delivery and `consumer_removed`;
+when the checkpoint's commit log holds the batch, a `tick` whose `cursor_persisted` is the first offset
+the committed batches' source records do not cover. A later run starts with `restart`; a clean end
+adds `quiescent`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ks_spec.errors import MissingInput, UserError
+
+from ks_spark.capture import MARKER, OUTPUT, SOURCE, _read_marker
+
+Event = dict[str, Any]
+IMPLEMENTATION = {"name": "spark-structured-streaming (ks_spark.capture)", "version": "1"}
+
+
+@dataclass
+class Execution:
+    """One execution of a micro-batch in one run: the records its source read, what each partition produced."""
+
+    run: int
+    batch: int
+    sources: dict[int, str] = field(default_factory=dict)
+    deliveries: dict[int, list[int]] = field(default_factory=dict)
+    sink_returned: bool = False
+    emitted: bool = False
+    committed: bool = False
+    durable: bool = False
+
+
+@dataclass
+class Run:
+    """One run of the query (one `Capture.begin`): its driver lines and its batches' executions."""
+
+    index: int
+    folder: Path
+    lines: list[Any]
+    executions: dict[int, Execution]
+    probe: dict[int, int] | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """The run ended cleanly (Capture.end)."""
+        return any(line.get("e") == "stop" for line in self.lines)
+
+
+@dataclass
+class Summary:
+    """What a capture holds: runs, batches, records read and processed."""
+
+    runs: int = 0
+    batches: int = 0
+    published: int = 0
+    deliveries: int = 0
+    redeliveries: int = 0
+    """Deliveries of an offset delivered before, in this run or an earlier one."""
+    commits: int = 0
+    clean_end: bool = False
+
+
+def is_capture(path: Path) -> bool:
+    """True when `path` is a capture folder (it holds capture.json)."""
+    return path.is_dir() and (path / MARKER).is_file()
+
+
+def load_runs(folder: Path) -> list[Run]:
+    """Every run of a capture folder, in order; a one-line error when the folder is not a capture."""
+    if not folder.exists():
+        raise MissingInput(f"{folder}: no such file or folder")
+    if not is_capture(folder):
+        raise UserError(f"{folder}: not a capture folder (no {MARKER}; see spec/streaming.md)", exit_code=66)
+    _read_marker(folder)
+    runs = []
+    for index, run_dir in enumerate(sorted(p for p in folder.glob("run-*") if p.is_dir())):
+        lines = _json_lines(run_dir / "driver.jsonl")
+        executions = _executions(index, run_dir / "tasks")
+        probe = None
+        if (run_dir / "probe.json").exists():
+            try:
+                raw = json.loads((run_dir / "probe.json").read_text())["counts"]
+                probe = {int(offset): int(count) for offset, count in raw.items()}
+            except (ValueError, KeyError, TypeError) as error:
+                raise UserError(f"{run_dir / 'probe.json'}: not a probe ({error})") from None
+        runs.append(Run(index, run_dir, lines, executions, probe))
+    if not runs:
+        raise UserError(f"{folder}: the capture holds no run (nothing called Capture.begin)", exit_code=66)
+    return runs
+
+
+def _json_lines(path: Path) -> list[Any]:
+    """The complete JSON lines of a file; a last line cut short by a killed process is left out."""
+    if not path.exists():
+        return []
+    lines = []
+    for text in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        if not text.endswith("\n"):
+            break
+        try:
+            lines.append(json.loads(text))
+        except ValueError:
+            break
+    return lines
+
+
+def _executions(run: int, tasks: Path) -> dict[int, Execution]:
+    """The run's batch executions from its task files; per (kind, batch, partition), only the last task attempt."""
+    chosen: dict[tuple[str, int, int], tuple[int, list[Path]]] = {}
+    for path in sorted(tasks.glob("*.jsonl")) if tasks.is_dir() else []:
+        parts = path.stem.split("-")  # kind, b<batch>, p<partition>, a<attempt>, t<task>
+        if len(parts) != 5 or not parts[1][1:].isdigit():
+            continue  # a task outside any batch (no batch id): not part of the stream
+        kind, batch, partition, attempt = parts[0], int(parts[1][1:]), int(parts[2][1:]), int(parts[3][1:])
+        task = (kind, batch, partition)
+        best = chosen.get(task)
+        if best is None or attempt > best[0]:
+            chosen[task] = (attempt, [path])
+        elif attempt == best[0]:
+            best[1].append(path)
+    executions: dict[int, Execution] = {}
+    for (kind, batch, partition), (_, paths) in sorted(chosen.items()):
+        execution = executions.setdefault(batch, Execution(run, batch))
+        for path in paths:
+            for line in _json_lines(path):
+                if kind == SOURCE:
+                    offset, key = line
+                    execution.sources[int(offset)] = str(key)
+                elif kind == OUTPUT:
+                    execution.deliveries.setdefault(partition, []).append(int(line))
+    return executions
+
+
+class _Builder:
+    """Appends events with their seq and tick, and keeps the per-offset state the mapping needs."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.tick = 0
+
+    def add(self, event: str, **columns: Any) -> None:
+        if event == "tick":
+            self.tick += 1
+        self.events.append({"seq": len(self.events), "tick": self.tick, "event": event, **columns})
+
+
+def assemble(folder: Path) -> tuple[list[Event], Summary]:
+    """The trace of a capture folder, and a summary of it."""
+    runs = load_runs(folder)
+    keys: dict[int, str] = {}
+    for run in runs:
+        for execution in run.executions.values():
+            for offset, key in execution.sources.items():
+                if keys.setdefault(offset, key) != key:
+                    raise UserError(
+                        f"{run.folder}: offset {offset} was read with two keys, {keys[offset]!r} and {key!r}"
+                    )
+    probe = next((run.probe for run in reversed(runs) if run.probe is not None), None)
+    _mark_durable(runs, probe)
+    window = max(1, len(keys))
+    config = {
+        "profile": "owner",
+        "selector": "ring",
+        "window": window,
+        "persist_interval": 1,
+        "persist_ack_holes": True,
+    }
+    build = _Builder()
+    detail = {"trace_version": 1, "config": config, "implementation": IMPLEMENTATION}
+    build.add("config", detail=json.dumps(detail, sort_keys=True))
+    state = _State(build, keys)
+    summary = Summary(runs=len(runs))
+    for run in runs:
+        if run.index > 0:
+            state.commit_known(runs, _first_committed(run))
+            state.end_run(runs[run.index - 1])
+            build.add("restart")
+            state.restart()
+        for line in run.lines:
+            kind = line.get("e")
+            if "committed" in line:
+                state.commit_known(runs, line["committed"])
+            if kind == "batch" and int(line["b"]) in run.executions:
+                state.start_batch(run.executions[int(line["b"])])
+            elif kind == "sink" and int(line["b"]) in run.executions:
+                state.sink_returned(run.executions[int(line["b"])])
+        for batch in sorted(run.executions):  # tasks whose batch the driver never noted (it died first)
+            if not run.executions[batch].emitted:
+                state.start_batch(run.executions[batch])
+    last = runs[-1]
+    if last.stopped:
+        state.end_run(last)
+        build.add("quiescent")
+        summary.clean_end = True
+    summary.batches = sum(len(run.executions) for run in runs)
+    summary.published = state.published
+    summary.deliveries = state.deliveries
+    summary.redeliveries = state.redeliveries
+    summary.commits = state.commits
+    return build.events, summary
+
+
+def _first_committed(run: Run) -> list[int]:
+    for line in run.lines:
+        if "committed" in line:
+            return [int(b) for b in line["committed"]]
+    return []
+
+
+def _mark_durable(runs: list[Run], probe: dict[int, int] | None) -> None:
+    """Executions whose sink output survived a later re-application: the probe counts an offset's result more than once.
+
+    Of the executions that processed such an offset, all but the last applied it durably, and with it
+    every record they processed (spec/streaming.md, section 4).
+    """
+    if not probe:
+        return
+    by_offset: dict[int, list[Execution]] = {}
+    for run in runs:
+        for batch in sorted(run.executions):
+            execution = run.executions[batch]
+            for offsets in execution.deliveries.values():
+                for offset in offsets:
+                    by_offset.setdefault(offset, []).append(execution)
+    for offset, count in probe.items():
+        executions = by_offset.get(offset, [])
+        for execution in executions[: max(0, min(count, len(executions)) - 1)]:
+            execution.durable = True
+
+
+class _State:
+    """The mapping's running state: what is published, delivered since restart, acked, and committed."""
+
+    def __init__(self, build: _Builder, keys: dict[int, str]) -> None:
+        self.build = build
+        self.keys = keys
+        self.published = 0
+        self.since_restart: dict[int, int] = {}
+        self.resolved: set[int] = set()
+        self.checkpoint: dict[int, set[int]] = {}
+        self.persisted_cursor = 0
+        self.persisted_holes: set[int] = set()
+        self.delivered: set[int] = set()
+        self.deliveries = 0
+        self.redeliveries = 0
+        self.commits = 0
+        self.open: list[Execution] = []
+
+    def publish_up_to(self, offset: int, where: Path) -> None:
+        while self.published <= offset:
+            if self.published not in self.keys:
+                raise UserError(
+                    f"{where}: offset {self.published} was never read through capture.source, but offset {offset} "
+                    "was (the log's offsets must be dense: 0, 1, 2, ...)"
+                )
+            self.build.add("publish", offset=self.published, key=self.keys[self.published])
+            self.published += 1
+
+    def start_batch(self, execution: Execution) -> None:
+        """The batch's tick, the publishes it makes visible, each partition joining with its deliveries."""
+        execution.emitted = True
+        self.build.add("tick")
+        where = Path(f"run {execution.run + 1} batch {execution.batch}")
+        top = max([*execution.sources, *(o for offsets in execution.deliveries.values() for o in offsets)], default=-1)
+        self.publish_up_to(top, where)
+        for partition in sorted(execution.deliveries):
+            offsets = execution.deliveries[partition]
+            if not offsets:
+                continue
+            consumer = f"p{partition}"
+            self.build.add("consumer_added", consumer=consumer, capacity=len(offsets), filters=[])
+            for offset in offsets:
+                attempt = self.since_restart.get(offset, 0) + 1
+                self.since_restart[offset] = attempt
+                self.deliveries += 1
+                self.redeliveries += offset in self.delivered
+                self.delivered.add(offset)
+                self.build.add("deliver", offset=offset, key=self.keys[offset], consumer=consumer, attempt=attempt)
+        self.open.append(execution)
+
+    def sink_returned(self, execution: Execution) -> None:
+        """The sink applied the batch: an ack per delivery, then each partition leaves."""
+        if not execution.emitted:
+            self.start_batch(execution)
+        execution.sink_returned = True
+        self._acks(execution)
+        for partition in sorted(execution.deliveries):
+            if execution.deliveries[partition]:
+                self.build.add("consumer_removed", consumer=f"p{partition}")
+        if execution.durable:
+            self._persist()
+
+    def _acks(self, execution: Execution) -> None:
+        for partition in sorted(execution.deliveries):
+            for offset in execution.deliveries[partition]:
+                self.build.add("ack", offset=offset, key=self.keys[offset], consumer=f"p{partition}")
+                self.resolved.add(offset)
+
+    def commit_known(self, runs: list[Run], committed: Iterable[int]) -> None:
+        """The checkpoint's commit log as last seen: each newly committed batch persists the cursor, in batch order."""
+        present = {int(b) for b in committed}
+        for batch in list(self.checkpoint):
+            if batch not in present:  # the commit log lost it: the checkpoint was deleted or rolled back
+                del self.checkpoint[batch]
+        for execution in sorted(self.open, key=lambda e: e.batch):
+            if execution.batch in present and not execution.committed:
+                execution.committed = True
+                self.open.remove(execution)
+                self.checkpoint[execution.batch] = set(execution.sources)
+                self.commits += 1
+                self._persist()
+
+    def end_run(self, run: Run) -> None:
+        """Before a restart or the end: executions that applied durably, their sink's return unnoted, get their acks."""
+        for execution in list(self.open):
+            if execution.run == run.index and execution.durable and not execution.sink_returned:
+                execution.sink_returned = True
+                self._acks(execution)
+                self._persist()
+        self.open = [e for e in self.open if e.run != run.index]
+
+    def _persist(self) -> None:
+        """A tick whose phase 6 persists the checkpoint's cursor and, above it, every resolved offset (the holes)."""
+        covered = set().union(*self.checkpoint.values()) if self.checkpoint else set()
+        cursor = 0
+        while cursor in covered:
+            cursor += 1
+        holes = sorted(o for o in self.resolved if o >= cursor)
+        self.build.add("tick")
+        self.build.add("cursor_persisted", cursor=cursor, ranges=_ranges(holes))
+        self.persisted_cursor, self.persisted_holes = cursor, set(holes)
+
+    def restart(self) -> None:
+        """A restart: what is above the persisted cursor and not a persisted hole is unresolved again."""
+        self.since_restart.clear()
+        self.resolved = {o for o in self.resolved if o < self.persisted_cursor or o in self.persisted_holes}
+
+
+def _ranges(offsets: list[int]) -> list[list[int]]:
+    """Sorted offsets as inclusive [lo, hi] ranges."""
+    ranges: list[list[int]] = []
+    for offset in offsets:
+        if ranges and ranges[-1][1] == offset - 1:
+            ranges[-1][1] = offset
+        else:
+            ranges.append([offset, offset])
+    return ranges
+
+
+def write(folder: Path, out: Path) -> Summary:
+    """Assemble a capture folder's trace and write it to `out` (.jsonl or .parquet); return its summary."""
+    from ks_spec.trace import write_trace
+
+    events, summary = assemble(folder)
+    write_trace(events, out)
+    return summary
