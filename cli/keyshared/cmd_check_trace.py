@@ -62,7 +62,10 @@ def run_check_trace(args: argparse.Namespace) -> int:
         if result.malformed:
             console.print(f"  cannot judge past {escape(result.malformed)}", soft_wrap=True)
         for problem in result.problems[:3]:
-            console.print(f"  contradiction at seq {problem.seq}: {escape(problem.message)}; judging stopped there")
+            console.print(
+                f"  contradiction at seq {problem.seq}: {escape(problem.message)}; judging stopped there",
+                soft_wrap=True,
+            )
         if args.quiet:
             continue
         shown = select_witnesses(result.anomalies, args.witnesses)

@@ -6,6 +6,8 @@ A malformed trace cannot be judged: its verdict is unknown, with the first probl
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,36 +39,66 @@ class TraceCheck:
         return [a for a in self.anomalies if a.level != "MUST"]
 
 
+def config_problem(config: Mapping[str, Any]) -> str | None:
+    """Why the spec refuses a trace's configuration (KS-CFG-1, spec section 20), or None: nothing is judged then."""
+    from ks_reference.config import Config
+
+    try:
+        Config.parse(config)
+    except UserError as error:
+        return f"the configuration is one the spec refuses (KS-CFG-1): {error}"
+    return None
+
+
+def _recorded_config(event: Event) -> dict[str, Any]:
+    config = json.loads(event["detail"])["config"]  # well formed: SequenceRules checked the detail
+    return dict(config)
+
+
 def check_trace(path: Path) -> TraceCheck:
-    """Check one trace file or folder; raise MissingInput if it does not exist."""
+    """Check one trace file or folder; raise MissingInput if it does not exist.
+
+    Edge inputs are decided in spec/trace.md section 6: a malformed trace is unknown with no anomalies, a
+    configuration the spec refuses is a contradiction at seq 0 and nothing is judged.
+    """
     if not path.exists():
         raise MissingInput(f"{path}: no such file or folder")
     result = TraceCheck(path)
     checker = Checker()
     rules = SequenceRules()
+    refused: str | None = None
     try:
         for where, event in read_events(path):
             problem = schema_problem(event) or rules.check(event)
             if problem:
                 result.malformed = f"{where}: {problem}"
                 break
-            checker.feed(event)
             result.events += 1
+            if event["event"] == "config":
+                result.config = _recorded_config(event)
+                refused = config_problem(result.config)
+            if refused is None:
+                checker.feed(event)
     except UserError as error:
         result.malformed = str(error)
     if result.events == 0 and result.malformed is None:
         result.malformed = f"{path}: the trace is empty (it needs at least a 'config' event)"
+    if refused is not None:
+        result.problems = [Problem(0, refused)]
+        result.verdict = Verdict.UNKNOWN
+        return result
     if result.malformed is None:
         checker.finish()
     else:
         checker.abandon()
-    result.anomalies = list(checker.anomalies)
     result.problems = list(checker.problems)
-    result.exercised = {name: count for name, count in checker.exercised.items() if checker.applies(name)}
     result.config = dict(checker.config)
-    result.verdict = checker.verdict
-    if result.malformed is not None and result.verdict is Verdict.VALID:
+    if result.malformed is not None:  # not judged: a reader in parallel (Spark) finds it before judging anything
         result.verdict = Verdict.UNKNOWN
+        return result
+    result.anomalies = list(checker.anomalies)
+    result.exercised = {name: count for name, count in checker.exercised.items() if checker.applies(name)}
+    result.verdict = checker.verdict
     return result
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 from ks_spec.errors import MissingInput, UserError
-from ks_spec.trace import arrow_schema, columns, is_parquet
+from ks_spec.trace import arrow_schema, columns, is_parquet, parquet_type_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -109,26 +109,12 @@ def check_parquet_footer(file: Path) -> int:
     unknown = sorted(names - set(columns()))
     if unknown:
         raise UserError(f"{file}: field '{unknown[0]}': not a column of the trace format v1")
-    expected_schema = arrow_schema()
     for column in schema.names:
-        expected = expected_schema.field(column).type
-        actual = schema.field(column).type
-        if not _compatible(actual, expected):
-            raise UserError(f"{file}: field '{column}': column type {actual}, expected {expected}")
+        problem = parquet_type_problem(column, schema.field(column).type)
+        if problem:
+            raise UserError(f"{file}: {problem}")
     rows: int = parquet.metadata.num_rows
     return rows
-
-
-def _compatible(actual: pa.DataType, expected: pa.DataType) -> bool:
-    if actual == expected:
-        return True
-    if pa.types.is_integer(expected):
-        return bool(pa.types.is_int64(actual))
-    if pa.types.is_string(expected):
-        return bool(pa.types.is_large_string(actual) or pa.types.is_string(actual))
-    if pa.types.is_list(expected) and (pa.types.is_list(actual) or pa.types.is_large_list(actual)):
-        return _compatible(actual.value_type, expected.value_type)
-    return False
 
 
 def read(session: SparkSession, source: TraceSource) -> DataFrame:
@@ -151,15 +137,25 @@ def read(session: SparkSession, source: TraceSource) -> DataFrame:
             F.col("_metadata.row_index").alias(ROW_COLUMN),
             F.lit(None).cast("string").alias(CORRUPT_COLUMN),
         )
+    # Read as text and parse per line, so that a field the format does not know (which Spark's JSON reader drops
+    # silently) marks its line corrupt, as the Python reader refuses it (spec/trace.md section 6).
     with_corrupt = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
-    frame = (
-        session.read.schema(with_corrupt)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
-        .json(*source.files)
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    lines = session.read.text(list(source.files)).where(F.trim(F.col("value")) != "")
+    parsed = lines.select(
+        F.from_json(F.col("value"), with_corrupt, options).alias("_event"),
+        F.col("value"),
+        *metadata,
     )
-    return frame.select(
-        *schema.fieldNames(), *metadata, F.lit(None).cast("long").alias(ROW_COLUMN), F.col(CORRUPT_COLUMN)
+    known = F.array(*(F.lit(name) for name in schema.fieldNames()))
+    unknown = F.size(F.array_except(F.coalesce(F.json_object_keys(F.col("value")), F.array()), known)) > 0
+    corrupt = F.when(unknown, F.col("value")).otherwise(F.col(f"_event.{CORRUPT_COLUMN}"))
+    return parsed.select(
+        *(F.col(f"_event.{name}").alias(name) for name in schema.fieldNames()),
+        FILE_COLUMN,
+        BLOCK_COLUMN,
+        F.lit(None).cast("long").alias(ROW_COLUMN),
+        corrupt.alias(CORRUPT_COLUMN),
     )
 
 

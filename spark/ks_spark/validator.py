@@ -14,6 +14,7 @@ and the first few anomalies of each kind with their witness events.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ks_conformance.anomalies import Anomaly, Explanation
+from ks_conformance.tracefile import config_problem
 from ks_spec.errors import MissingInput, UserError
 
 from ks_spark import catalogue, explain
@@ -148,26 +150,33 @@ def validate(
         result.malformed = str(error)
         result.verdict = Verdict.UNKNOWN
     except Exception as error:
-        problem = _read_failure(error)
+        problem = _read_failure(trace, str(error))
         if problem is None:
             raise
-        result.malformed = f"{trace}: {problem}"
+        result.malformed = problem
         result.verdict = Verdict.UNKNOWN
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _read_failure(error: BaseException) -> str | None:
-    """A one-line description when a Spark job failed because the input could not be read."""
-    text = str(error)
-    markers = ("Parquet", "parquet", "FileNotFound", "EOFException", "Malformed", "corrupt", "Could not read footer")
-    if not any(marker in text for marker in markers):
+READ_FAILURE = re.compile(r"(?:FAILED_READ_FILE|Encountered error while reading file|Could not read footer)")
+FAILED_FILE = re.compile(r"reading file (\S+?)\.?(?:\s|$)")
+CAUSE = re.compile(r"^\s*(?::\s*)?Caused by: (?:[\w.$]+(?:Exception|Error)): (.+)$", re.MULTILINE)
+
+
+def _read_failure(trace: str, text: str) -> str | None:
+    """One line naming the file, when a Spark job failed because a trace file could not be read (else None).
+
+    A Parquet file whose footer is intact but a page is garbled passes the footer check and fails inside a
+    task: the job's error names the file and, in its causes, what could not be decoded.
+    """
+    if not READ_FAILURE.search(text):
         return None
-    for line in text.splitlines():
-        line = line.strip()
-        if any(marker in line for marker in markers):
-            return f"not a readable trace ({line[:300]})"
-    return "not a readable trace"
+    named = FAILED_FILE.search(text)
+    file = named.group(1).removeprefix("file://") if named else trace
+    causes = CAUSE.findall(text)
+    cause = causes[0].strip() if causes else "a page could not be decoded"
+    return f"{file}: not a readable trace file, corrupt ({cause[:300]})"
 
 
 def _judge(
@@ -185,9 +194,13 @@ def _judge(
     result.profile = timeline.profile
     result.config = timeline.config
     result.not_computed = catalogue.not_computed(timeline.config)
-    # A configuration the Python checker cannot judge by (an unknown profile) leaves nothing applicable: unknown.
-    result.problems = [(0, message) for message in catalogue.config_problems(timeline.config)]
-    result.problems += timeline.contradictions
+    refused = config_problem(timeline.config)
+    if refused is not None:  # a configuration the spec refuses: nothing is judged (spec/trace.md section 6)
+        result.problems = [(0, refused)]
+        result.verdict = Verdict.UNKNOWN
+        sequence.unpersist()
+        return
+    result.problems = list(timeline.contradictions)
     context = timeline.context
     if timeline.keyless_ignored:
         events = _fill_ignored_keys(events)
@@ -223,7 +236,12 @@ def _judge(
     sweep, holes, cached = window_and_cursor(
         session, key_rows, persists, timeline.pub_bases(), context, timeline.published, window, parallelism
     )
-    findings = _findings(session, key_rows, sequence, persists, sweep, holes, context, cached).persist(cache_level())
+    findings = _findings(session, key_rows, sequence, persists, sweep, holes, context, cached)
+    # After a contradiction the state is not trustworthy: as the Python checker, report nothing from it on.
+    cutoff = min((seq for seq, _ in result.problems), default=None)
+    if cutoff is not None:
+        findings = findings.where((F.col("bad") == 0) | (F.col("seq") < cutoff))
+    findings = findings.persist(cache_level())
     say("counting anomalies")
     counts: dict[str, int] = {}
     for row in findings.groupBy("name").agg(F.sum("bad").alias("bad"), F.sum("ex").alias("ex")).collect():
@@ -234,7 +252,7 @@ def _judge(
     exercised["cursor-regress"] = max(0, timeline.persists - 1)
     exercised["cursor-stall"] = len(timeline.quiescents)
     exercised["stuck-key"] = sum(1 for q in timeline.quiescents if q.published > 0)
-    driver_found = _driver_anomalies(timeline, unresolved_at)
+    driver_found = [a for a in _driver_anomalies(timeline, unresolved_at) if cutoff is None or a.seq < cutoff]
     for anomaly in driver_found:
         counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
     active = context.active

@@ -165,6 +165,54 @@ def _detailed_validator(kind: str) -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator({"definitions": definitions, "$ref": f"#/definitions/event_{kind}"})
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True, repr=False)
+class NonInteger:
+    """A JSON number no int64 column can hold as written (96.0, 1e3, 2**64): it fails every type check."""
+
+    text: str
+
+    def __repr__(self) -> str:
+        """The number as written, so schema messages quote it as the file does."""
+        return self.text
+
+
+def _json_int(text: str) -> int | NonInteger:
+    value = int(text)
+    return value if INT64_MIN <= value <= INT64_MAX else NonInteger(text)
+
+
+def parse_line(line: str) -> Any:
+    """One JSON line as a value; numbers with a fraction or exponent, or beyond int64, become NonInteger."""
+    return json.loads(line, parse_float=NonInteger, parse_int=_json_int)
+
+
+def parquet_type_problem(column: str, actual: pa.DataType) -> str | None:
+    """None if a Parquet column of this type reads losslessly as the format's column, else "field 'x': problem".
+
+    Integers of any width whose every value fits in int64 are read as int64 (int8 to int64, uint8 to uint32);
+    large strings and large lists read as strings and lists.
+    """
+    expected = arrow_schema().field(column).type
+    if _readable_as(actual, expected):
+        return None
+    return f"field '{column}': column type {actual}, expected {expected}"
+
+
+def _readable_as(actual: pa.DataType, expected: pa.DataType) -> bool:
+    if actual == expected:
+        return True
+    if pa.types.is_int64(expected):
+        return bool(pa.types.is_signed_integer(actual) or actual in (pa.uint8(), pa.uint16(), pa.uint32()))
+    if pa.types.is_string(expected):
+        return bool(pa.types.is_string(actual) or pa.types.is_large_string(actual))
+    if pa.types.is_list(expected) and (pa.types.is_list(actual) or pa.types.is_large_list(actual)):
+        return _readable_as(actual.value_type, expected.value_type)
+    return False
+
+
 def schema_problem(event: Any) -> str | None:
     """None if `event` matches the schema, else "field 'x': problem" for its first problem."""
     if not isinstance(event, dict):
@@ -189,6 +237,8 @@ def schema_problem(event: Any) -> str | None:
     place = ".".join(str(p) for p in error.absolute_path) or "(event)"
     if list(error.absolute_path) and error.validator == "type" and error.validator_value == "null":
         return f"field '{place}': not used by a '{kind}' event, must be null or absent"
+    if isinstance(error.instance, NonInteger) and "integer" in str(error.validator_value):
+        return f"field '{place}': {error.instance.text} is not an int64 written as an integer (no fraction or exponent)"
     return f"field '{place}': {error.message}"
 
 
@@ -346,14 +396,15 @@ def read_events(path: Path) -> Iterator[tuple[str, Event]]:
 
 
 def _read_jsonl(file: Path) -> Iterator[tuple[str, Event]]:
-    with open(file, encoding="utf-8", errors="strict") as handle:
+    # utf-8-sig: a byte order mark opening the file is skipped (spec/trace.md section 6); one elsewhere is an error.
+    with open(file, encoding="utf-8-sig", errors="strict") as handle:
         line_no = 0
         try:
             for line_no, line in enumerate(handle, start=1):
                 if not line.strip():
                     continue
                 try:
-                    event = json.loads(line)
+                    event = parse_line(line)
                 except json.JSONDecodeError as error:
                     raise UserError(f"{file}:{line_no}: field '(line)': not valid JSON ({error.msg})") from None
                 yield f"{file}:{line_no}", event
@@ -373,12 +424,10 @@ def _read_parquet(file: Path) -> Iterator[tuple[str, Event]]:
     unknown = sorted(names - set(columns()))
     if unknown:
         raise UserError(f"{file}: field '{unknown[0]}': not a column of the trace format v1")
-    for name in names:
-        expected = arrow_schema().field(name).type
-        actual = parquet.schema_arrow.field(name).type
-        if actual != expected and not (pa.types.is_integer(actual) and pa.types.is_integer(expected)):
-            if not (pa.types.is_large_string(actual) and pa.types.is_string(expected)):
-                raise UserError(f"{file}: field '{name}': column type {actual}, expected {expected}")
+    for name in parquet.schema_arrow.names:
+        problem = parquet_type_problem(name, parquet.schema_arrow.field(name).type)
+        if problem:
+            raise UserError(f"{file}: {problem}")
     row = 0
     try:
         for batch in parquet.iter_batches(batch_size=65536):
