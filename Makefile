@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test test-slow test-mutants lint bench java-check clean
+.PHONY: verify test test-slow test-mutants lint bench java-check clean conformance-procrastinate
 
 verify: java-check $(STAMP)
 	$(BIN)/keyshared verify
@@ -27,6 +27,20 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+# The conformance suite against procrastinate on a private PostgreSQL cluster (started here, stopped even on
+# failure): writes the Markdown report and the replayable scenarios beside the adapter. Exits 0 when the run
+# reached a verdict (conformant or not), non-zero when it could not (no PostgreSQL, an adapter fault).
+PROCRASTINATE := conformance/adapters/procrastinate
+conformance-procrastinate: $(STAMP)
+	@export KS_PG_STATE="$${KS_PG_STATE:-/tmp/ks-procrastinate-pg-make-$$$$}"; \
+	trap '$(PROCRASTINATE)/postgres.sh stop' EXIT; \
+	KS_PROCRASTINATE_DSN="$$($(PROCRASTINATE)/postgres.sh start)" || exit 1; \
+	export KS_PROCRASTINATE_DSN; \
+	rm -rf $(PROCRASTINATE)/scenarios; \
+	$(BIN)/keyshared conformance run --adapter cmd:"$(BIN)/python $(PROCRASTINATE)/adapter.py" --profile ci --seed 0 \
+	  --markdown $(PROCRASTINATE)/REPORT.md --scenarios $(PROCRASTINATE)/scenarios; \
+	status=$$?; [ $$status -le 1 ] || exit $$status
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "keyshared needs Python 3.11 or newer: run make PYTHON=python3.11 ...")'
