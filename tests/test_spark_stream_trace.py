@@ -1,0 +1,139 @@
+"""The capture-to-trace mapping of spec/streaming.md on hand-written capture folders (no Spark needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ks_conformance.tracefile import check_trace
+from ks_spark.capture import FORMAT, MARKER, VERSION
+from ks_spark.streamtrace import assemble
+from ks_spec.errors import UserError
+from ks_spec.trace import write_jsonl
+
+KEYS = {0: "a", 1: "b", 2: "a", 3: "b", 4: "a", 5: "b"}
+
+
+def _capture(folder: Path, runs: list[dict[str, Any]]) -> Path:
+    """A capture folder: per run, driver lines and task files {name: lines}."""
+    folder.mkdir()
+    (folder / MARKER).write_text(json.dumps({"format": FORMAT, "version": VERSION}) + "\n")
+    for index, run in enumerate(runs, start=1):
+        tasks = folder / f"run-{index:04d}" / "tasks"
+        tasks.mkdir(parents=True)
+        driver = "".join(json.dumps(line) + "\n" for line in run["driver"])
+        (tasks.parent / "driver.jsonl").write_text(driver)
+        for name, lines in run["tasks"].items():
+            (tasks / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return folder
+
+
+def _batch(batch: int, offsets: list[int], partitions: dict[int, list[int]]) -> dict[str, list[Any]]:
+    files: dict[str, list[Any]] = {f"src-b{batch}-p0-a0-t{batch}0.jsonl": [[o, KEYS[o]] for o in offsets]}
+    for partition, produced in partitions.items():
+        files[f"out-b{batch}-p{partition}-a0-t{batch}{partition + 1}.jsonl"] = list(produced)
+    return files
+
+
+def _judge(tmp_path: Path, runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    events, _ = assemble(_capture(tmp_path / "capture", runs))
+    write_jsonl(events, tmp_path / "trace.jsonl")
+    result = check_trace(tmp_path / "trace.jsonl")
+    assert result.malformed is None and not result.problems
+    counts: dict[str, int] = {}
+    for anomaly in result.anomalies:
+        counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
+    return events, counts
+
+
+GOOD_RUN = {
+    "driver": [
+        {"e": "start", "committed": []},
+        {"e": "batch", "b": 0, "committed": []},
+        {"e": "sink", "b": 0},
+        {"e": "batch", "b": 1, "committed": [0]},
+    ],
+    "tasks": {**_batch(0, [0, 1, 2], {0: [0, 2], 1: [1]}), **_batch(1, [3, 4, 5], {0: [4], 1: [3, 5]})},
+}
+
+
+def test_a_batch_killed_before_its_commit_is_redelivered_after_the_restart_and_the_trace_is_valid(
+    tmp_path: Path,
+) -> None:
+    replay = {
+        "driver": [
+            {"e": "start", "committed": [0]},
+            {"e": "batch", "b": 1, "committed": [0]},
+            {"e": "sink", "b": 1},
+            {"e": "stop", "committed": [0, 1]},
+        ],
+        "tasks": _batch(1, [3, 4, 5], {0: [4], 1: [3, 5]}),
+    }
+    events, counts = _judge(tmp_path, [GOOD_RUN, replay])
+    assert counts == {}
+    kinds = [e["event"] for e in events]
+    assert kinds.count("restart") == 1 and kinds[-1] == "quiescent"
+    persisted = [e["cursor"] for e in events if e["event"] == "cursor_persisted"]
+    assert persisted == [3, 6]  # batch 0's commit, then the replayed batch 1's
+    added = [(e["consumer"], e["capacity"]) for e in events if e["event"] == "consumer_added"]
+    assert added[:2] == [("p0", 2), ("p1", 1)]
+
+
+def test_a_key_processed_by_two_partitions_in_one_batch_is_split_owner(tmp_path: Path) -> None:
+    run = {
+        "driver": [{"e": "start", "committed": []}, {"e": "batch", "b": 0, "committed": []}, {"e": "sink", "b": 0}],
+        "tasks": _batch(0, [0, 1, 2], {0: [0, 1], 1: [2]}),  # key a: offset 0 at p0, offset 2 at p1
+    }
+    _, counts = _judge(tmp_path, [run])
+    assert "split-owner" in counts
+
+
+def test_a_key_processed_out_of_offset_order_is_key_reorder(tmp_path: Path) -> None:
+    run = {
+        "driver": [{"e": "start", "committed": []}, {"e": "batch", "b": 0, "committed": []}, {"e": "sink", "b": 0}],
+        "tasks": _batch(0, [0, 1, 2], {0: [2, 0], 1: [1]}),
+    }
+    _, counts = _judge(tmp_path, [run])
+    assert counts.get("key-reorder") == 1
+
+
+def test_a_record_read_but_never_processed_is_skipped_by_the_commit(tmp_path: Path) -> None:
+    run = {
+        "driver": [
+            {"e": "start", "committed": []},
+            {"e": "batch", "b": 0, "committed": []},
+            {"e": "sink", "b": 0},
+            {"e": "stop", "committed": [0]},
+        ],
+        "tasks": _batch(0, [0, 1, 2], {0: [0, 2]}),  # offset 1 is lost
+    }
+    _, counts = _judge(tmp_path, [run])
+    assert "cursor-skip" in counts
+
+
+def test_a_capture_that_is_not_one_or_has_a_gap_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not a capture folder"):
+        tmp_path.joinpath("plain").mkdir()
+        assemble(tmp_path / "plain")
+    run = {
+        "driver": [{"e": "start", "committed": []}, {"e": "batch", "b": 0, "committed": []}],
+        "tasks": {"src-b0-p0-a0-t0.jsonl": [[0, "a"], [2, "a"]], "out-b0-p0-a0-t1.jsonl": [0, 2]},
+    }
+    with pytest.raises(UserError, match=r"offset 1 was never read through capture\.source") as caught:
+        assemble(_capture(tmp_path / "gap", [run]))
+    assert "\n" not in str(caught.value)
+
+
+def test_watch_stream_judges_a_capture_folder_and_says_a_missing_one_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from keyshared.cli import main
+
+    folder = _capture(tmp_path / "capture", [GOOD_RUN])
+    assert main(["watch-stream", "--judge-only", "--capture", str(folder)]) == 0
+    assert "valid" in capsys.readouterr().out
+    assert main(["watch-stream", "--judge-only", "--capture", str(tmp_path / "absent")]) == 66
+    error = capsys.readouterr().err
+    assert "absent: no such file or folder" in error and error.count("\n") == 1
