@@ -396,6 +396,40 @@ def _unjustified_filter(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("unfiltered-wait")
+def _unfiltered_wait(bad: bool) -> TraceBuilder:
+    t = owner().add("c1", filters=["a*"])
+    zero = t.publish("b1")
+    if bad:
+        t.held(zero, "no-consumer")
+    else:
+        t.filter(zero).persisted(1)
+    return t
+
+
+@case("unjustified-outcome")
+def _unjustified_outcome(bad: bool) -> TraceBuilder:
+    declared = {"terminal_outcomes": {"discarded": None if bad else "dropped"}}
+    t = TraceBuilder(profile="owner", selector="ring", max_redeliveries=0, poison_policy="drop", declared=declared)
+    t.add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().emit("outcome", offset=0, key="k", reason="discarded").persisted(1)
+    return t
+
+
+@case("idle-while-ready")
+def _idle_without_affinity(bad: bool) -> TraceBuilder:
+    t = TraceBuilder(profile="strict", selector="any").add("c1", capacity=1).add("c2", capacity=1)
+    t.deliver(t.publish("x"), "c1")
+    one = t.publish("y")
+    if bad:
+        t.held(one, "capacity", "c1")  # c2 is free: with no key affinity it must take y
+    else:
+        t.deliver(one, "c2")
+    return t
+
+
 @case("filtered-without-members")
 def _filtered_without_members(bad: bool) -> TraceBuilder:
     t = owner()

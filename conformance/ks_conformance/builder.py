@@ -18,13 +18,17 @@ from ks_spec.trace import Event, write_trace
 class TraceBuilder:
     """Builds a well-formed trace event by event, starting with its `config`."""
 
-    def __init__(self, implementation: dict[str, Any] | None = None, **config: Any) -> None:
+    def __init__(
+        self, implementation: dict[str, Any] | None = None, declared: dict[str, Any] | None = None, **config: Any
+    ) -> None:
         self.events: list[Event] = []
         self.tick_now = 0
         self.keys: list[str] = []
         detail: dict[str, Any] = {"trace_version": 1, "config": config}
         if implementation is not None:
             detail["implementation"] = implementation
+        if declared is not None:
+            detail["declared"] = declared
         self.emit("config", detail=json.dumps(detail))
         if config.get("selector") == "buckets":
             self.emit(

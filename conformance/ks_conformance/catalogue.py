@@ -250,6 +250,14 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a filter",
     ),
     _kind(
+        "unjustified-outcome",
+        "KS-RES-1",
+        _E,
+        "an outcome event whose name the implementation declares as no spec resolution, or does not declare",
+        "the publish of m, the outcome",
+        "an implementation-defined outcome",
+    ),
+    _kind(
         "filtered-without-members",
         "KS-FLT-4",
         _E,
@@ -411,6 +419,14 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "at the end of an op, a message in the window is undelivered although nothing allowed by the spec holds it",
         "the publish of m, the op",
         "an op ends with an undelivered message in the window",
+    ),
+    _kind(
+        "unfiltered-wait",
+        "KS-FLT-3",
+        _O,
+        "at the end of an op, a message in the window whose key no member accepts is still waiting",
+        "the publish of m, the op",
+        "an op ends with a message in the window while some member has filters",
     ),
     _kind(
         "missing-outcome",

@@ -70,6 +70,12 @@ ACK_CLASS = frozenset({"ack", "ack_ignored", "nack", "nack_ignored"})
 """Effects that only an ack or nack op causes, and always first: they mark an op boundary."""
 
 RING_SELECTORS = frozenset({"ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube"})
+CURSOR_KINDS = frozenset({"cursor-skip", "cursor-regress", "persist-early", "persist-late", "cursor-stall"})
+"""Anomalies about the persisted cursor: they do not apply to a system declared without one (`cursor: false`)."""
+AFFINITY_KINDS = frozenset({"key-moved", "unstable-assignment"})
+"""Anomalies about where a selector sends a key: they do not apply to selector `any` (no key affinity)."""
+OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_letter", "filtered": "filter"}
+"""The event a declared terminal outcome is judged as (`terminal_outcomes` of adapter protocol v2)."""
 BEST_EFFORT_DROPS = frozenset({"saturated", "inactive", "no-consumer"})
 SLOTS = 65536
 
@@ -299,6 +305,12 @@ class Checker:
         self._holding_keys: set[str] = set()
         """Keys that had outstanding deliveries when last looked at (pruned lazily), so no op scans every key."""
         self._idle_reported: set[tuple[int, int]] = set()
+        self._phantoms: dict[str, Incarnation] = {}
+        """Non-members that received deliveries, one per name until a member of that name joins."""
+        self.declared: dict[str, Any] = {}
+        """What the implementation declared beyond the config (the config event's `declared`: cursor, outcomes)."""
+        self.explicit_ops = False
+        """True when the driver marks every op (the harness): an ack-class effect then never opens an op."""
         self._applies: dict[str, bool] = {}
         self._configure()
 
@@ -311,6 +323,13 @@ class Checker:
         self.best_effort = profile == "best-effort"
         self.buckets = self.config["selector"] == "buckets"
         self._applies = {kind.name: profile in profiles.get(kind.requirement, ()) for kind in CATALOGUE}
+        self.has_cursor = self.declared.get("cursor", True) is not False
+        self.any_selector = self.config["selector"] == "any"
+        excluded = (CURSOR_KINDS if not self.has_cursor else frozenset()) | (
+            AFFINITY_KINDS if self.any_selector else frozenset()
+        )
+        for name in excluded:
+            self._applies[name] = False
 
     def applies(self, name: str) -> bool:
         """True if the anomaly's requirement applies to the trace's profile."""
@@ -389,8 +408,9 @@ class Checker:
             self.now = int(event["tick"])
             self._open_op(kind, seq)
         elif kind in ACK_CLASS:
-            if self._expect_ack_class and self.op is not None:
+            if (self._expect_ack_class or self.explicit_ops) and self.op is not None:
                 self._expect_ack_class = False
+                self.now = int(event["tick"])
             else:
                 self._close_op()
                 self.now = int(event["tick"])
@@ -531,6 +551,13 @@ class Checker:
             self._problem(int(event["seq"]), "the config event's 'config' is not an object")
             return
         self.config = {**CONFIG_DEFAULTS, **config}
+        declared = detail.get("declared", {})
+        if not isinstance(declared, dict) or not isinstance(declared.get("terminal_outcomes", {}), dict):
+            self._problem(
+                int(event["seq"]), "the config event's 'declared' is not {'cursor': ..., 'terminal_outcomes': {...}}"
+            )
+            declared = {}
+        self.declared = declared
         if self.config["profile"] not in ("strict", "owner", "best-effort"):
             self._problem(int(event["seq"]), f"unknown profile {self.config['profile']!r}")
         self._configure()
@@ -612,6 +639,7 @@ class Checker:
             self._incarnations, name, int(event["capacity"]), tuple(event.get("filters") or ()), ranges, seq
         )
         self.members[name] = incarnation
+        self._phantoms.pop(name, None)
         self._new_epoch("join", incarnation, seq)
 
     def _on_consumer_removed(self, event: Event) -> None:
@@ -659,6 +687,11 @@ class Checker:
         seq = int(event["seq"])
         for incarnation in list(self.members.values()):
             self._end_incarnation(incarnation, seq, returned=False)
+        if not self.has_cursor:
+            # Without a cursor the implementation keeps each message's resolution (KS-CUR-4 judged against them).
+            self.persisted_cursor = self.cursor()
+            self.persisted_holes = self.resolved_above_cursor()
+            self.persist_seq = self.last_resolution_seq
         self.loaded = (self.persisted_cursor, BitMap(self.persisted_holes), self.persist_seq, seq)
         holes = self.persisted_holes
         for message in self.messages:
@@ -822,7 +855,7 @@ class Checker:
         state = self.keys[message.key]
         first = message.deliveries == 0
         self._check_order(message, state, seq, first)
-        self._check_exclusive(message, state, seq, incarnation, name)
+        self._check_exclusive(message, state, seq, incarnation or self._phantoms.get(name), name)
         self._check_reason(message, seq)
         self._check_consumer(message, seq, incarnation, name)
         self._check_flow(message, seq, first)
@@ -834,8 +867,11 @@ class Checker:
         if self.best_effort:
             self._check_best_effort_outcome(message, seq)
         if incarnation is None:
+            incarnation = self._phantoms.get(name)
+        if incarnation is None:
             self._incarnations += 1
             incarnation = Incarnation(self._incarnations, name, 0, (), (), seq, member=False, connected=False)
+            self._phantoms[name] = incarnation
         self._record_delivery(message, state, incarnation, attempt, seq)
 
     def _check_order(self, message: Message, state: KeyState, seq: int, first: bool) -> None:
@@ -1570,6 +1606,41 @@ class Checker:
             self._check_best_effort_outcome(message, seq)
         self._resolve(message, "filtered", seq)
 
+    def _on_outcome(self, event: Event) -> None:
+        """An implementation-defined terminal outcome: judged as the resolution declared for it, else a loss."""
+        message = self._message_of(event)
+        if message is None:
+            return
+        seq = int(event["seq"])
+        name = str(event["reason"])
+        outcomes = self.declared.get("terminal_outcomes", {})
+        resolution = outcomes.get(name)
+        if resolution in OUTCOME_EVENTS:
+            judged: Event = {**event, "event": OUTCOME_EVENTS[resolution]}
+            if resolution == "dropped":
+                judged["reason"] = "poison"
+            elif resolution == "dead_lettered":
+                judged.update(attempt=message.deliveries, reason=message.last_failure)
+            elif resolution == "acked" and event.get("consumer") is None:
+                holder = message.outstanding.holder.name if message.outstanding is not None else "(nobody)"
+                judged["consumer"] = holder
+            getattr(self, f"_on_{OUTCOME_EVENTS[resolution]}")(judged)
+            return
+        # req: KS-RES-1
+        self._exercise("unjustified-outcome")
+        declared = "declared as standing for no resolution" if name in outcomes else "not declared"
+        self._report(
+            "unjustified-outcome",
+            seq,
+            [message.publish_seq, seq],
+            [self._m(message)],
+            f"it ended with the implementation's outcome {name!r} [seq {seq}], {declared} in terminal_outcomes; "
+            "a message resolved by no rule of the spec is lost (KS-RES-1)",
+            offset=message.offset,
+            outcome=name,
+        )
+        self._resolve(message, f"outcome:{name}", seq)
+
     def _on_key_blocked(self, event: Event) -> None:
         message = self._message_of(event)
         if message is None:
@@ -2068,10 +2139,13 @@ class Checker:
             return
         # req: KS-ISO-2 (the window's messages are the `window` smallest unresolved offsets)
         self._exercise("idle-while-ready")
+        if any(m.filters for m in self.members.values()):
+            self._exercise("unfiltered-wait")
         ready = [m for m in self.members.values() if m.connected and len(m.outstanding) < m.capacity]
-        if not ready:
-            return
-        if len(ready) < len(self.members) and not any(m.filters for m in self.members.values()):
+        # A fixed-target selector's target is not known here: judge only when every member could take the key.
+        # With selector `any` (no key affinity) one eligible member with room is enough.
+        fixed_target = not self.any_selector
+        if fixed_target and len(ready) < len(self.members) and not any(m.filters for m in self.members.values()):
             return
         for key in sorted(self._idle_heads, key=lambda k: self.keys[k].unresolved.first() or 0):
             state = self.keys[key]
@@ -2084,14 +2158,23 @@ class Checker:
             if any(self.messages[o].retrying and not self.messages[o].ready for o in state.awaiting):
                 continue
             eligible = [m for m in self.members.values() if accepts(m.filters, key)]
-            if not eligible or not all(m.connected and len(m.outstanding) < m.capacity for m in eligible):
-                continue
             marker = (head, self.state_version)
+            if not eligible and self.members:
+                if marker not in self._idle_reported:
+                    self._idle_reported.add(marker)
+                    self._report_unfiltered(message, op)
+                continue
+            able = [m for m in eligible if m.connected and len(m.outstanding) < m.capacity]
+            if fixed_target and (not eligible or len(able) < len(eligible)):
+                continue
+            if not fixed_target and not able:
+                continue
             if marker in self._idle_reported:
                 continue
             self._idle_reported.add(marker)
             # req: KS-ISO-1, KS-GEN-6, KS-ISO-2
-            names = ", ".join(f"{m.name} ({len(m.outstanding)}/{m.capacity})" for m in eligible)
+            names = ", ".join(f"{m.name} ({len(m.outstanding)}/{m.capacity})" for m in (able or eligible))
+            who = "some members that accept it are" if not fixed_target else "the members that accept it are"
             self._report(
                 "idle-while-ready",
                 op.seq,
@@ -2099,13 +2182,30 @@ class Checker:
                 [
                     self._m(message) + f", the earliest unresolved message of its key, within the window of {window}",
                     f"no message of {key!r} is outstanding, retrying or blocked",
-                    f"the members that accept it are connected and below capacity: {names}",
+                    f"{who} connected and below capacity: {names}",
                 ],
                 f"the op at seq {op.seq} ended with m{head} undelivered, but no rule allows holding it: a stuck key "
                 "blocks only itself (KS-ISO-1)",
                 offset=head,
                 key=key,
             )
+
+    def _report_unfiltered(self, message: Message, op: OpState) -> None:
+        # req: KS-FLT-3
+        filters = "; ".join(f"{m.name} {list(m.filters)}" for m in self.members.values())
+        self._report(
+            "unfiltered-wait",
+            op.seq,
+            [message.publish_seq, op.seq],
+            [
+                self._m(message) + ", the earliest unresolved message of its key, within the window",
+                f"no member accepts key {message.key!r}: {filters}",
+            ],
+            f"the op at seq {op.seq} ended with m{message.offset} still waiting, but a message whose key no member "
+            "accepts is resolved as filtered when the dispatch pass reaches it (KS-FLT-3)",
+            offset=message.offset,
+            key=message.key,
+        )
 
 
 def bucket_owner(bucket: int, buckets: int, names: list[str]) -> str:

@@ -74,6 +74,7 @@ class Session:
         self.check_stats = check_stats and capabilities.stats
         self.implementation = dict(implementation or {})
         self.checker = Checker()
+        self.checker.explicit_ops = True  # every op is marked here: an op's own ack effects never split it
         self.trace: list[Event] = []
         self.steps: list[Step] = []
         self.anomalies: list[Anomaly] = []
@@ -93,6 +94,9 @@ class Session:
         if not outcome.ok:
             return outcome
         detail: dict[str, Any] = {"trace_version": 1, "config": self.config}
+        declared = self.capabilities.declared()
+        if declared:
+            detail["declared"] = declared
         if self.implementation:
             detail["implementation"] = self.implementation
         self._record({"event": "config", "detail": json.dumps(detail, sort_keys=True)})
@@ -324,6 +328,8 @@ class Session:
                 delivered_total=self.since_restart["delivered"],
                 redelivered_total=self.since_restart["redelivered"],
             )
+            if not self.capabilities.cursor:
+                del expected["persisted_cursor"]  # a system without a cursor persists none (adapter protocol v2)
         differences = [
             f"{name} is {stats.get(name, '(absent)')!r}, expected {value!r}"
             for name, value in expected.items()
@@ -453,7 +459,7 @@ class Session:
         if "add_consumer" not in ops:
             return []
         members = self.checker.members
-        capacity = SETTLER_CAPACITY if self.capabilities.flow_control else UNBOUNDED_CAPACITY
+        capacity = SETTLER_CAPACITY if self.capabilities.capacity else UNBOUNDED_CAPACITY
         if self.config.get("selector") == "pulsar-sticky":
             covered = sum(hi - lo + 1 for m in members.values() for lo, hi in m.ranges)
             if covered >= SLOTS:
@@ -521,6 +527,8 @@ class Session:
             return False
         if self.profile == "best-effort":
             return True
+        if not self.capabilities.cursor:
+            return not checker.unresolved
         return not checker.unresolved and checker.persisted_cursor == len(checker.messages)
 
 

@@ -12,11 +12,12 @@ run is never reported passed. Shrinking is bounded by counts, never seconds (sui
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -141,6 +142,8 @@ class RunContext:
     chunk: int = 12
     observed: dict[str, Observation] = field(default_factory=dict)
     """Per anomaly kind, the first example that showed it (shrink attempts included)."""
+    refused_values: dict[str, list[Any]] = field(default_factory=dict)
+    """Configuration values the adapter refused with invalid_config although it did not declare them."""
 
     def observe(self, session: AnySession, found: list[Anomaly]) -> None:
         """Record the first example of each anomaly kind in `found`, with what preceded it."""
@@ -194,47 +197,87 @@ class RunContext:
         del self._kept_events[self.keep :], self.kept[self.keep :]
 
 
-def configs(capabilities: Capabilities, stratum: Stratum | None = None) -> SearchStrategy[dict[str, Any]]:
+DRAWN_VALUES: dict[str, tuple[Any, ...]] = {
+    "ack_timeout": (2, 1, 0, 3),
+    "max_redeliveries": (0, 1, 2),
+    "backoff_base": (1, 0, 2),
+    "persist_interval": (0, 2, 1, 3),
+    "evict_after": (2, 0, 1, 3),
+}
+"""The values the kit draws for a timing field the adapter declares nothing about, most telling first."""
+
+
+def usable_values(capabilities: Capabilities, refused: Mapping[str, Collection[Any]], name: str) -> list[Any]:
+    """The values of a timing field the kit may still draw: the declared ones, or its own, minus refused ones."""
+    candidates = capabilities.config_values.get(name, DRAWN_VALUES.get(name, ()))
+    return [v for v in candidates if v not in refused.get(name, ())]
+
+
+def configs(
+    capabilities: Capabilities,
+    stratum: Stratum | None = None,
+    refused: Mapping[str, Collection[Any]] | None = None,
+) -> SearchStrategy[dict[str, Any]]:
     """Configurations within the declared capabilities (and the stratum), small enough that every rule matters.
 
     Values that make things happen come first (Hypothesis favours them): short ack timeouts and eviction
-    delays, few redeliveries, small windows.
+    delays, few redeliveries, small windows. A field whose values the adapter declares (`config_values`)
+    takes only those.
     """
+    declared = capabilities.config_values
+    refusals: Mapping[str, Collection[Any]] = refused if refused is not None else {}
 
     @st.composite
     def draw_config(draw: DrawFn) -> dict[str, Any]:
+        def values(name: str, default: SearchStrategy[Any]) -> Any:
+            """A declared value, else the kit's own draw; values refused once are not drawn again (None: none left)."""
+            if name not in declared and not refusals.get(name):
+                return draw(default)
+            candidates = declared.get(name, DRAWN_VALUES.get(name, ()))
+            left = [v for v in candidates if v not in refusals.get(name, ())]
+            return draw(st.sampled_from(left)) if left else None
+
         if stratum is not None:
             profile, selectors = stratum.profile, stratum.selectors
         else:
             profile, selectors = draw(st.sampled_from(capabilities.profiles)), capabilities.selectors
         selector = draw(st.sampled_from(selectors))
         config: dict[str, Any] = {"profile": profile, "selector": selector}
-        if capabilities.flow_control and draw(st.booleans()):
-            config["window"] = draw(st.integers(1, 6))
-        if selector in ("ring", "pulsar-consistent") and draw(st.booleans()):
-            config["points"] = draw(st.integers(1, 8))
+        if capabilities.window and ("window" in declared or draw(st.booleans())):
+            config["window"] = values("window", st.integers(1, 6))
+        if selector in ("ring", "pulsar-consistent") and ("points" in declared or draw(st.booleans())):
+            config["points"] = values("points", st.integers(1, 8))
         ops = capabilities.ops
         if profile != "best-effort":
             if capabilities.ack_timeout:
-                config["ack_timeout"] = draw(st.sampled_from((2, 1, 0, 3)))
+                config["ack_timeout"] = values("ack_timeout", st.sampled_from(DRAWN_VALUES["ack_timeout"]))
             if "nack" in ops or capabilities.ack_timeout:
-                config["max_redeliveries"] = draw(st.sampled_from((0, 1, 2)))
-                base = draw(st.sampled_from((1, 0, 2)))
+                config["max_redeliveries"] = values(
+                    "max_redeliveries", st.sampled_from(DRAWN_VALUES["max_redeliveries"])
+                )
+                base = values("backoff_base", st.sampled_from(DRAWN_VALUES["backoff_base"]))
                 config["backoff_base"] = base
-                config["backoff_max"] = base + draw(st.integers(0, 3))
+                if "backoff_max" in declared:
+                    fitting = [v for v in declared["backoff_max"] if base is None or v >= base]
+                    config["backoff_max"] = draw(st.sampled_from(fitting or list(declared["backoff_max"])))
+                elif base is not None:
+                    config["backoff_max"] = base + draw(st.integers(0, 3))
                 if stratum is not None and stratum.poison_policy is not None:
                     config["poison_policy"] = stratum.poison_policy
                 elif capabilities.poison_policies:
                     config["poison_policy"] = draw(st.sampled_from(capabilities.poison_policies))
-            config["persist_interval"] = draw(st.sampled_from((0, 2, 1, 3)))
-            if capabilities.persist_ack_holes:
-                config["persist_ack_holes"] = draw(st.booleans())
+            if capabilities.cursor:
+                config["persist_interval"] = values(
+                    "persist_interval", st.sampled_from(DRAWN_VALUES["persist_interval"])
+                )
+            if capabilities.persist_ack_holes and capabilities.cursor:
+                config["persist_ack_holes"] = values("persist_ack_holes", st.booleans())
         if "disconnect" in ops:
-            config["evict_after"] = draw(st.sampled_from((2, 0, 1, 3)))
+            config["evict_after"] = values("evict_after", st.sampled_from(DRAWN_VALUES["evict_after"]))
         if selector == "buckets":
-            config["bucket_budget"] = draw(st.integers(1, 4))
-            config["bucket_max"] = draw(st.integers(4, 8))
-        return config
+            config["bucket_budget"] = values("bucket_budget", st.integers(1, 4))
+            config["bucket_max"] = values("bucket_max", st.integers(4, 8))
+        return {name: value for name, value in config.items() if value is not None}
 
     return draw_config()
 
@@ -297,7 +340,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
 
         # --- rules -----------------------------------------------------------------------------
 
-        @initialize(config=configs(capabilities, context.stratum))
+        @initialize(config=configs(capabilities, context.stratum, context.refused_values))
         def begin(self, config: dict[str, Any]) -> None:
             """Reset the adapter with a drawn configuration."""
             with self.ending_the_run_on_fault():
@@ -317,6 +360,18 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             )
             self.session = session
             outcome = session.begin()
+            field_name = outcome.error_field or ""
+            if (
+                outcome.code == "invalid_config"
+                and field_name in DRAWN_VALUES
+                and field_name in config
+                and field_name not in capabilities.config_values
+            ):
+                # An undeclared value the adapter does not support: never drawn again, and the requirements that
+                # need it are reported skipped with the reason (not an adapter fault).
+                context.refused_values.setdefault(field_name, []).append(config[field_name])
+                self.session = None
+                reject()
             if not outcome.ok:
                 raise AdapterFault(
                     "protocol",
@@ -410,7 +465,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             """A consumer joins (names are reused after a leave: KS-GEN-3)."""
             assert self.session is not None
             free = [n for n in NAMES if n not in self.members()]
-            if not capabilities.flow_control:
+            if not capabilities.capacity:
                 capacity = UNBOUNDED_CAPACITY  # the adapter declares that capacity never binds: make it so
             op: dict[str, Any] = {"op": "add_consumer", "consumer": free[pick % len(free)], "capacity": capacity}
             selector = self.session.config.get("selector")
@@ -578,7 +633,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
             if probe == "remove-unknown-consumer":
                 return {"op": "remove_consumer", "consumer": "ghost"}
             if probe == "duplicate-consumer" and names:
-                capacity = 1 if capabilities.flow_control else UNBOUNDED_CAPACITY
+                capacity = 1 if capabilities.capacity else UNBOUNDED_CAPACITY
                 return {"op": "add_consumer", "consumer": names[pick % len(names)], "capacity": capacity, "filters": []}
             if probe == "zero-capacity" and selector != "pulsar-sticky":
                 return {"op": "add_consumer", "consumer": "ghost", "capacity": 0, "filters": []}
@@ -588,7 +643,7 @@ def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
                 free = [k for k in KEYS if k not in self.blocked_keys()] or ["never-published"]
                 return {"op": probe.split("-")[0], "key": free[pick % len(free)]}
             if probe == "filters-not-allowed" and capabilities.filters and selector in _NO_FILTERS:
-                capacity = 1 if capabilities.flow_control else UNBOUNDED_CAPACITY
+                capacity = 1 if capabilities.capacity else UNBOUNDED_CAPACITY
                 op: dict[str, Any] = {"op": "add_consumer", "consumer": "ghost", "capacity": capacity}
                 op["filters"] = ["a*"]
                 if selector == "pulsar-sticky":

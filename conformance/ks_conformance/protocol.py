@@ -1,10 +1,10 @@
-"""The adapter protocol v1 (spec/adapter-protocol.md): the in-process `Adapter` protocol, the messages, and
-`Connection`, the one interface the harness drives whatever the transport.
+"""The adapter protocol v2, which accepts v1 (spec/adapter-protocol.md): the in-process `Adapter` protocol,
+the messages, and `Connection`, the one interface the harness drives whatever the transport.
 
 Every response is interpreted here, the same way for both transports: an op is `ok` (with its effect
 events), `refused` (a refusal the spec defines), or `skipped` (a known gap); anything else raises
 `AdapterFault`, which makes a run's verdict unknown, never conformant. With `validate=True` every request
-and response is also checked against spec/schemas/adapter-v1.schema.json (the `--validate-protocol` mode).
+and response is also checked against spec/schemas/adapter-v2.schema.json (the `--validate-protocol` mode).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from typing import Any, Protocol, runtime_checkable
 from ks_spec import paths
 from ks_spec.trace import OP_EVENTS, schema_problem
 
-PROTOCOL_VERSION = 1
-ADAPTER_SCHEMA = paths.SCHEMA_DIR / "adapter-v1.schema.json"
+PROTOCOL_VERSION = 2
+"""The version the kit asks for first; it also accepts every version in PROTOCOL_VERSIONS."""
+PROTOCOL_VERSIONS = (1, 2)
+ADAPTER_SCHEMA = paths.SCHEMA_DIR / "adapter-v2.schema.json"
 OPS = (
     "publish",
     "add_consumer",
@@ -38,8 +40,25 @@ OPS = (
 )
 REFUSAL_CODES = ("unknown_consumer", "duplicate_consumer", "invalid_argument", "not_blocked")
 PROFILES = ("strict", "owner", "best-effort")
-SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets")
+SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
 POISON_POLICIES = ("drop", "dead-letter", "block")
+RESOLUTIONS = ("acked", "dropped", "dead_lettered", "filtered")
+"""What an implementation-defined terminal outcome may be declared to stand for (v2 `terminal_outcomes`)."""
+CONFIG_FIELDS = (
+    "window",
+    "points",
+    "ack_timeout",
+    "max_redeliveries",
+    "backoff_base",
+    "backoff_max",
+    "poison_policy",
+    "persist_interval",
+    "persist_ack_holes",
+    "evict_after",
+    "bucket_budget",
+    "bucket_max",
+)
+"""The configuration fields whose supported values an adapter may declare (v2 `config_values`)."""
 
 
 @runtime_checkable
@@ -126,6 +145,16 @@ class Capabilities:
     """False: the adapter answers `replay` only (a batch engine); the kit drives it a chunk of ops at a time."""
     flow_control: bool = True
     """False: capacity and the window never bind in the adapter; the kit draws them too large to bind."""
+    capacity: bool = True
+    """v2: False when consumer capacity never binds (v1: `flow_control`)."""
+    window: bool = True
+    """v2: False when there is no subscription read-ahead window (v1: `flow_control`)."""
+    cursor: bool = True
+    """v2: False for a system without a persisted cursor: no cursor_persisted events, cursor checks skipped."""
+    config_values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """v2: for each listed configuration field, the only values the adapter supports; the kit draws no other."""
+    terminal_outcomes: Mapping[str, str | None] = field(default_factory=dict)
+    """v2: each implementation-defined terminal outcome's name -> the resolution it stands for (None: none)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Capabilities:
@@ -154,6 +183,7 @@ class Capabilities:
             raise StartFailed("protocol", "start: field 'capabilities': at least one profile and one selector")
         if data.get("interactive") is False and data.get("batch") is not True:
             raise StartFailed("protocol", "start: field 'capabilities.interactive': false needs 'batch': true")
+        flow_control = flag("flow_control", True)
         return cls(
             profiles=profiles,
             selectors=selectors,
@@ -168,7 +198,12 @@ class Capabilities:
             deterministic=flag("deterministic", True),
             max_consumers=int(maximum),
             interactive=flag("interactive", True),
-            flow_control=flag("flow_control", True),
+            flow_control=flow_control,
+            capacity=flag("capacity", flow_control),
+            window=flag("window", flow_control),
+            cursor=flag("cursor", True),
+            config_values=_config_values(data.get("config_values")),
+            terminal_outcomes=_terminal_outcomes(data.get("terminal_outcomes")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -188,12 +223,61 @@ class Capabilities:
             "max_consumers": self.max_consumers,
             "interactive": self.interactive,
             "flow_control": self.flow_control,
+            "capacity": self.capacity,
+            "window": self.window,
+            "cursor": self.cursor,
+            "config_values": {name: list(values) for name, values in self.config_values.items()},
+            "terminal_outcomes": dict(self.terminal_outcomes),
         }
+
+    def declared(self) -> dict[str, Any]:
+        """What a trace's config event must carry for a checker to judge it as the kit did (v2 fields only)."""
+        declared: dict[str, Any] = {}
+        if not self.cursor:
+            declared["cursor"] = False
+        if self.terminal_outcomes:
+            declared["terminal_outcomes"] = dict(self.terminal_outcomes)
+        return declared
 
     def narrowed(self, **changes: Any) -> Capabilities:
         """A copy with some capabilities replaced (to run the suite on a subset)."""
         values = {**self.__dict__, **changes}
         return Capabilities(**values)
+
+
+def _config_values(value: Any) -> dict[str, tuple[Any, ...]]:
+    """Read `capabilities.config_values`: {field: [value, ...]} for known fields, each list non-empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise StartFailed("protocol", "start: field 'capabilities.config_values': expected an object")
+    values: dict[str, tuple[Any, ...]] = {}
+    for name, allowed in value.items():
+        if name not in CONFIG_FIELDS:
+            raise StartFailed(
+                "protocol", f"start: field 'capabilities.config_values.{name}': not a configuration field"
+            )
+        if not isinstance(allowed, list) or not allowed:
+            raise StartFailed(
+                "protocol", f"start: field 'capabilities.config_values.{name}': expected a non-empty list"
+            )
+        values[name] = tuple(dict.fromkeys(allowed))
+    return values
+
+
+def _terminal_outcomes(value: Any) -> dict[str, str | None]:
+    """Read `capabilities.terminal_outcomes`: {outcome name: a resolution of RESOLUTIONS, or null}."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise StartFailed("protocol", "start: field 'capabilities.terminal_outcomes': expected an object")
+    for name, resolution in value.items():
+        if resolution is not None and resolution not in RESOLUTIONS:
+            raise StartFailed(
+                "protocol",
+                f"start: field 'capabilities.terminal_outcomes.{name}': expected null or one of {list(RESOLUTIONS)}",
+            )
+    return dict(value)
 
 
 @dataclass(frozen=True)
@@ -262,8 +346,9 @@ def start_info(response: Any, validate: bool) -> StartInfo:
         if problem:
             raise StartFailed("protocol", f"start: {problem}")
     version = response.get("version")
-    if version != PROTOCOL_VERSION:
-        raise StartFailed("protocol", f"start: protocol version {version!r}, the kit speaks {PROTOCOL_VERSION}")
+    if version not in PROTOCOL_VERSIONS:
+        speaks = " and ".join(str(v) for v in PROTOCOL_VERSIONS)
+        raise StartFailed("protocol", f"start: protocol version {version!r}, the kit speaks {speaks}")
     implementation = response.get("implementation")
     if not isinstance(implementation, Mapping) or not isinstance(implementation.get("name"), str):
         raise StartFailed("protocol", "start: field 'implementation': an object with at least a 'name'")
@@ -394,7 +479,13 @@ class Connection(ABC):
     def start(self) -> StartInfo:
         """Start the adapter and read its implementation and capabilities."""
         try:
-            response = self._send({"cmd": "start", "version": PROTOCOL_VERSION})
+            try:
+                response = self._send({"cmd": "start", "version": PROTOCOL_VERSION})
+            except StartFailed as refused:
+                # A v1 adapter exits on a version it does not speak: start it again and ask for version 1.
+                if not self.restartable(refused):
+                    raise
+                response = self._send({"cmd": "start", "version": 1})
         except StartFailed:
             raise
         except AdapterFault as fault:
@@ -403,6 +494,10 @@ class Connection(ABC):
             ) from None
         self.info = start_info(response, self.validate)
         return self.info
+
+    def restartable(self, refused: StartFailed) -> bool:
+        """True if a start refused this way may be retried with protocol version 1 (stdio adapters that exited)."""
+        return False
 
     def reset(self, config: Mapping[str, Any]) -> Outcome:
         """A fresh subscription with this configuration."""

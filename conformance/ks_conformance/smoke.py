@@ -51,7 +51,7 @@ def smoke(connection: Connection) -> SmokeResult:
         outcome = session.begin()
         if not outcome.ok:
             raise AdapterFault("protocol", f"reset refused the plain configuration {result.config}: {outcome.code}")
-        capacity = 2 if capabilities.flow_control else UNBOUNDED_CAPACITY
+        capacity = 2 if capabilities.capacity else UNBOUNDED_CAPACITY
         consumer: dict[str, Any] = {"op": "add_consumer", "consumer": "c1", "capacity": capacity, "filters": []}
         if selector == "pulsar-sticky":
             consumer["ranges"] = [[0, 65535]]

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import IO, Any
 
-from ks_conformance.protocol import PROTOCOL_VERSION, AdapterFault, Connection, StartFailed
+from ks_conformance.protocol import PROTOCOL_VERSIONS, AdapterFault, Connection, StartFailed
 
 DEFAULT_TIMEOUT = 10.0
 START_TIMEOUT = 60.0
@@ -74,18 +74,18 @@ class StdioConnection(Connection):
             )
         except OSError as error:
             raise StartFailed("start-failed", f"{self.adapter}: cannot start {argv[0]!r}: {error}") from None
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        threading.Thread(target=self._read_stdout, args=(self.process, self._lines), daemon=True).start()
+        threading.Thread(target=self._read_stderr, args=(self.process,), daemon=True).start()
 
-    def _read_stdout(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
+    def _read_stdout(self, process: subprocess.Popen[bytes], lines: queue.Queue[bytes | None]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)
 
-    def _read_stderr(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
-        for line in self.process.stderr:
+    def _read_stderr(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
             self._stderr.append(line.decode("utf-8", errors="replace").rstrip("\n"))
 
     def stderr_tail(self) -> str:
@@ -136,6 +136,15 @@ class StdioConnection(Connection):
                 )
             response = {k: v for k, v in response.items() if k != "seq"}
         return response
+
+    def restartable(self, refused: StartFailed) -> bool:
+        """A v1 adapter exits when asked for version 2: forget the dead process so the next start spawns anew."""
+        if refused.kind != "start-failed" or self.process is None or self.process.poll() is None:
+            return False
+        self.process = None
+        self.dead = None
+        self._lines = queue.Queue()
+        return True
 
     def _crashed(self, message: Mapping[str, Any]) -> AdapterFault:
         assert self.process is not None
@@ -230,10 +239,10 @@ def _serve(adapter: Any, source: IO[str], sink: IO[str]) -> int:
         if command == "stop":
             _stop(adapter)
             return 0
-        if command == "start" and request.get("version") != PROTOCOL_VERSION:
+        if command == "start" and request.get("version") not in PROTOCOL_VERSIONS:
             print(
                 f"adapter protocol version {request.get('version')!r} is not supported (this adapter speaks "
-                f"{PROTOCOL_VERSION})",
+                f"{' and '.join(str(v) for v in PROTOCOL_VERSIONS)})",
                 file=sys.stderr,
             )
             _stop(adapter)

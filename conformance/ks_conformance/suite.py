@@ -12,7 +12,7 @@ failed, warning, vacuous, skipped or untested (spec/report-format.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +25,7 @@ from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
 from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
 from ks_conformance.harness import Session
-from ks_conformance.machine import FaultAbort, RunContext, Stratum, Violation, make_machine, strata
+from ks_conformance.machine import FaultAbort, RunContext, Stratum, Violation, make_machine, strata, usable_values
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
 from ks_conformance.scenario import Scenario, events_signature, replay, write_scenario
 
@@ -116,6 +116,8 @@ class RunResult:
     faults: list[tuple[AdapterFault, Path | None]] = field(default_factory=list)
     exercised: dict[str, int] = field(default_factory=dict)
     skipped_ops: dict[str, str] = field(default_factory=dict)
+    refused_values: dict[str, list[Any]] = field(default_factory=dict)
+    """Undeclared configuration values the adapter refused (their requirements may be skipped)."""
     examples: int = 0
     steps: int = 0
     started: str = ""
@@ -225,6 +227,7 @@ def run_suite(
             context.connection.close()
     result.exercised = dict(context.exercised)
     result.skipped_ops = dict(context.skipped_ops)
+    result.refused_values = {name: list(values) for name, values in context.refused_values.items()}
     result.examples, result.steps = context.examples, context.steps
     result.duration = time.perf_counter() - clock
     result.requirements = requirement_statuses(result)
@@ -259,6 +262,7 @@ def _vacuous(result: RunResult, context: RunContext) -> list[str]:
     """The MUST requirements that would be reported vacuous if the run ended now."""
     result.exercised = dict(context.exercised)
     result.skipped_ops = dict(context.skipped_ops)
+    result.refused_values = {name: list(values) for name, values in context.refused_values.items()}
     statuses = requirement_statuses(result)
     return [line["id"] for line in statuses if line["status"] == "vacuous" and line["level"] == "MUST"]
 
@@ -472,22 +476,43 @@ def _check_determinism(context: RunContext, result: RunResult) -> None:
 # --- requirement statuses --------------------------------------------------------------------------
 
 
-def _needs(name: str, capabilities: Capabilities, skipped: Mapping[str, str]) -> str | None:
+def _needs(
+    name: str,
+    capabilities: Capabilities,
+    skipped: Mapping[str, str],
+    refused: Mapping[str, Sequence[Any]] | None = None,
+) -> str | None:
     """Why an anomaly's check cannot be exercised against these capabilities, or None if it can."""
     ops = set(capabilities.ops) - set(skipped)
     selectors = set(capabilities.selectors)
     policies = set(capabilities.poison_policies)
     failures = "nack" in ops or capabilities.ack_timeout
+    refusals = refused or {}
 
     def need(condition: bool, what: str) -> str | None:
         return None if condition else what
 
+    def positive(field_name: str) -> bool:
+        """True if the kit may draw a value above 0 for a timing field (declared, and not refused)."""
+        return any(v > 0 for v in usable_values(capabilities, refusals, field_name))
+
+    def supported(field_name: str) -> str:
+        values = usable_values(capabilities, refusals, field_name)
+        gone = sorted(set(refusals.get(field_name, ())))
+        said = f"; refused {gone}" if gone else ""
+        return f"{field_name} > 0 (the adapter supports {values or 'none of the values drawn'}{said})"
+
+    fixed_target = bool(selectors - {"pulsar-sticky", "buckets"})
+
     requirements: dict[str, str | None] = {
         "stale-nack-accepted": need("nack" in ops, "op nack"),
         "holder-nack-ignored": need("nack" in ops, "op nack"),
-        "premature-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout"),
-        "missed-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout"),
-        "early-retry": need(failures and "tick" in ops, "op nack or capability ack_timeout"),
+        "premature-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
+        or need(positive("ack_timeout"), supported("ack_timeout")),
+        "missed-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
+        or need(positive("ack_timeout"), supported("ack_timeout")),
+        "early-retry": need(failures and "tick" in ops, "op nack or capability ack_timeout")
+        or need(positive("backoff_base"), supported("backoff_base")),
         "retry-overtaken": need(failures or "remove_consumer" in ops, "op nack, ack_timeout or remove_consumer"),
         "retry-overrun": need(failures and bool(policies), "failures and a poison policy"),
         "poison-ignored": need(failures and bool(policies) and "tick" in ops, "failures and a poison policy"),
@@ -497,26 +522,46 @@ def _needs(name: str, capabilities: Capabilities, skipped: Mapping[str, str]) ->
         "unjustified-resolution": need(
             (failures and bool(policies & {"drop", "dead-letter"})) or "skip" in ops, "a poison policy that resolves"
         ),
-        "premature-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect"),
-        "missed-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect"),
+        "premature-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect")
+        or need(positive("evict_after"), supported("evict_after")),
+        "missed-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect")
+        or need(positive("evict_after"), supported("evict_after")),
         "inactive-delivery": need("disconnect" in ops, "op disconnect"),
         "filter-violation": need(capabilities.filters, "capability filters"),
         "unjustified-filter": need(capabilities.filters, "capability filters"),
+        "unfiltered-wait": need(capabilities.filters and fixed_target, "capability filters"),
+        "unjustified-outcome": None,
         "filtered-without-members": need(capabilities.filters and "remove_consumer" in ops, "capability filters"),
         "resurrected": need("restart" in ops, "op restart"),
-        "persist-early": need("tick" in ops, "op tick"),
+        "persist-early": need("tick" in ops, "op tick")
+        or need(capabilities.cursor, "a persisted cursor (capability cursor)")
+        or need(positive("persist_interval"), supported("persist_interval")),
+        "persist-late": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "cursor-skip": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "cursor-regress": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "cursor-stall": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "overtaken-hold": need(
+            capabilities.held_events,
+            "held events (capability held_events); a held message overtaken shows as key-reorder (KS-ORD-1)",
+        ),
+        "drain-stuck": need(
+            capabilities.held_events,
+            "held events (capability held_events); a drain that never clears shows as stuck-key (KS-LIV-1)",
+        )
+        or need(bool(selectors - {"any"}), "a selector with key affinity (with any, a held key never moves: no drain)"),
+        "key-moved": need(bool(selectors - {"any"}), "a selector with key affinity (not any)"),
         "phase-order": need("tick" in ops, "op tick"),
         "lost": need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
         "split-owner": need(len(capabilities.profiles) > 0, ""),
-        "unstable-assignment": need(bool(selectors - {"buckets"}), "a selector other than buckets"),
-        "idle-while-ready": need(bool(selectors - {"pulsar-sticky", "buckets"}), "a selector with a fixed target"),
+        "unstable-assignment": need(bool(selectors - {"buckets", "any"}), "a selector other than buckets and any"),
+        "idle-while-ready": need(fixed_target, "a selector with a fixed target, or any"),
         "misrouted-bucket": need("buckets" in selectors, "selector buckets"),
         "bucket-misassigned": need("buckets" in selectors, "selector buckets"),
         "bucket-split-owner": need("buckets" in selectors, "selector buckets"),
         "checkpoint-skip": need("buckets" in selectors, "selector buckets"),
         "successor-first": need("buckets" in selectors and bool({"rollover", "split"} & ops), "op rollover or split"),
-        "capacity-overrun": need(capabilities.flow_control, "capability flow_control (capacity never binds)"),
-        "window-overrun": need(capabilities.flow_control, "capability flow_control (the window never binds)"),
+        "capacity-overrun": need(capabilities.capacity, "capability capacity (capacity never binds)"),
+        "window-overrun": need(capabilities.window, "capability window (no read-ahead window)"),
         "stats-mismatch": need(capabilities.stats, "capability stats"),
         "blocked-key-hidden": need(capabilities.stats and "block" in policies, "capability stats and policy block"),
         "drop-uncounted": need(capabilities.stats, "capability stats"),
@@ -559,7 +604,7 @@ def requirement_statuses(result: RunResult) -> list[dict[str, Any]]:
         elif found:
             line["status"] = "failed" if level == "MUST" else "warning"
         else:
-            missing = [_needs(name, capabilities, result.skipped_ops) for name in checks]
+            missing = [_needs(name, capabilities, result.skipped_ops, result.refused_values) for name in checks]
             usable = [name for name, why in zip(checks, missing, strict=True) if not why]
             if not usable:
                 reasons = sorted({why for why in missing if why})
@@ -577,13 +622,14 @@ def report_lines(result: RunResult) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = [
         report.header(
             "conformance",
-            protocol_version=1,
+            protocol_version=result.info.version,
             adapter=result.adapter,
             transport=result.transport,
             implementation=result.info.implementation,
             capabilities=result.capabilities.to_json(),
             settings=result.settings.to_json(),
             started=result.started,
+            **({"refused_config_values": result.refused_values} if result.refused_values else {}),
         )
     ]
     lines += result.requirements

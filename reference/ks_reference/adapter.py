@@ -19,7 +19,7 @@ from ks_reference.core import Refusal
 from ks_reference.dispatcher import IMPLEMENTATION, OPS, Dispatcher
 from ks_reference.store import MemoryStore, SqliteStore, Store
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 CAPABILITIES: dict[str, Any] = {
     "profiles": list(PROFILES),

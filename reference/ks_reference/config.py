@@ -9,7 +9,7 @@ from typing import Any
 from ks_spec.errors import UserError
 
 PROFILES = ("strict", "owner", "best-effort")
-SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets")
+SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
 POISON_POLICIES = ("drop", "dead-letter", "block")
 BUCKET_FIELDS = ("bucket_budget", "bucket_max")
 

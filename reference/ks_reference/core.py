@@ -184,11 +184,29 @@ class Core:
         """The member the selector picks for a message among the key's eligible members (KS-FLT-5)."""
         if self.layout is not None and placement is not None:
             return self.layout.target(placement, self.members_by_name)
+        if self.config.selector == "any":
+            return self.free_target(key)
         if key not in self._target_cache:
             eligible = self.eligible(key)
             # req: KS-ASN-1, KS-FLT-5
             self._target_cache[key] = self.selector.target(key, eligible) if eligible != () else None
         return self._target_cache[key]
+
+    def free_target(self, key: str) -> str | None:
+        """Selector `any` (no key affinity): the key's holder while it holds some, else the first eligible
+        member by name that is connected and has room (else the first connected, else the first eligible)."""
+        holders = self.key_holders.get(key)
+        if holders:
+            # req: KS-DRN-1 (with no affinity a key stays with its holder while it holds messages of it)
+            return next(iter(holders)).name
+        eligible = self.eligible(key)
+        names = sorted(self.members) if eligible is None else sorted(eligible)
+        if not names:
+            return None
+        members = [self.members[name] for name in names]
+        connected = [m for m in members if m.connected]
+        with_room = [m for m in connected if len(m.outstanding) < m.capacity]
+        return (with_room or connected or members)[0].name
 
     # --- message transitions ---
 
@@ -240,7 +258,10 @@ class Core:
             del holders[holder]
             if not holders:
                 del self.key_holders[message.key]
-            if self.target_name(message.key, message.placement) not in (None, holder.name):
+            if self.config.selector != "any" and self.target_name(message.key, message.placement) not in (
+                None,
+                holder.name,
+            ):
                 self.draining_cleared_total += 1  # the old owner of a draining key holds nothing more of it
         if self.layout is not None and message.placement is not None:
             self.layout.on_end_delivery(message.placement, holder.name)

@@ -411,6 +411,38 @@ class BucketsSelector(Selector):
         return {member: merge_ranges(r) for member, r in owned.items()}
 
 
+class AnySelector(Selector):
+    """`any`: no key affinity (task queues, SQS-like groups). The dispatcher picks a free eligible member per
+    message (`Core.free_target`); this object only keeps the members, so its static target is the first by name."""
+
+    name = "any"
+    space = (0, 0)
+
+    def __init__(self) -> None:
+        self._members: list[str] = []
+
+    def position(self, key: str) -> int:
+        """Every key sits at position 0: there is no key-to-member map."""
+        return 0
+
+    def add(self, member: str, ranges: Sequence[Range] = ()) -> None:
+        """A member joins."""
+        self._members = sorted([*self._members, member])
+
+    def remove(self, member: str) -> None:
+        """A member leaves."""
+        self._members.remove(member)
+
+    def target(self, key: str, eligible: Collection[str] | None = None) -> str | None:
+        """The first member by name among `eligible` (the dispatcher refines it by connection and room)."""
+        names = sorted(eligible) if eligible is not None else self._members
+        return names[0] if names else None
+
+    def ranges(self) -> dict[str, list[Range]]:
+        """No member owns positions: every member may take every key."""
+        return {member: [self.space] for member in self._members}
+
+
 SELECTOR_FACTORIES: dict[str, Callable[[int, int], Selector]] = {
     "ring": lambda points, buckets: RingSelector(points),
     "pulsar-consistent": lambda points, buckets: PulsarConsistentSelector(points),
@@ -418,6 +450,7 @@ SELECTOR_FACTORIES: dict[str, Callable[[int, int], Selector]] = {
     "pulsar-sticky": lambda points, buckets: PulsarStickySelector(),
     "danube": lambda points, buckets: DanubeSelector(),
     "buckets": lambda points, buckets: BucketsSelector(buckets),
+    "any": lambda points, buckets: AnySelector(),
 }
 
 

@@ -146,9 +146,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant(
         "lost_on_leave", "KS-MEM-1 KS-LIV-1 KS-ORD-3", bugs.LostOnLeave, **OWNER, **BUCKETS, poison_policies=["drop"]
     ),
-    # acks nobody sent (ACK-2); each is an op of its own, so the leave ends with the message undelivered
-    # (ISO-1) and the ack with the cursor unpersisted (CUR-5)
-    _mutant("leave_counts_as_ack", "KS-ACK-2 KS-ISO-1 KS-CUR-5", bugs.LeaveCountsAsAck, **BASE),
+    # acks nobody sent (ACK-2), judged within the leave that caused them (an op's own effects never split it)
+    _mutant("leave_counts_as_ack", "KS-ACK-2", bugs.LeaveCountsAsAck, **BASE),
     _mutant("early_eviction", "KS-MEM-2", bugs.EarlyEviction, **BASE),
     _mutant("disconnected_served", "KS-MEM-3", bugs.DisconnectedServed, **BASE),
     # resolutions and duplicates (section 13)
@@ -191,6 +190,28 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("drops_uncounted", "KS-BEF-2", bugs.DropsUncounted, profiles=["best-effort"], **RING),
     # refusals and configuration (sections 2, 3)
     _mutant("duplicate_name_accepted", "KS-GEN-4", bugs.DuplicateNameAccepted, **BASE),
+    # adapter protocol v2: no key affinity (selector any), no cursor, implementation-defined outcomes
+    _mutant("never_filters", "KS-FLT-3", bugs.NeverFilters, **BASE),
+    _mutant("any_busy_first", "KS-ISO-1", bugs.AnyBusyFirst, **STRICT, selectors=["any"], poison_policies=["drop"]),
+    # an acknowledged message delivered again after the restart is also a duplicate
+    _mutant(
+        "cursorless_forgetful",
+        "KS-CUR-4",
+        Dispatcher,
+        adapter=bugs.CursorlessForgetful,
+        may="KS-RES-2",
+        **BASE,
+        cursor=False,
+        persist_ack_holes=False,
+    ),
+    _mutant(
+        "outcome_undeclared",
+        "KS-RES-1",
+        Dispatcher,
+        adapter=bugs.OutcomeUndeclared,
+        **BASE,
+        terminal_outcomes={"discarded": None},
+    ),
     # SHOULD requirements: reported as warnings, never as failures
     _mutant("stats_miscount", "", bugs.StatsMiscount, **BASE, warns="KS-OBS-1"),
     _mutant("stats_now_lags", "", bugs.StatsNowLags, **BASE, warns="KS-OBS-1"),

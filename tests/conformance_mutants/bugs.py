@@ -19,6 +19,7 @@ from ks_reference.cursor import Cursor
 from ks_reference.dispatch import Decision
 from ks_reference.dispatcher import Dispatcher
 from ks_reference.filters import accepts
+from ks_reference.store import MemoryStore
 
 # --- ordering -------------------------------------------------------------------------------------
 
@@ -760,6 +761,75 @@ class LenientConfigAdapter(ReferenceAdapter):
         if isinstance(config, Mapping):
             config = {k: v for k, v in config.items() if k in known}  # breaks KS-CFG-1
         return super().reset(config)
+
+
+# --- adapter protocol v2: no key affinity, no cursor, implementation-defined outcomes -------------
+
+
+class NeverFilters(Dispatcher):
+    """A message whose key no member accepts waits for a consumer that may never come, instead of being filtered."""
+
+    def decide(self, message: Message) -> Decision:
+        if self.members and self.eligible(message.key) == ():
+            return Decision("hold", reason="no-consumer")  # breaks KS-FLT-3
+        return super().decide(message)
+
+
+class AnyBusyFirst(Dispatcher):
+    """Without key affinity, a key waits for the first member by name even when another member is free."""
+
+    def free_target(self, key: str) -> str | None:
+        holders = self.key_holders.get(key)
+        if holders:
+            return next(iter(holders)).name
+        eligible = self.eligible(key)
+        names = sorted(self.members) if eligible is None else sorted(eligible)
+        return names[0] if names else None  # breaks KS-ISO-1: ignores which members have room
+
+
+class CursorlessAdapter(ReferenceAdapter):
+    """Correct, cursorless: the reference keeps every resolution (ack holes on) and reports no cursor events."""
+
+    def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        if isinstance(config, Mapping) and config.get("profile") != "best-effort":
+            config = {**config, "persist_ack_holes": True, "persist_interval": 0}
+        return super().reset(config)
+
+    def op(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        response = super().op(op)
+        if isinstance(response.get("events"), list):
+            response["events"] = [e for e in response["events"] if e.get("event") != "cursor_persisted"]
+        return response
+
+
+class CursorlessForgetful(CursorlessAdapter):
+    """Without a cursor, a restart forgets which messages were acknowledged and delivers them again."""
+
+    def op(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        store = getattr(self, "_store", None)
+        if op.get("op") == "restart" and isinstance(store, MemoryStore):
+            store._cursor = 0  # breaks KS-CUR-4: what was acknowledged is forgotten
+            store._chunks.clear()
+        return super().op(op)
+
+
+class OutcomeAdapter(ReferenceAdapter):
+    """Correct with an implementation-defined outcome: a poisoned message's drop is reported as outcome 'discarded'."""
+
+    def op(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        response = super().op(op)
+        if isinstance(response.get("events"), list):
+            response["events"] = [
+                {"event": "outcome", "offset": e["offset"], "key": e["key"], "reason": "discarded"}
+                if e.get("event") == "drop" and e.get("reason") == "poison"
+                else e
+                for e in response["events"]
+            ]
+        return response
+
+
+class OutcomeUndeclared(OutcomeAdapter):
+    """A poisoned message ends with an outcome ('discarded') that the implementation declares as no resolution."""
 
 
 # --- SHOULD requirements: caught as warnings ------------------------------------------------------
