@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ks_conformance.checker import check_events
 from ks_reference.dispatcher import Dispatcher, Outcome
 from ks_reference.store import Store
 from ks_reference.trace import TraceRecorder
-
-from reference_support.checker import anomalies_of
 
 
 class Harness:
@@ -36,7 +35,10 @@ class Harness:
         return [e["event"] for e in outcome.events]
 
     def anomalies(self) -> list[str]:
-        return [f"{a.name}@{a.seq}: {a.detail}" for a in anomalies_of(self.events)]
+        """What the kit's checker (spec/checking.md) finds in the trace so far: anomalies, then contradictions."""
+        checker = check_events(self.events)
+        found = [f"{a.name}@{a.seq}: {a.explanation.then}" for a in checker.anomalies]
+        return found + [f"contradiction@{p.seq}: {p.message}" for p in checker.problems]
 
     def mark(self) -> int:
         return len(self.events)
