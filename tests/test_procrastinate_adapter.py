@@ -137,6 +137,16 @@ def test_nack_retries_by_the_task_strategy_then_fails(adapter: Any) -> None:
     ]
 
 
+def test_protocol_v1_reports_a_failed_job_as_dead_lettered(adapter: Any) -> None:
+    adapter.start(1)  # v1 has no outcome event: `failed` is reported as the resolution it stands for
+    _reset(adapter, max_redeliveries=0)
+    _do(adapter, "add_consumer", consumer="c1", capacity=1, filters=[])
+    _do(adapter, "publish", offset=0, key="k")
+    assert _do(adapter, "nack", consumer="c1", offset=0)[1:] == [
+        {"event": "dead_letter", "offset": 0, "key": "k", "attempt": 1, "reason": "nack"}
+    ]
+
+
 def test_removal_aborts_running_jobs(adapter: Any) -> None:
     _reset(adapter, max_redeliveries=1)
     _do(adapter, "add_consumer", consumer="c1", capacity=1, filters=[])
