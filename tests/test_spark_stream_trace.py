@@ -137,3 +137,15 @@ def test_watch_stream_judges_a_capture_folder_and_says_a_missing_one_in_one_line
     assert main(["watch-stream", "--judge-only", "--capture", str(tmp_path / "absent")]) == 66
     error = capsys.readouterr().err
     assert "absent: no such file or folder" in error and error.count("\n") == 1
+
+
+def test_watch_stream_refuses_a_module_without_start_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from keyshared.cli import main
+
+    assert main(["watch-stream", "json", "--capture", str(tmp_path / "capture")]) == 64
+    error = capsys.readouterr().err
+    assert "json: defines no start(spark, capture, options) function" in error and error.count("\n") == 1
+    assert main(["watch-stream", "no_such_module_here", "--capture", str(tmp_path / "capture")]) == 64
+    assert "no_such_module_here: no such module" in capsys.readouterr().err
