@@ -144,7 +144,11 @@ def test_a_profile_the_python_checker_does_not_know_is_unknown_not_valid_on_no_c
     write_trace(events, tmp_path / "trace.jsonl")
     result = validate(spark, str(tmp_path / "trace.jsonl"))
     assert result.verdict.value == "unknown"
-    assert (0, "unknown profile 'bogus'") in result.problems
+    assert (
+        0,
+        "the configuration is one the spec refuses (KS-CFG-1): config field 'profile': 'bogus' is not one of "
+        "strict, owner, best-effort",
+    ) in result.problems  # spec/trace.md section 6
 
 
 def test_the_readme_names_exactly_the_kinds_spark_computes() -> None:
