@@ -421,6 +421,15 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "an op ends with an undelivered message in the window",
     ),
     _kind(
+        "restart-skip",
+        "KS-CUR-3",
+        _O,
+        "at the end of an op (or at quiescence), a message a restart made unresolved again is not dispatched "
+        "again although nothing holds it back",
+        "the publish of m, the last persistence, the restart, the op",
+        "a restart finds a message resolved at or above the persisted cursor that is not a persisted hole",
+    ),
+    _kind(
         "unfiltered-wait",
         "KS-FLT-3",
         _O,
@@ -569,6 +578,7 @@ INDIRECT: dict[str, str] = {
     "KS-ASN-7": "exact routing of a named selector; tested against published values by the reference's tests",
     "KS-ASN-8": "exact routing of a named selector; tested against published values by the reference's tests",
     "KS-ASN-9": "checked through key-moved: a redelivery goes to the epoch's target",
+    "KS-ASN-10": "a definition: selector any is judged through idle-while-ready and split-owner",
     "KS-FLT-1": "a definition the checker uses itself; tested on the reference",
     "KS-FLT-5": "a definition the checker uses itself; tested on the reference",
     "KS-ORD-4": "a permission, not an obligation",
@@ -576,7 +586,6 @@ INDIRECT: dict[str, str] = {
     "KS-POI-1": "checked through unjustified-resolution and stuck-key",
     "KS-POI-4": "checked through retry-overrun and idle-while-ready",
     "KS-RES-3": "checked through persist-late and cursor-stall",
-    "KS-CUR-3": "checked through stuck-key after a restart",
     "KS-CUR-6": "a property of the store; tested on the reference with a million holes",
     "KS-ISO-2": "observed only through idle-while-ready",
     "KS-BKT-2": "a property of the layout operations; misrouted-bucket shows its violations",

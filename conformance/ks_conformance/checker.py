@@ -198,6 +198,8 @@ class Message:
     last_hold_reason: str | None = None
     last_hold_seq: int | None = None
     last_event_seq: int = 0
+    restored_seq: int | None = None
+    """The restart that made this resolved message unresolved again (KS-CUR-3), until it is delivered again."""
     outcome_seq: int | None = None
 
 
@@ -699,9 +701,12 @@ class Checker:
             if self.best_effort:
                 continue  # best-effort outcomes are final (KS-BEF-1): there is no cursor to resume from
             if message.resolved and message.offset >= self.persisted_cursor and message.offset not in holes:
+                # req: KS-CUR-3 (resolved after the last persistence: volatile, so it must be dispatched again)
+                self._exercise("restart-skip")
                 message.resolved = False
                 message.resolution = None
                 message.resolution_seq = None
+                message.restored_seq = seq
                 self.unresolved.add(message.offset)
         self.state_version += 1
         self._rebuild_indexes()
@@ -731,7 +736,9 @@ class Checker:
             )
 
     def _judge_unresolved_at_quiescence(self, message: Message, seq: int) -> None:
-        if message.returned:
+        if message.restored_seq is not None:
+            self._report_restart_skip(message, seq)
+        elif message.returned:
             self._report(
                 "lost",
                 seq,
@@ -1325,6 +1332,7 @@ class Checker:
         message.deliveries += 1
         message.delivered_ever = True
         message.last_delivery_seq = seq
+        message.restored_seq = None
         message.outstanding = delivery
         holder.outstanding[message.offset] = delivery
         state.outstanding[message.offset] = delivery
@@ -1902,6 +1910,7 @@ class Checker:
         message.resolved = True
         message.resolution = resolution
         message.resolution_seq = seq
+        message.restored_seq = None
         self.last_resolution_seq = seq
         if self.op is not None:
             self.op.resolved = True
@@ -2172,6 +2181,9 @@ class Checker:
             if marker in self._idle_reported:
                 continue
             self._idle_reported.add(marker)
+            if message.restored_seq is not None:
+                self._report_restart_skip(message, op.seq)
+                continue
             # req: KS-ISO-1, KS-GEN-6, KS-ISO-2
             names = ", ".join(f"{m.name} ({len(m.outstanding)}/{m.capacity})" for m in (able or eligible))
             who = "some members that accept it are" if not fixed_target else "the members that accept it are"
@@ -2189,6 +2201,25 @@ class Checker:
                 offset=head,
                 key=key,
             )
+
+    def _report_restart_skip(self, message: Message, seq: int) -> None:
+        # req: KS-CUR-3
+        restart = message.restored_seq
+        persisted_before = self.loaded[2] if self.loaded is not None else None
+        self._report(
+            "restart-skip",
+            seq,
+            [message.publish_seq, persisted_before, restart, seq],
+            [
+                self._m(message) + ", resolved before the restart, at or above the persisted cursor and not a "
+                "persisted ack hole",
+                f"the restart at seq {restart} loaded cursor {self.loaded[0] if self.loaded else 0}",
+            ],
+            f"m{message.offset} was not dispatched again [seq {seq}] although nothing holds it back, but a restart "
+            "resumes from the store: every offset it did not record is dispatched again (KS-CUR-3)",
+            offset=message.offset,
+            key=message.key,
+        )
 
     def _report_unfiltered(self, message: Message, op: OpState) -> None:
         # req: KS-FLT-3

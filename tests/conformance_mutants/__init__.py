@@ -120,6 +120,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("stale_ack_accepted", "KS-ACK-2", bugs.StaleAckAccepted, **BASE),
     _mutant("first_ack_lost", "KS-ACK-1", bugs.FirstAckLost, **BASE),
     _mutant("stale_nack_accepted", "KS-RTY-1", bugs.StaleNackAccepted, **BASE),
+    # section 12: a disconnected member is still a member; its holder's ack resolves the message
+    _mutant("disconnected_acks_ignored", "KS-ACK-1", bugs.DisconnectedAcksIgnored, **BASE),
     _mutant("early_timeout", "KS-RTY-2", bugs.EarlyTimeout, **BASE),
     _mutant("late_timeout", "KS-RTY-3", bugs.LateTimeout, **BASE),
     _mutant("no_backoff", "KS-RTY-4", bugs.NoBackoff, **BASE),
@@ -168,6 +170,16 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("stale_cursor_write", "KS-CUR-2 KS-CUR-5", bugs.StaleCursorWrite, **BASE),
     # a message in a persisted hole was resolved, and the restart did not lose that: resurrected and duplicate
     _mutant("holes_reread", "KS-CUR-4 KS-RES-2", bugs.HolesReread, **BASE, filters=False),
+    # the kept acks were never persisted: the cursor it persists later passes messages the checker still owes
+    # (CUR-1), and later messages of their keys overtake them (ORD-1, FLW-2 through the window)
+    _mutant(
+        "restart_keeps_volatile_acks",
+        "KS-CUR-3",
+        bugs.RestartKeepsVolatileAcks,
+        may="KS-CUR-1 KS-CUR-5 KS-ORD-1 KS-FLW-2 KS-FLT-3 KS-ISO-1",
+        **BASE,
+        stats=False,
+    ),
     _mutant("persist_on_tick_only", "KS-CUR-5", bugs.PersistOnTickOnly, **BASE),
     _mutant("persist_eagerly", "KS-CUR-5", bugs.PersistEagerly, **BASE),
     # the unflushed tail is late (CUR-5) and, at quiescence, a stalled cursor (LIV-2)
@@ -193,16 +205,18 @@ MUTANTS: tuple[Mutant, ...] = (
     # adapter protocol v2: no key affinity (selector any), no cursor, implementation-defined outcomes
     _mutant("never_filters", "KS-FLT-3", bugs.NeverFilters, **BASE),
     _mutant("any_busy_first", "KS-ISO-1", bugs.AnyBusyFirst, **STRICT, selectors=["any"], poison_policies=["drop"]),
-    # an acknowledged message delivered again after the restart is also a duplicate
+    # an acknowledged message delivered again after the restart is also a duplicate (RES-2); from then on the
+    # dispatcher's state is not the one its events describe, so later deliveries and resolutions look wrong too
     _mutant(
         "cursorless_forgetful",
         "KS-CUR-4",
         Dispatcher,
         adapter=bugs.CursorlessForgetful,
-        may="KS-RES-2",
+        may="KS-RES-2 KS-RES-1 KS-FLT-3 KS-FLW-1 KS-ISO-1 KS-ACK-1 KS-RTY-3",
         **BASE,
         cursor=False,
         persist_ack_holes=False,
+        stats=False,
     ),
     _mutant(
         "outcome_undeclared",

@@ -20,6 +20,7 @@ from ks_reference.dispatch import Decision
 from ks_reference.dispatcher import Dispatcher
 from ks_reference.filters import accepts
 from ks_reference.store import MemoryStore
+from pyroaring import BitMap64
 
 # --- ordering -------------------------------------------------------------------------------------
 
@@ -284,6 +285,17 @@ class FirstAckLost(Dispatcher):
         message = self.messages.get(offset)
         if message is not None and message.holder is member and message.attempts > 1 and offset not in self.lost_once:
             self.lost_once.add(offset)
+            self.ignore_ack("ack_ignored", member, offset, "not-holder", key=message.key)  # breaks KS-ACK-1
+            return
+        super().on_ack(member, offset)
+
+
+class DisconnectedAcksIgnored(Dispatcher):
+    """An ack from a consumer whose connection dropped (not yet evicted) is ignored although it holds the message."""
+
+    def on_ack(self, member: Member, offset: int) -> None:
+        message = self.messages.get(offset)
+        if message is not None and message.holder is member and not member.connected:
             self.ignore_ack("ack_ignored", member, offset, "not-holder", key=message.key)  # breaks KS-ACK-1
             return
         super().on_ack(member, offset)
@@ -761,6 +773,17 @@ class LenientConfigAdapter(ReferenceAdapter):
         if isinstance(config, Mapping):
             config = {k: v for k, v in config.items() if k in known}  # breaks KS-CFG-1
         return super().reset(config)
+
+
+class RestartKeepsVolatileAcks(Dispatcher):
+    """A restart keeps the acks it had not persisted yet and never dispatches those messages again."""
+
+    def on_restart(self) -> None:
+        volatile = BitMap64(self.cursor.holes)
+        super().on_restart()
+        for offset in volatile:
+            if offset >= self.cursor.position:
+                self.cursor.holes.add(offset)  # breaks KS-CUR-3: resumes from memory, not from the store
 
 
 # --- adapter protocol v2: no key affinity, no cursor, implementation-defined outcomes -------------
