@@ -9,6 +9,9 @@
 3. Every double mutant (a cheap bug with a deep one), one whole `ci` run per seed: the wall time to the last
    finding and the requirements found; with `--thorough`, also a `thorough` run of the same seed and the
    ci/thorough ratio (requirements the `ci` run found among those the thorough run found).
+4. `--only procrastinate`: the procrastinate adapter (conformance/adapters/procrastinate) on a private
+   PostgreSQL cluster this script starts and stops: one whole `ci` run per seed, the time to its last
+   finding, and with `--thorough` a `thorough` run per seed and the ci/thorough ratio.
 Run `python -m benchmarks.bench_conformance` (minutes); `--quick` checks the script in well under one.
 """
 
@@ -18,13 +21,17 @@ import argparse
 import datetime
 import math
 import multiprocessing
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -166,23 +173,64 @@ def whole_run(name: str, seed: int, profile: str) -> WholeRun:
     """Run `profile` to the end against mutant `name`; the time of the last finding, from the run's start."""
     from conformance_mutants import BY_NAME
     from ks_conformance.protocol import InProcessConnection
-    from ks_conformance.suite import Finding, run_suite, settings_for
 
     mutant = BY_NAME[name]
+    return timed_run(
+        name, lambda: InProcessConnection(mutant.create(), name), seed, profile, mutant.catches | mutant.warns
+    )
+
+
+def timed_run(name: str, connect: Callable[[], Any], seed: int, profile: str, must: frozenset[str]) -> WholeRun:
+    """Run `profile` to the end against an adapter; the time of the last finding, from the run's start."""
+    from ks_conformance.suite import Finding, run_suite, settings_for
+
     last = [0.0]
 
     def on_finding(finding: Finding) -> None:
         last[0] = time.perf_counter() - started
 
     started = time.perf_counter()
-    result = run_suite(
-        lambda: InProcessConnection(mutant.create(), name), settings_for(profile, seed), on_finding=on_finding
-    )
+    result = run_suite(connect, settings_for(profile, seed), on_finding=on_finding)
     elapsed = time.perf_counter() - started
     if any(not f.shrunk for f in result.findings):  # kinds added at the end of the run, unshrunk
         last[0] = elapsed
     found = frozenset(r["id"] for r in result.requirements if r["status"] in ("failed", "warning"))
-    return WholeRun(name, seed, profile, found, last[0], elapsed, mutant.catches | mutant.warns)
+    return WholeRun(name, seed, profile, found, last[0], elapsed, must)
+
+
+PROCRASTINATE = ROOT / "conformance" / "adapters" / "procrastinate"
+
+
+def run_procrastinate(seeds: int, thorough: bool, log: Callable[[str], None]) -> list[WholeRun]:
+    """Whole runs against the procrastinate adapter on a private PostgreSQL cluster (started and stopped here)."""
+    from ks_conformance.stdio import StdioConnection
+
+    state = tempfile.mkdtemp(prefix="ks-bench-pg-")
+    environment = {**os.environ, "KS_PG_STATE": state}
+    script = str(PROCRASTINATE / "postgres.sh")
+    started = subprocess.run([script, "start"], capture_output=True, text=True, env=environment, check=False)
+    if started.returncode != 0:
+        raise SystemExit(f"bench_conformance: cannot start PostgreSQL: {started.stderr.strip() or started.stdout}")
+    dsn = started.stdout.strip().splitlines()[-1]
+    command = f"{sys.executable} {PROCRASTINATE / 'adapter.py'} --dsn {dsn}"
+    runs: list[WholeRun] = []
+    try:
+        for seed in range(seeds):
+            for profile in ("ci", "thorough") if thorough else ("ci",):
+                run = timed_run(
+                    "procrastinate",
+                    lambda: StdioConnection(command, adapter="procrastinate"),
+                    seed,
+                    profile,
+                    frozenset(),
+                )
+                runs.append(run)
+                log(
+                    f"procrastinate seed {seed} {profile}: last finding {run.last_finding:.1f} s of {run.seconds:.1f} s"
+                )
+    finally:
+        subprocess.run([script, "stop"], capture_output=True, env=environment, check=False)
+    return runs
 
 
 def doubles_table(runs: Sequence[WholeRun]) -> Table:
@@ -337,8 +385,12 @@ def main() -> None:
     parser.add_argument("--mutants", help="comma-separated mutant names to run (default every mutant)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes for the mutants (default 2)")
     parser.add_argument("--quick", action="store_true", help="1 seed and a handful of mutants: checks the script")
-    parser.add_argument("--only", choices=("reference", "mutants", "doubles"), help="run one part only")
-    parser.add_argument("--thorough", action="store_true", help="double mutants: also a thorough run per seed (slow)")
+    parser.add_argument(
+        "--only", choices=("reference", "mutants", "doubles", "procrastinate"), help="run one part only"
+    )
+    parser.add_argument(
+        "--thorough", action="store_true", help="doubles, procrastinate: also a thorough run per seed (slow)"
+    )
     args = parser.parse_args()
     seeds = args.seeds if args.seeds is not None else 1 if args.quick else 3
     if seeds < 1 or args.workers < 1:
@@ -352,7 +404,14 @@ def main() -> None:
     started = time.perf_counter()
     console.print(f"machine: {machine()}")
     console.print(f"date: {datetime.date.today().isoformat()}")
-    if args.only != "mutants":
+    if args.only == "procrastinate":
+        whole = run_procrastinate(seeds, args.thorough, lambda line: errors.print(line, highlight=False))
+        table = doubles_table(whole)
+        table.title = "procrastinate adapter: one whole ci run per seed (and a thorough run with --thorough)"
+        console.print(table)
+        console.print(f"wall time: {time.perf_counter() - started:.0f} s")
+        return
+    if args.only not in ("mutants", "doubles"):
         runs = [reference_run(transport, seed) for seed in range(seeds) for transport in ("in-process", "stdio")]
         console.print(reference_table(runs))
         for run in runs:

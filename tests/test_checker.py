@@ -170,6 +170,20 @@ def _restart_skip_at_quiescence(bad: bool) -> TraceBuilder:
     return t.quiescent()
 
 
+@case("return-counted")
+def _return_counted(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=1, poison_policy="dead-letter", backoff_base=0, backoff_max=0).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1").add("c2")
+    t.deliver(0, "c2", attempt=2)
+    t.nack(0, "c2", attempt=2)  # the first failure: a leave is not one
+    if bad:
+        t.tick().dead_letter(0, attempt=2, reason="nack").persisted(1)
+    else:
+        t.tick().deliver(0, "c2", attempt=3)
+    return t
+
+
 @case("filter-violation")
 def _filter_violation(bad: bool) -> TraceBuilder:
     t = owner().add("c1", filters=["a*"])

@@ -266,6 +266,15 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a filter",
     ),
     _kind(
+        "return-counted",
+        "KS-RTY-7",
+        _E,
+        "a drop (poison), dead letter or key block of a message whose failures do not exceed max_redeliveries but "
+        "would with its returns (deliveries ended by a leave or eviction) counted as failures",
+        "the returned delivery, the return, the resolution or block",
+        "a message is poisoned",
+    ),
+    _kind(
         "dead-letter-mismatch",
         "KS-POI-2",
         _E,
@@ -582,7 +591,6 @@ INDIRECT: dict[str, str] = {
     "KS-FLT-1": "a definition the checker uses itself; tested on the reference",
     "KS-FLT-5": "a definition the checker uses itself; tested on the reference",
     "KS-ORD-4": "a permission, not an obligation",
-    "KS-RTY-7": "checked through idle-while-ready, poison-ignored and unjustified-resolution",
     "KS-POI-1": "checked through unjustified-resolution and stuck-key",
     "KS-POI-4": "checked through retry-overrun and idle-while-ready",
     "KS-RES-3": "checked through persist-late and cursor-stall",

@@ -200,6 +200,10 @@ class Message:
     last_event_seq: int = 0
     restored_seq: int | None = None
     """The restart that made this resolved message unresolved again (KS-CUR-3), until it is delivered again."""
+    returns: int = 0
+    """Deliveries that ended because the holder left or was evicted, since the last restart (KS-RTY-7)."""
+    return_seq: int | None = None
+    """The leave or eviction that ended the last of those deliveries."""
     outcome_seq: int | None = None
 
 
@@ -1518,6 +1522,8 @@ class Checker:
             why = f"reason {reason!r} exists only in the best-effort profile"
         if not why and message.outstanding is not None and not self.best_effort:
             why = f"its delivery to {message.outstanding.holder.name} [seq {message.outstanding.seq}] is outstanding"
+        if why and reason == "poison" and self._returns_counted(message, seq, "dropped as poison"):
+            why = ""
         if why:
             self._report(
                 "unjustified-resolution",
@@ -1548,6 +1554,8 @@ class Checker:
             why = f"it failed {message.failures} times, not more than max_redeliveries = {maximum}"
         elif message.outstanding is not None:
             why = f"its delivery to {message.outstanding.holder.name} [seq {message.outstanding.seq}] is outstanding"
+        if why and message.failures <= maximum and self._returns_counted(message, seq, "dead-lettered"):
+            why = ""
         if why:
             self._report(
                 "unjustified-resolution",
@@ -1649,6 +1657,30 @@ class Checker:
         )
         self._resolve(message, f"outcome:{name}", seq)
 
+    def _returns_counted(self, message: Message, seq: int, what: str) -> bool:
+        """True (and `return-counted` reported) if a message was poisoned only because its returns counted."""
+        maximum = int(self.config["max_redeliveries"])
+        # req: KS-RTY-7
+        self._exercise("return-counted")
+        if message.returns == 0 or message.failures > maximum or message.failures + message.returns <= maximum:
+            return False
+        self._report(
+            "return-counted",
+            seq,
+            [message.returned_delivery_seq, message.return_seq, seq],
+            [
+                self._m(message) + f", failed {message.failures} times and returned {message.returns} times by a "
+                f"leaving or evicted holder (last at seq {message.return_seq})",
+                f"max_redeliveries = {maximum}",
+            ],
+            f"it was {what} [seq {seq}], which only counting its returns as failures explains, but a returned "
+            "message is pending at once without adding to its failure count (KS-RTY-7)",
+            offset=message.offset,
+            returns=message.returns,
+            failures=message.failures,
+        )
+        return True
+
     def _on_key_blocked(self, event: Event) -> None:
         message = self._message_of(event)
         if message is None:
@@ -1661,6 +1693,8 @@ class Checker:
         self._over_budget.discard(message.offset)
         state.blocked.add(message.offset)
         self._blocked_keys.add(message.key)
+        if message.failures <= int(self.config["max_redeliveries"]):
+            self._returns_counted(message, seq, "blocked as poison")
         last = max(state.unresolved) if len(state.unresolved) else message.offset
         if last > message.offset:
             self._exercise("blocked-key-leak")
@@ -1827,6 +1861,8 @@ class Checker:
             if returned and not self.best_effort and not message.resolved and delivery is not None:
                 # req: KS-MEM-1, KS-RTY-7
                 message.returned = True
+                message.returns += 1
+                message.return_seq = seq
                 message.returned_delivery_seq = delivery.seq
                 message.awaiting_seq = seq
                 self.keys[message.key].awaiting.add(offset)
@@ -1937,6 +1973,7 @@ class Checker:
         """What a restart forgets about a message (section 14): deliveries, failures, retries, blocks, holds."""
         message.deliveries = 0
         message.failures = 0
+        message.returns = 0
         message.failure_seqs = []
         message.last_failure = None
         message.outstanding = None

@@ -151,6 +151,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # acks nobody sent (ACK-2), judged within the leave that caused them (an op's own effects never split it)
     _mutant("leave_counts_as_ack", "KS-ACK-2", bugs.LeaveCountsAsAck, **BASE),
     _mutant("early_eviction", "KS-MEM-2", bugs.EarlyEviction, **BASE),
+    # a rolling restart poisons healthy messages (the procrastinate adapter shows this bug in a real system)
+    _mutant("returns_count_as_failures", "KS-RTY-7", bugs.ReturnsCountAsFailures, **BASE),
     _mutant("disconnected_served", "KS-MEM-3", bugs.DisconnectedServed, **BASE),
     # resolutions and duplicates (section 13)
     # the second copy is a duplicate (RES-2) that takes a second permit (FLW-1)

@@ -465,6 +465,14 @@ class LeaveCountsAsAck(Dispatcher):
         super().on_leave(member)
 
 
+class ReturnsCountAsFailures(Dispatcher):
+    """A message returned by a leaving or evicted consumer counts that as a failure toward poisoning."""
+
+    def return_to_pending(self, message: Message) -> None:
+        message.failures += 1  # breaks KS-RTY-7: the message did nothing wrong
+        super().return_to_pending(message)
+
+
 class LostOnLeave(Dispatcher):
     """When a consumer leaves, the deliveries it held are forgotten: never acked, never delivered again."""
 
