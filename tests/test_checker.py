@@ -281,6 +281,15 @@ def _early_retry(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("early-retry")
+def _early_retry_with_a_back_off(bad: bool) -> TraceBuilder:
+    """A retry within the nack is allowed only when the back-off is 0 (KS-RTY-4)."""
+    t = owner(backoff_base=1 if bad else 0, backoff_max=1 if bad else 0).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1").deliver(0, "c1", attempt=2)
+    return t
+
+
 @case("retry-overrun")
 def _retry_overrun(bad: bool) -> TraceBuilder:
     t = owner(max_redeliveries=0, poison_policy="drop").add("c1")

@@ -1209,7 +1209,9 @@ class Checker:
         if message.retrying:
             # req: KS-RTY-4
             self._exercise("early-retry")
-            if not message.ready:
+            # With a back-off of 0 the retry may also go at once, in the op that failed it (KS-RTY-4).
+            immediate = self._retry_due(message) == message.failure_tick
+            if not message.ready and not immediate:
                 self._report(
                     "early-retry",
                     seq,
