@@ -19,11 +19,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.tracefile import config_problem
 from ks_spec.errors import MissingInput, UserError
+from ks_spec.trace import parse_line, schema_problem
 
 from ks_spark import catalogue, explain
 from ks_spark.globalchecks import UNIFIED_COLUMNS, capacity_findings, window_and_cursor
@@ -144,7 +146,7 @@ def validate(
     except MissingInput:
         raise
     except MalformedTrace as error:
-        result.malformed = str(error)
+        result.malformed = _name_the_field(str(error))
         result.verdict = Verdict.UNKNOWN
     except UserError as error:
         result.malformed = str(error)
@@ -157,6 +159,30 @@ def validate(
         result.verdict = Verdict.UNKNOWN
     result.seconds = time.perf_counter() - started
     return result
+
+
+UNREADABLE_VALUE = re.compile(
+    r"^(?P<file>.+):(?P<line>[0-9]+): field '\(line\)': a value Spark cannot read with the trace schema$"
+)
+
+
+def _name_the_field(message: str) -> str:
+    """For a local JSON line Spark's typed reader refused but the schema accepts (96.0, an integer beyond int64),
+    the field and problem as check-trace names them, read again from that one line (an error path only)."""
+    match = UNREADABLE_VALUE.match(message)
+    path = Path(match.group("file")) if match else None
+    if match is None or path is None or not path.is_file():
+        return message
+    wanted = int(match.group("line"))
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if number == wanted:
+                try:
+                    problem = schema_problem(parse_line(line))
+                except ValueError:
+                    return message
+                return f"{match.group('file')}:{wanted}: {problem}" if problem else message
+    return message
 
 
 READ_FAILURE = re.compile(r"(?:FAILED_READ_FILE|Encountered error while reading file|Could not read footer)")
