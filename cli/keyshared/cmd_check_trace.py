@@ -60,7 +60,7 @@ def run_check_trace(args: argparse.Namespace) -> int:
             soft_wrap=True,
         )
         if result.malformed:
-            console.print(f"  cannot judge past {escape(result.malformed)}", soft_wrap=True)
+            console.print(f"  cannot judge: {escape(result.malformed)}", soft_wrap=True)
         for problem in result.problems[:3]:
             console.print(
                 f"  contradiction at seq {problem.seq}: {escape(problem.message)}; judging stopped there",
