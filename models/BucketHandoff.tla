@@ -5,13 +5,18 @@
 (* H >> 16, and within it to bucket floor(hashB * N / 65536).  Buckets are *)
 (* assigned to members by position (KS-BKT-3); a bucket whose target       *)
 (* changes is withheld until its prior owner holds none of its entries     *)
-(* (KS-BKT-4).  One layout change seals segment 0 and creates either a     *)
-(* same-range successor with a new N (rollover) or two children over its   *)
-(* halves (split); a successor is consumed only once its predecessor has   *)
-(* no unresolved entry in its range (KS-BKT-5).  Owner profile: several    *)
-(* entries of a key may be outstanding at its bucket's owner.              *)
+(* (KS-BKT-4).  Layout changes may chain: each seals an active segment and *)
+(* creates either a same-range successor with a new N (rollover) or two    *)
+(* children over its halves (split); a successor is consumed only once no  *)
+(* ancestor (its predecessor, the predecessor's predecessor, ...) has an   *)
+(* unresolved entry in its range (KS-BKT-5, applied transitively as the    *)
+(* reference does).  Owner profile: several entries of a key may be        *)
+(* outstanding at its bucket's owner.                                      *)
 (*                                                                         *)
-(* Deliberately broken variants are selected by the constant Bug.          *)
+(* The properties are stated over the history variable seen (set by a      *)
+(* delivery, read by no guard) and over the holders of outstanding         *)
+(* entries, not over the guards.  Deliberately broken variants are         *)
+(* selected by the constant Bug.                                           *)
 (***************************************************************************)
 EXTENDS Integers, FiniteSets
 
@@ -21,9 +26,10 @@ CONSTANTS
     HashHi,           \* HashHi[k]: H >> 16 of key k (its place on the segment ring)
     HashLo,           \* HashLo[k]: H & 0xFFFF of key k (its hashB)
     InitialN,         \* bucket count of segment 0
-    RolloverN,        \* bucket count of a rollover successor
+    RolloverN,        \* bucket count of a rollover successor (InitialN again when the sealed one had RolloverN)
     NMax,             \* the per-segment maximum N_max
     Layouts,          \* the layout changes the environment may make: a subset of {"rollover", "split"}
+    MaxLayoutChanges, \* layout changes in one behaviour (a chain when 2)
     MaxMsgs,          \* entries published in one behaviour
     MaxFailures,      \* nacks in one behaviour
     MaxMemberChanges, \* joins and leaves in one behaviour
@@ -33,14 +39,16 @@ CONSTANTS
 
 Bugs == {"none", "NoWithhold", "SuccessorFirst"}
 
+Segments == 0 .. 3          \* segment 0 and up to three successors
+NoSeg == -1                 \* pred of segment 0; segOf/bucketOf of an unpublished offset
+
 ASSUME /\ Consumers \subseteq Nat /\ InitialMembers \subseteq Consumers /\ Layouts \subseteq {"rollover", "split"}
        /\ InitialN \in 1 .. NMax /\ RolloverN \in 1 .. NMax /\ Bug \in Bugs
+       /\ MaxLayoutChanges \in 0 .. 2
        /\ \A k \in Keys : HashHi[k] \in 0 .. 65535 /\ HashLo[k] \in 0 .. 65535
 
 Offsets == 0 .. (MaxMsgs - 1)
-Segments == 0 .. 2          \* segment 0, and the successors 1 (rollover, or lower child) and 2 (upper child)
 Buckets == 0 .. (NMax - 1)
-NotYet == -1                \* segOf/bucketOf of an unpublished offset
 
 VARIABLES
     published,   \* entries 0 .. published-1 exist
@@ -49,25 +57,30 @@ VARIABLES
     bucketOf,    \* bucketOf[o]: its bucket in that segment
     st,          \* st[o]: "unpublished", "pending", "outstanding" or "resolved"
     holder,      \* holder[o]: the consumer holding its outstanding delivery, else NoOne
-    delivered,   \* delivered[o]: it has been delivered at least once
+    delivered,   \* delivered[o]: the dispatcher's record that o was delivered at least once
     members,     \* current members
-    layout,      \* "none", "rollover" or "split": the layout change made so far
+    nseg,        \* segments 0 .. nseg-1 exist
     segN,        \* segN[s]: bucket count of segment s, 0 while it does not exist
+    pred,        \* pred[s]: the segment s succeeded, NoSeg for segment 0
+    lo, hi,      \* the range [lo[s], hi[s]] of H >> 16 that segment s covers
+    sealed,      \* the sealed segments
     assigned,    \* assigned[s][b]: the consumer bucket b of segment s was handed to, else NoOne
+    seen,        \* history: seen[o] once o was delivered (set by Deliver, read by no guard)
     spent        \* budgets used by the environment
 
-vars == <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, layout, segN, assigned, spent>>
+vars == <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, nseg, segN, pred, lo, hi,
+          sealed, assigned, seen, spent>>
 
 -----------------------------------------------------------------------------
 (* Layout. *)
 
-Exists(s) == segN[s] > 0
-Sealed(s) == s = 0 /\ layout # "none"
-Active(s) == Exists(s) /\ ~Sealed(s)
-RangeLo(s) == IF layout = "split" /\ s = 2 THEN 32768 ELSE 0
-RangeHi(s) == IF layout = "split" /\ s = 1 THEN 32767 ELSE 65535
-InRange(s, hi) == RangeLo(s) <= hi /\ hi <= RangeHi(s)
-Predecessor(s) == IF s > 0 THEN 0 ELSE NoOne
+Exists(s) == s < nseg
+Active(s) == Exists(s) /\ s \notin sealed
+InRange(s, h) == lo[s] <= h /\ h <= hi[s]
+
+\* Every segment s descends from: its predecessor, that one's predecessor, and so on.
+RECURSIVE Ancestors(_)
+Ancestors(s) == IF pred[s] = NoSeg THEN {} ELSE {pred[s]} \cup Ancestors(pred[s])
 
 \* KS-BKT-1: the active segment holding H >> 16, and the bucket floor(hashB * N / 65536).
 SegmentFor(k) == CHOOSE s \in Segments : Active(s) /\ InRange(s, HashHi[k])
@@ -84,6 +97,7 @@ TargetAmong(n, b) ==
     THEN NoOne
     ELSE CHOOSE c \in members : OwnsBucket(c, n, b)
 Target(s, b) == TargetAmong(segN[s], b)
+Handed(n) == [b \in Buckets |-> IF b < n THEN TargetAmong(n, b) ELSE NoOne]
 OfBucket(s, b) == {o \in Offsets : segOf[o] = s /\ bucketOf[o] = b}
 OutstandingIn(s, b) == {o \in OfBucket(s, b) : st[o] = "outstanding"}
 HoldersIn(s, b) == {holder[o] : o \in OutstandingIn(s, b)}
@@ -92,24 +106,31 @@ Withheld(s, b) == Exists(s) /\ b < segN[s] /\ assigned[s][b] # Target(s, b) /\ a
 
 Unresolved(o) == st[o] \in {"pending", "outstanding"}
 SameKeyBefore(o) == {p \in 0 .. (o - 1) : keyOf[p] = keyOf[o]}
-\* The predecessor of s still has unresolved entries in s's range (KS-BKT-5).
+\* An ancestor of s still has unresolved entries in s's range (KS-BKT-5).
 PredecessorBusy(s) ==
-    Predecessor(s) # NoOne /\ \E p \in Offsets : segOf[p] = Predecessor(s) /\ Unresolved(p) /\ InRange(s, HashHi[keyOf[p]])
+    \E p \in Offsets : segOf[p] \in Ancestors(s) /\ Unresolved(p) /\ InRange(s, HashHi[keyOf[p]])
 
 -----------------------------------------------------------------------------
 Init ==
     /\ published = 0
     /\ keyOf = [o \in Offsets |-> CHOOSE k \in Keys : TRUE]
-    /\ segOf = [o \in Offsets |-> NotYet]
-    /\ bucketOf = [o \in Offsets |-> NotYet]
+    /\ segOf = [o \in Offsets |-> NoSeg]
+    /\ bucketOf = [o \in Offsets |-> NoSeg]
     /\ st = [o \in Offsets |-> "unpublished"]
     /\ holder = [o \in Offsets |-> NoOne]
     /\ delivered = [o \in Offsets |-> FALSE]
     /\ members = InitialMembers
-    /\ layout = "none"
+    /\ nseg = 1
     /\ segN = [s \in Segments |-> IF s = 0 THEN InitialN ELSE 0]
-    /\ assigned = [s \in Segments |-> [b \in Buckets |-> IF s = 0 /\ b < InitialN THEN Target(0, b) ELSE NoOne]]
-    /\ spent = [fail |-> 0, member |-> 0]
+    /\ pred = [s \in Segments |-> NoSeg]
+    /\ lo = [s \in Segments |-> 0]
+    /\ hi = [s \in Segments |-> 65535]
+    /\ sealed = {}
+    /\ assigned = [s \in Segments |-> IF s = 0 THEN Handed(InitialN) ELSE [b \in Buckets |-> NoOne]]
+    /\ seen = [o \in Offsets |-> FALSE]
+    /\ spent = [fail |-> 0, member |-> 0, layout |-> 0]
+
+Layout == <<nseg, segN, pred, lo, hi, sealed>>
 
 Publish(k) ==
     /\ published < MaxMsgs
@@ -119,7 +140,7 @@ Publish(k) ==
        /\ bucketOf' = [bucketOf EXCEPT ![published] = BucketFor(k, s)]
     /\ st' = [st EXCEPT ![published] = "pending"]
     /\ published' = published + 1
-    /\ UNCHANGED <<holder, delivered, members, layout, segN, assigned, spent>>
+    /\ UNCHANGED <<holder, delivered, members, Layout, assigned, seen, spent>>
 
 \* A bucket is handed to its target once the prior owner holds none of its entries (bucket_assigned).
 Handoff(s, b) ==
@@ -127,7 +148,7 @@ Handoff(s, b) ==
     /\ assigned[s][b] # Target(s, b)
     /\ Bug = "NoWithhold" \/ assigned[s][b] \notin HoldersIn(s, b)    \* req: KS-BKT-4
     /\ assigned' = [assigned EXCEPT ![s][b] = Target(s, b)]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, layout, segN, spent>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, Layout, seen, spent>>
 
 Deliver(o) ==
     LET s == segOf[o] b == bucketOf[o] c == assigned[s][b] IN
@@ -139,13 +160,14 @@ Deliver(o) ==
     /\ st' = [st EXCEPT ![o] = "outstanding"]
     /\ holder' = [holder EXCEPT ![o] = c]
     /\ delivered' = [delivered EXCEPT ![o] = TRUE]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, members, layout, segN, assigned, spent>>
+    /\ seen' = [seen EXCEPT ![o] = TRUE]
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, members, Layout, assigned, spent>>
 
 Ack(o) ==
     /\ st[o] = "outstanding"
     /\ st' = [st EXCEPT ![o] = "resolved"]
     /\ holder' = [holder EXCEPT ![o] = NoOne]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, members, layout, segN, assigned, spent>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, members, Layout, assigned, seen, spent>>
 
 Nack(o) ==
     /\ spent.fail < MaxFailures
@@ -153,14 +175,14 @@ Nack(o) ==
     /\ st' = [st EXCEPT ![o] = "pending"]
     /\ holder' = [holder EXCEPT ![o] = NoOne]
     /\ spent' = [spent EXCEPT !.fail = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, members, layout, segN, assigned>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, members, Layout, assigned, seen>>
 
 Join(c) ==
     /\ spent.member < MaxMemberChanges \/ members = {}
     /\ c \notin members
     /\ members' = members \cup {c}
     /\ spent' = IF members = {} THEN spent ELSE [spent EXCEPT !.member = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, layout, segN, assigned>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, Layout, assigned, seen>>
 
 \* A member leaves: its deliveries end and their entries are pending again (KS-MEM-1).
 Leave(c) ==
@@ -170,25 +192,41 @@ Leave(c) ==
     /\ st' = [o \in Offsets |-> IF st[o] = "outstanding" /\ holder[o] = c THEN "pending" ELSE st[o]]
     /\ holder' = [o \in Offsets |-> IF holder[o] = c THEN NoOne ELSE holder[o]]
     /\ spent' = [spent EXCEPT !.member = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, layout, segN, assigned>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, Layout, assigned, seen>>
 
-\* Rollover: seal segment 0, create segment 1 over the same range with a new N (KS-BKT-2).
-Rollover ==
-    /\ "rollover" \in Layouts /\ layout = "none"
-    /\ layout' = "rollover"
-    /\ segN' = [segN EXCEPT ![1] = RolloverN]
-    /\ assigned' = [assigned EXCEPT ![1] = [b \in Buckets |-> IF b < RolloverN THEN TargetAmong(RolloverN, b) ELSE NoOne]]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, spent>>
+\* Rollover: seal active segment s, create a successor over the same range with a new N (KS-BKT-2).
+Rollover(s) ==
+    /\ "rollover" \in Layouts /\ spent.layout < MaxLayoutChanges
+    /\ Active(s) /\ nseg < 4
+    /\ LET new == nseg
+           n == IF segN[s] = RolloverN THEN InitialN ELSE RolloverN IN
+       /\ nseg' = nseg + 1
+       /\ segN' = [segN EXCEPT ![new] = n]
+       /\ pred' = [pred EXCEPT ![new] = s]
+       /\ lo' = [lo EXCEPT ![new] = lo[s]]
+       /\ hi' = [hi EXCEPT ![new] = hi[s]]
+       /\ assigned' = [assigned EXCEPT ![new] = Handed(n)]
+    /\ sealed' = sealed \cup {s}
+    /\ spent' = [spent EXCEPT !.layout = @ + 1]
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen>>
 
-\* Split: seal segment 0, create two children over its halves with max(1, N / 2) buckets each.
-Split ==
-    /\ "split" \in Layouts /\ layout = "none"
-    /\ LET n == IF InitialN \div 2 >= 1 THEN InitialN \div 2 ELSE 1 IN
-       /\ layout' = "split"
-       /\ segN' = [segN EXCEPT ![1] = n, ![2] = n]
-       /\ assigned' = [s \in Segments |-> IF s = 0 THEN assigned[0]
-                                           ELSE [b \in Buckets |-> IF b < n THEN TargetAmong(n, b) ELSE NoOne]]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, spent>>
+\* Split: seal active segment s, create two children over its halves with max(1, N / 2) buckets each.
+Split(s) ==
+    /\ "split" \in Layouts /\ spent.layout < MaxLayoutChanges
+    /\ Active(s) /\ nseg < 3 /\ lo[s] < hi[s]
+    /\ LET a == nseg
+           b == nseg + 1
+           mid == (lo[s] + hi[s] + 1) \div 2
+           n == IF segN[s] \div 2 >= 1 THEN segN[s] \div 2 ELSE 1 IN
+       /\ nseg' = nseg + 2
+       /\ segN' = [segN EXCEPT ![a] = n, ![b] = n]
+       /\ pred' = [pred EXCEPT ![a] = s, ![b] = s]
+       /\ lo' = [lo EXCEPT ![a] = lo[s], ![b] = mid]
+       /\ hi' = [hi EXCEPT ![a] = mid - 1, ![b] = hi[s]]
+       /\ assigned' = [assigned EXCEPT ![a] = Handed(n), ![b] = Handed(n)]
+    /\ sealed' = sealed \cup {s}
+    /\ spent' = [spent EXCEPT !.layout = @ + 1]
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen>>
 
 PublishAny == \E k \in Keys : Publish(k)
 HandoffAny == \E s \in Segments, b \in Buckets : Handoff(s, b)
@@ -197,12 +235,14 @@ AckAny == \E o \in Offsets : Ack(o)
 NackAny == \E o \in Offsets : Nack(o)
 JoinAny == \E c \in Consumers : Join(c)
 LeaveAny == \E c \in Consumers : Leave(c)
+RolloverAny == \E s \in Segments : Rollover(s)
+SplitAny == \E s \in Segments : Split(s)
 
 AllResolved == \A o \in Offsets : st[o] # "pending" /\ st[o] # "outstanding"
 Done == AllResolved /\ published = MaxMsgs /\ UNCHANGED vars
 
 Next == PublishAny \/ HandoffAny \/ DeliverAny \/ AckAny \/ NackAny \/ JoinAny \/ LeaveAny
-        \/ Rollover \/ Split \/ Done
+        \/ RolloverAny \/ SplitAny \/ Done
 
 \* The prior owner keeps acking, the dispatcher hands over and delivers, and a consumer comes back
 \* when none is left.  One weak-fairness condition over all of these suffices: each budget is
@@ -214,42 +254,69 @@ Spec == Init /\ [][Next]_vars
 LiveSpec == Spec /\ Fairness
 
 -----------------------------------------------------------------------------
-(* Properties, named after the requirement each checks. *)
+(* Properties, named after the requirement each checks.  Ranges of N (1 .. NMax) follow from the
+   ASSUMEs and TypeOK, so KS_BKT_2 states only what they cannot: a segment's N never changes. *)
 
 TypeOK ==
     /\ st \in [Offsets -> {"unpublished", "pending", "outstanding", "resolved"}]
     /\ members \subseteq Consumers
+    /\ nseg \in 1 .. 4
     /\ segN \in [Segments -> 0 .. NMax]
+    /\ seen \in [Offsets -> BOOLEAN]
 
 Delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
 
+\* The properties spell out their own sets rather than use the helpers the actions use, so that a
+\* wrong helper is caught, not shared.
+Open(o) == st[o] \in {"pending", "outstanding"}
+BucketHolders(s, b) == {holder[o] : o \in {p \in Offsets : segOf[p] = s /\ bucketOf[p] = b /\ st[p] = "outstanding"}}
+RECURSIVE Lineage(_)
+Lineage(s) == IF pred[s] = NoSeg THEN {} ELSE {pred[s]} \cup Lineage(pred[s])
+EarlierOfKey(o) == {p \in Offsets : p < o /\ keyOf[p] = keyOf[o]}
+
+\* KS-BKT-3 computed independently of Rank/OwnsBucket: bucket b of N among k members belongs to the
+\* member at position ceil((b+1)*k/N) - 1 in name order.
+OwnerBySpec(n, b) ==
+    LET k == Cardinality(members) j == ((b + 1) * k - 1) \div n
+        at == {c \in members : Cardinality({d \in members : d < c}) = j}
+    IN IF at = {} THEN NoOne ELSE CHOOSE c \in at : TRUE
+
 KS_BKT_2_BucketCountFixed ==
-    /\ \A s \in Segments : Exists(s) => segN[s] \in 1 .. NMax
-    /\ [][\A s \in Segments : Exists(s) => segN'[s] = segN[s]]_vars
+    [][\A s \in Segments : segN[s] > 0 => segN'[s] = segN[s]]_vars
 
 KS_BKT_3_DeliverToBucketOwner ==
-    [][\A o \in Offsets : Delivered(o) => holder'[o] = Target(segOf[o], bucketOf[o])]_vars
+    [][\A o \in Offsets : Delivered(o) => holder'[o] = OwnerBySpec(segN[segOf[o]], bucketOf[o])]_vars
 
+\* Over holders: no two consumers ever hold outstanding entries of one bucket.
 KS_BKT_4_OneHolderPerBucket ==
-    \A s \in Segments, b \in Buckets : Cardinality(HoldersIn(s, b)) <= 1
+    \A s \in Segments, b \in Buckets : Cardinality(BucketHolders(s, b)) <= 1
 
 \* A bucket is handed over only when its prior owner holds none of its entries.
 KS_BKT_4_HandoffAfterDrain ==
     [][\A s \in Segments, b \in Buckets :
-          assigned'[s][b] # assigned[s][b] /\ assigned[s][b] # NoOne => assigned[s][b] \notin HoldersIn(s, b)]_vars
+          assigned'[s][b] # assigned[s][b] /\ assigned[s][b] # NoOne => assigned[s][b] \notin BucketHolders(s, b)]_vars
 
+\* Over history: once an entry of a segment was delivered, no ancestor of that segment has an
+\* unresolved entry in its range (sealed segments take no entries, so none can appear later).
 KS_BKT_5_SuccessorWaits ==
-    [][\A o \in Offsets : Delivered(o) => ~PredecessorBusy(segOf[o])]_vars
+    \A o, p \in Offsets : seen[o] /\ segOf[p] \in Lineage(segOf[o]) /\ Open(p)
+                          => ~InRange(segOf[o], HashHi[keyOf[p]])
 
-\* Per-key order across the predecessor and its successors.
+\* Over history, across segments: an entry was delivered only after every earlier entry of its key
+\* was delivered or resolved.
 KS_ORD_1_FirstDeliveryOrder ==
-    [][\A o \in Offsets : Delivered(o) /\ ~delivered[o] =>
-          \A p \in SameKeyBefore(o) : st[p] = "resolved" \/ delivered[p]]_vars
+    \A o \in Offsets : seen[o] => \A p \in EarlierOfKey(o) : seen[p] \/ st[p] = "resolved"
+
+\* While an earlier entry of the key was delivered and is pending again, no later entry of the key
+\* is delivered (it may stay outstanding).
+KS_ORD_3_RedeliveryFirst ==
+    [][\A o \in Offsets : Delivered(o) => \A p \in EarlierOfKey(o) : ~(st[p] = "pending" /\ seen[p])]_vars
 
 KS_DRN_1_OneHolderPerKey ==
     \A k \in Keys : Cardinality({holder[o] : o \in {p \in Offsets : keyOf[p] = k /\ st[p] = "outstanding"}}) <= 1
 
-\* Liveness: every handoff completes when the prior owner acks; everything is resolved.
+\* Liveness: every handoff completes when the prior owner acks; everything is resolved (acked: an
+\* ack is the only resolution of this model).
 \* (Moves are finite, so "every withheld bucket is eventually handed over" is "eventually none is".)
 KS_BKT_4_HandoffCompletes == <>[](\A s \in Segments, b \in Buckets : ~Withheld(s, b))
 KS_LIV_1_EverythingResolved == <>[]AllResolved

@@ -5,8 +5,11 @@
 (* debounced by persist_interval ticks, and a crash that loses all         *)
 (* volatile state.  Keys and consumers do not matter here: messages are    *)
 (* read into a window of bounded size, delivered, and resolved out of      *)
-(* order by any of the four resolutions; deliveries fail (nack, timeout)   *)
-(* or return (the holder left or was evicted).                             *)
+(* order by an ack, the poison policy (drop or dead letter: the same to   *)
+(* the cursor) or a filter; deliveries fail (nack, timeout) or return (the *)
+(* holder left or was evicted: never a resolution, KS-MEM-1).  History     *)
+(* variables record which acks happened and which deliveries failed, so    *)
+(* that the properties can tell an ack from any other way of resolving.    *)
 (*                                                                         *)
 (* Deliberately broken variants are selected by the constant Bug.          *)
 (***************************************************************************)
@@ -36,14 +39,16 @@ VARIABLES
     pcur,        \* the persisted cursor
     pholes,      \* the persisted ack holes
     since,       \* ticks since the last persistence, capped at PersistInterval
-    resolvedOnce,\* ghost: resolvedOnce[o] is TRUE once o left by an explicit resolution
+    how,         \* how[o]: "acked", "poisoned" (dropped or dead-lettered), "filtered", or "" while unresolved
+    acked,       \* history: acked[o] once o's holder acked it (kept across a crash only with the resolution)
+    failEver,    \* history: failEver[o] once a delivery of o failed (kept across a crash only with the resolution)
     tickParity,  \* ghost: flips at every tick, so that properties can tell a tick step
     spent        \* budgets used by the environment
 
-vars == <<st, failed, readPos, pcur, pholes, since, resolvedOnce, tickParity, spent>>
+vars == <<st, failed, readPos, pcur, pholes, since, how, acked, failEver, tickParity, spent>>
 
 \* States that differ only in tickParity behave alike: TLC's VIEW ignores it.
-View == <<st, failed, readPos, pcur, pholes, since, resolvedOnce, spent>>
+View == <<st, failed, readPos, pcur, pholes, since, how, acked, failEver, spent>>
 
 -----------------------------------------------------------------------------
 Min(S) == CHOOSE x \in S : \A y \in S : x <= y
@@ -81,7 +86,9 @@ Init ==
     /\ pcur = 0
     /\ pholes = {}
     /\ since = 0
-    /\ resolvedOnce = [o \in Offsets |-> FALSE]
+    /\ how = [o \in Offsets |-> ""]
+    /\ acked = [o \in Offsets |-> FALSE]
+    /\ failEver = [o \in Offsets |-> FALSE]
     /\ tickParity = FALSE
     /\ spent = [fail |-> 0, return |-> 0, crash |-> 0]
 
@@ -94,26 +101,29 @@ Read ==
        ELSE /\ Cardinality(InWindow) < Window                   \* req: KS-FLW-2
             /\ st' = [st EXCEPT ![readPos] = "pending"]
     /\ readPos' = readPos + 1
-    /\ UNCHANGED <<failed, pcur, pholes, since, resolvedOnce, tickParity, spent>>
+    /\ UNCHANGED <<failed, pcur, pholes, since, how, acked, failEver, tickParity, spent>>
 
 Deliver(o) ==
     /\ st[o] = "pending"
     /\ st' = [st EXCEPT ![o] = "outstanding"]
-    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, resolvedOnce, tickParity, spent>>
+    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, how, acked, failEver, tickParity, spent>>
 
-\* Resolve o (a resolution of section 13); the cursor counts every kind (KS-RES-3).
-Resolve(o) ==
+\* Resolve o by resolution r (section 13); the cursor counts every kind (KS-RES-3).
+Resolve(o, r) ==
     /\ st' = [st EXCEPT ![o] = "resolved"]
-    /\ resolvedOnce' = [resolvedOnce EXCEPT ![o] = TRUE]
+    /\ how' = [how EXCEPT ![o] = r]
     /\ PersistAfterOp
-    /\ UNCHANGED <<failed, readPos, since, tickParity, spent>>
+    /\ UNCHANGED <<failed, readPos, since, failEver, tickParity, spent>>
 
-Ack(o) == st[o] = "outstanding" /\ Resolve(o)
+\* The holder acks its outstanding delivery.
+Ack(o) ==
+    /\ st[o] = "outstanding"
+    /\ Resolve(o, "acked")
+    /\ acked' = [acked EXCEPT ![o] = TRUE]
 \* The poison policy drop or dead-letter resolves a message whose delivery failed.
-Drop(o) == st[o] = "pending" /\ failed[o] /\ Resolve(o)
-DeadLetter(o) == st[o] = "pending" /\ failed[o] /\ Resolve(o)
+Poison(o) == st[o] = "pending" /\ failed[o] /\ Resolve(o, "poisoned") /\ UNCHANGED acked
 \* A key nobody accepts: resolved as filtered before any delivery.
-Filter(o) == st[o] = "pending" /\ ~failed[o] /\ Resolve(o)
+Filter(o) == st[o] = "pending" /\ ~failed[o] /\ Resolve(o, "filtered") /\ UNCHANGED acked
 
 \* A nack or a timeout: the message is retrying (pending again, eligible for the poison policy).
 Fail(o) ==
@@ -121,8 +131,9 @@ Fail(o) ==
     /\ st[o] = "outstanding"
     /\ st' = [st EXCEPT ![o] = "pending"]
     /\ failed' = [failed EXCEPT ![o] = TRUE]
+    /\ failEver' = [failEver EXCEPT ![o] = TRUE]
     /\ spent' = [spent EXCEPT !.fail = @ + 1]
-    /\ UNCHANGED <<readPos, pcur, pholes, since, resolvedOnce, tickParity>>
+    /\ UNCHANGED <<readPos, pcur, pholes, since, how, acked, tickParity>>
 
 \* The holder left or was evicted: the message is pending again, without a failure (KS-RTY-7).
 Return(o) ==
@@ -130,7 +141,7 @@ Return(o) ==
     /\ st[o] = "outstanding"
     /\ st' = [st EXCEPT ![o] = "pending"]                       \* req: KS-MEM-1
     /\ spent' = [spent EXCEPT !.return = @ + 1]
-    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, resolvedOnce, tickParity>>
+    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, how, acked, failEver, tickParity>>
 
 \* A tick: with persist_interval > 0 the changed cursor is persisted in phase 6 once at least
 \* persist_interval ticks have passed since the last persistence (KS-CUR-5).
@@ -144,34 +155,37 @@ Tick ==
                /\ since' = 0
           ELSE /\ UNCHANGED <<pcur, pholes>>
                /\ since' = IF since < PersistInterval THEN since + 1 ELSE since
-    /\ UNCHANGED <<st, failed, readPos, resolvedOnce, spent>>
+    /\ UNCHANGED <<st, failed, readPos, how, acked, failEver, spent>>
 
 \* A crash and restart: the volatile state is lost; offsets below the persisted cursor and the
 \* persisted holes stay resolved, every other offset will be read again from the persisted cursor.
 Crash ==
     /\ spent.crash < MaxCrashes
-    /\ st' = [o \in Offsets |-> IF o < pcur \/ o \in pholes THEN "resolved" ELSE "unread"]  \* req: KS-CUR-3
+    /\ LET kept(o) == o < pcur \/ o \in pholes IN
+       /\ st' = [o \in Offsets |-> IF kept(o) THEN "resolved" ELSE "unread"]            \* req: KS-CUR-3
+       /\ how' = [o \in Offsets |-> IF kept(o) THEN how[o] ELSE ""]
+       /\ acked' = [o \in Offsets |-> kept(o) /\ acked[o]]
+       /\ failEver' = [o \in Offsets |-> kept(o) /\ failEver[o]]
     /\ failed' = [o \in Offsets |-> FALSE]
     /\ readPos' = IF Bug = "RestartKeepsReadPosition" THEN readPos ELSE pcur                \* req: KS-CUR-3
     /\ spent' = [spent EXCEPT !.crash = @ + 1]
-    /\ UNCHANGED <<pcur, pholes, since, resolvedOnce, tickParity>>
+    /\ UNCHANGED <<pcur, pholes, since, tickParity>>
 
 ReadAny == Read
 DeliverAny == \E o \in Offsets : Deliver(o)
 AckAny == \E o \in Offsets : Ack(o)
-DropAny == \E o \in Offsets : Drop(o)
-DeadLetterAny == \E o \in Offsets : DeadLetter(o)
+PoisonAny == \E o \in Offsets : Poison(o)
 FilterAny == \E o \in Offsets : Filter(o)
 FailAny == \E o \in Offsets : Fail(o)
 ReturnAny == \E o \in Offsets : Return(o)
 
-Next == ReadAny \/ DeliverAny \/ AckAny \/ DropAny \/ DeadLetterAny \/ FilterAny \/ FailAny
+Next == ReadAny \/ DeliverAny \/ AckAny \/ PoisonAny \/ FilterAny \/ FailAny
         \/ ReturnAny \/ Tick \/ Crash
 
 \* Quiescence: the dispatcher reads and delivers, consumers ack, the poison policy resolves what
 \* failed, and time advances.  Progress steps cannot go on for ever (each reads, delivers or
 \* resolves), so one weak-fairness condition covers them; ticks get their own.
-Progress == ReadAny \/ DeliverAny \/ AckAny \/ DropAny
+Progress == ReadAny \/ DeliverAny \/ AckAny \/ PoisonAny
 Fairness == WF_vars(Progress) /\ WF_vars(Tick)
 
 Spec == Init /\ [][Next]_vars
@@ -184,19 +198,26 @@ TypeOK ==
     /\ st \in [Offsets -> {"unread", "pending", "outstanding", "resolved"}]
     /\ readPos \in 0 .. N /\ pcur \in 0 .. N /\ pholes \subseteq Offsets
     /\ since \in 0 .. PersistInterval
+    /\ how \in [Offsets -> {"", "acked", "poisoned", "filtered"}]
 
 Delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
 Persisted == <<pcur', pholes'>> # <<pcur, pholes>>
 TickStep == tickParity' # tickParity
 
-\* Every offset below the persisted cursor, and every persisted hole, is resolved.
-KS_CUR_1_PersistedCursorSafe ==
-    /\ \A o \in Offsets : o < pcur => st[o] = "resolved"
-    /\ \A o \in pholes : st[o] = "resolved"
+\* Over history: o was resolved by a rule that allows it.  Acked: its holder acked it (a return or
+\* eviction is not an ack); poisoned: a delivery of it failed; filtered: its key had no taker.
+Allowed(o) ==
+    \/ how[o] = "acked" /\ acked[o]
+    \/ how[o] = "poisoned" /\ failEver[o]
+    \/ how[o] = "filtered"
 
-\* Nothing is lost across restarts: a resolved offset was resolved by a resolution, never by a
-\* restart that trusted a cursor beyond it.
-KS_CUR_1_NothingLost == \A o \in Offsets : st[o] = "resolved" => resolvedOnce[o]
+\* Every offset below the persisted cursor, and every persisted hole, is resolved, by an allowed rule.
+KS_CUR_1_PersistedCursorSafe ==
+    \A o \in Offsets : o < pcur \/ o \in pholes => st[o] = "resolved" /\ Allowed(o)
+
+\* Nothing is lost: every resolved offset was resolved by an allowed rule, never by a return, an
+\* eviction, or a restart that trusted a cursor beyond it.
+KS_CUR_1_NothingLost == \A o \in Offsets : st[o] = "resolved" => Allowed(o)
 
 KS_CUR_2_PersistedCursorMonotone == [][pcur' >= pcur]_vars
 
@@ -220,10 +241,12 @@ KS_CUR_5_PersistEveryChange == PersistInterval = 0 => pcur = Cursor
 
 \* All holes are persisted, none forgotten.
 KS_CUR_6_AllHolesPersisted ==
-    [][Persisted /\ PersistHoles => pholes' = {o \in HolesOf(st') : o >= pcur'}]_vars
+    [][Persisted /\ PersistHoles => pholes' = {o \in Offsets : o >= pcur' /\ st'[o] = "resolved"}]_vars
 
-KS_FLW_2_WindowBound == Cardinality(InWindow) <= Window
+\* Read and unresolved messages (pending or outstanding) never exceed the window.
+KS_FLW_2_WindowBound == Cardinality({o \in Offsets : st[o] \in {"pending", "outstanding"}}) <= Window
 
 \* Liveness: at quiescence the persisted cursor reaches the end of the log.
-KS_LIV_2_CursorReachesEnd == <>[](pcur = N)
+\* (and every offset was acked or resolved by an allowed rule).
+KS_LIV_2_CursorReachesEnd == <>[](pcur = N /\ \A o \in Offsets : Allowed(o))
 ==============================================================================

@@ -71,11 +71,18 @@ VARIABLES
     draining,    \* draining[k]: the old owner k is draining from, NoOne if not draining (section 7)
     pcur,        \* the persisted cursor
     pholes,      \* the persisted ack holes
-    spent        \* budgets used by the model-checking environment
+    spent,       \* budgets used by the model-checking environment
+    \* History variables: computed by History from what each step changed, read by no action.
+    ever,        \* ever[o]: o was delivered since the last restart
+    nfail,       \* nfail[o]: failures (nacks, timeouts) of o since the last restart or release
+    gotKey,      \* gotKey[k]: the consumers that received k since the last membership change or restart
+    offline,     \* members that disconnected since they joined
+    incarnation  \* restarts so far
 
 core == <<published, keyOf, st, holder, attempts, fails, how, processed,
           members, connected, accepts, cap, target, draining, pcur, pholes>>
-vars == <<core, spent>>
+hist == <<ever, nfail, gotKey, offline, incarnation>>
+vars == <<core, spent, hist>>
 
 -----------------------------------------------------------------------------
 (* Derived state. *)
@@ -159,6 +166,11 @@ Init ==
     /\ pcur = 0
     /\ pholes = {}
     /\ spent = [fail |-> 0, member |-> 0, restart |-> 0]
+    /\ ever = [o \in Offsets |-> FALSE]
+    /\ nfail = [o \in Offsets |-> 0]
+    /\ gotKey = [k \in Keys |-> {}]
+    /\ offline = {}
+    /\ incarnation = 0
 
 \* A message with key k is appended to the log.
 Publish(k) ==
@@ -314,32 +326,54 @@ Restart ==
     /\ UNCHANGED <<published, keyOf, processed, pcur, pholes>>
 
 -----------------------------------------------------------------------------
+(* The history: what a step did, read from the variables before and after it, whichever action took
+   it.  A delivery is a message becoming outstanding; a failure is an outstanding message becoming
+   pending while its holder stays a member (a holder that leaves returns it, KS-RTY-7); a release
+   makes a blocked message pending; an epoch ends when membership changes or at a restart. *)
+History(restarted) ==
+    LET delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
+        failed(o) == st[o] = "outstanding" /\ st'[o] = "pending" /\ holder[o] \in members'
+        released(o) == st[o] = "blocked" /\ st'[o] = "pending"
+        newEpoch == restarted \/ members' # members
+    IN
+    /\ ever' = [o \in Offsets |-> ~restarted /\ (ever[o] \/ delivered(o))]
+    /\ nfail' = [o \in Offsets |-> IF restarted \/ released(o) THEN 0
+                                   ELSE IF failed(o) THEN nfail[o] + 1 ELSE nfail[o]]
+    /\ gotKey' = [k \in Keys |-> (IF newEpoch THEN {} ELSE gotKey[k])
+                                 \cup {holder'[o] : o \in {p \in Offsets : delivered(p) /\ keyOf'[p] = k}}]
+    /\ offline' = IF restarted THEN {}
+                  ELSE ((offline \cup (connected \ connected')) \cap members') \ (members' \ members)
+    /\ incarnation' = IF restarted THEN incarnation + 1 ELSE incarnation
+
 (* The model-checking environment: every action, with budgets that keep the state space finite. *)
 
 Spend(kind) == spent' = [spent EXCEPT ![kind] = @ + 1]
 
-PublishAny == \E k \in Keys : Publish(k) /\ UNCHANGED spent
-RouteAny == \E k \in Keys, c \in Consumers : Route(k, c) /\ UNCHANGED spent
-DeliverAny == \E o \in Offsets, c \in Consumers : Deliver(o, c) /\ UNCHANGED spent
-AckAny == \E o \in Offsets : Ack(o, holder[o]) /\ UNCHANGED spent
-FailAny == spent.fail < MaxFailures /\ \E o \in Offsets : Fail(o, holder[o]) /\ Spend("fail")
-PoisonAny == \E o \in Offsets : Poison(o) /\ UNCHANGED spent
-ReleaseAny == \E o \in Offsets : Release(o) /\ UNCHANGED spent
-SkipAny == \E o \in Offsets : Skip(o) /\ UNCHANGED spent
-FilterAny == \E o \in Offsets : Filter(o) /\ UNCHANGED spent
+PublishAny == \E k \in Keys : Publish(k) /\ UNCHANGED spent /\ History(FALSE)
+RouteAny == \E k \in Keys, c \in Consumers : Route(k, c) /\ UNCHANGED spent /\ History(FALSE)
+DeliverAny == \E o \in Offsets, c \in Consumers : Deliver(o, c) /\ UNCHANGED spent /\ History(FALSE)
+AckAny == \E o \in Offsets : Ack(o, holder[o]) /\ UNCHANGED spent /\ History(FALSE)
+FailAny == spent.fail < MaxFailures /\ \E o \in Offsets : Fail(o, holder[o]) /\ Spend("fail") /\ History(FALSE)
+PoisonAny == \E o \in Offsets : Poison(o) /\ UNCHANGED spent /\ History(FALSE)
+ReleaseAny == \E o \in Offsets : Release(o) /\ UNCHANGED spent /\ History(FALSE)
+SkipAny == \E o \in Offsets : Skip(o) /\ UNCHANGED spent /\ History(FALSE)
+FilterAny == \E o \in Offsets : Filter(o) /\ UNCHANGED spent /\ History(FALSE)
 \* Joining when nobody is connected is free: a subscription whose consumers all went away gets one back.
 JoinAny == /\ spent.member < MaxMemberChanges \/ connected = {}
            /\ \E c \in Consumers, acc \in FilterChoices : Join(c, acc, Capacity)
            /\ IF connected = {} THEN UNCHANGED spent ELSE Spend("member")
+           /\ History(FALSE)
 LeaveAny == /\ spent.member < MaxMemberChanges
             /\ \E c \in members : (KeepConnected => connected \ {c} # {}) /\ Leave(c)
             /\ Spend("member")
+            /\ History(FALSE)
 DisconnectAny == /\ spent.member < MaxMemberChanges
                  /\ \E c \in connected : (KeepConnected => connected \ {c} # {}) /\ Disconnect(c)
                  /\ Spend("member")
-EvictAny == \E c \in Consumers : Evict(c) /\ UNCHANGED spent
-PersistAny == MaxRestarts > 0 /\ Persist /\ UNCHANGED spent
-RestartAny == spent.restart < MaxRestarts /\ Restart /\ Spend("restart")
+                 /\ History(FALSE)
+EvictAny == \E c \in Consumers : Evict(c) /\ UNCHANGED spent /\ History(FALSE)
+PersistAny == MaxRestarts > 0 /\ Persist /\ UNCHANGED spent /\ History(FALSE)
+RestartAny == spent.restart < MaxRestarts /\ Restart /\ Spend("restart") /\ History(TRUE)
 
 AllResolved == \A o \in Published : st[o] = "resolved"
 \* Nothing left to do: a terminal state, not a deadlock.
@@ -363,7 +397,14 @@ Spec == Init /\ [][Next]_vars
 LiveSpec == Spec /\ Fairness
 
 -----------------------------------------------------------------------------
-(* Properties, named after the requirement each checks. *)
+(* Properties, named after the requirement each checks.  They spell out their own sets rather than
+   use the helpers the actions use, so that a wrong helper is caught, not shared. *)
+
+EarlierOfKey(o) == {p \in Offsets : p < o /\ keyOf[p] = keyOf[o]}
+HolderSet(k) == {holder[o] : o \in {p \in Offsets : keyOf[p] = k /\ st[p] = "outstanding"}}
+HeldAt(c) == {o \in Offsets : st[o] = "outstanding" /\ holder[o] = c}
+Takers(k) == {c \in members : k \in accepts[c]}
+Open(o) == st[o] \in {"pending", "outstanding", "blocked"}
 
 TypeOK ==
     /\ published \in 0 .. MaxMsgs
@@ -374,45 +415,44 @@ TypeOK ==
     /\ members \subseteq Consumers /\ connected \subseteq members
     /\ target \in [Keys -> Consumers \cup {NoOne}]
     /\ draining \in [Keys -> Consumers \cup {NoOne}]
+    /\ ever \in [Offsets -> BOOLEAN] /\ nfail \in [Offsets -> Nat]
+    /\ gotKey \in [Keys -> SUBSET Consumers] /\ offline \subseteq Consumers
 
 \* A step delivers o when o becomes outstanding.
 Delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
-Left(c) == c \in members /\ c \notin members'
+\* A member leaves (or is evicted) in a step that is not a restart.
+Left(c) == c \in members /\ c \notin members' /\ incarnation' = incarnation
 Joined(c) == c \notin members /\ c \in members'
 NewlyResolved(o, r) == how[o] = "" /\ how'[o] = r
 
+\* Over history: a message was delivered only after every earlier message of its key was delivered
+\* or resolved (since the last restart).
 KS_ORD_1_FirstDeliveryOrder ==
-    [][\A o \in Offsets : Delivered(o) /\ attempts[o] = 0 =>
-          \A p \in SameKeyBefore(o) : st[p] = "resolved" \/ attempts[p] > 0]_vars
+    \A o \in Offsets : ever[o] => \A p \in EarlierOfKey(o) : ever[p] \/ st[p] = "resolved"
 
+\* Strict: while a message is outstanding, every earlier message of its key is resolved (so at most
+\* one message of a key is outstanding).
 KS_ORD_2_StrictDeliveryOrder ==
-    [][Profile = "strict" => \A o \in Offsets : Delivered(o) => \A p \in SameKeyBefore(o) : st[p] = "resolved"]_vars
-
-KS_ORD_2_StrictOneInFlight ==
-    Profile = "strict" => \A k \in Keys : Cardinality(OutstandingOf(k)) <= 1
+    Profile = "strict" => \A o \in Offsets : st[o] = "outstanding" => \A p \in EarlierOfKey(o) : st[p] = "resolved"
 
 \* Processing order: a key's messages are acked in offset order.  Holds in the strict profile;
 \* the owner profile gives it up for prefetch (KS-ORD-4), which the OwnerPrefetch config shows.
 KS_ORD_2_ProcessingOrder ==
-    [][\A o \in Offsets : NewlyResolved(o, "acked") => \A p \in SameKeyBefore(o) : st[p] = "resolved"]_vars
+    [][\A o \in Offsets : NewlyResolved(o, "acked") => \A p \in EarlierOfKey(o) : st[p] = "resolved"]_vars
 
+\* While an earlier message of the key was delivered and is pending again, no later message of the
+\* key is delivered (one already outstanding may stay so).
 KS_ORD_3_RedeliveryFirst ==
-    [][\A o \in Offsets : Delivered(o) => \A p \in SameKeyBefore(o) : ~AwaitingRedelivery(p)]_vars
+    [][\A o \in Offsets : Delivered(o) => \A p \in EarlierOfKey(o) : ~(st[p] = "pending" /\ ever[p])]_vars
 
-KS_DRN_1_OneHolderPerKey == \A k \in Keys : Cardinality(HoldersOf(k)) <= 1
+KS_DRN_1_OneHolderPerKey == \A k \in Keys : Cardinality(HolderSet(k)) <= 1
 
 \* The tracked draining state is exactly the one section 7 defines.
 KS_DRN_1_DrainingConsistent == \A k \in Keys : draining[k] = DrainingFrom(k, target[k])
 
-KS_ASN_1_DeliverToEpochTarget ==
-    [][\A o \in Offsets : Delivered(o) => holder'[o] = target'[keyOf[o]]]_vars
-
-\* A key's target changes only when membership does (or at a restart, which empties it).
-KS_ASN_1_TargetStableInEpoch ==
-    [][\A k \in Keys : target[k] # NoOne /\ target'[k] # target[k] => members' # members]_vars
-
-KS_ASN_9_RedeliveryFollowsTarget ==
-    [][\A o \in Offsets : Delivered(o) /\ attempts[o] > 0 => holder'[o] = target'[keyOf[o]]]_vars
+\* Over history: since the last membership change (or restart) every delivery of a key, first or
+\* again, went to one consumer.
+KS_ASN_1_OneTargetPerEpoch == \A k \in Keys : Cardinality(gotKey[k]) <= 1
 
 KS_GEN_3_RejoinHoldsNothing ==
     [][\A c \in Consumers : Joined(c) => \A o \in Offsets : ~(st'[o] = "outstanding" /\ holder'[o] = c)]_vars
@@ -421,49 +461,57 @@ KS_FLT_2_OnlyAcceptingConsumers ==
     \A o \in Offsets : st[o] = "outstanding" => holder[o] \in members /\ keyOf[o] \in accepts[holder[o]]
 
 KS_FLT_3_FilterOnlyUnwanted ==
-    [][\A o \in Offsets : NewlyResolved(o, "filtered") => Eligible(keyOf[o]) = {}]_vars
+    [][\A o \in Offsets : NewlyResolved(o, "filtered") => Takers(keyOf[o]) = {}]_vars
 
+\* No message is filtered by a step that ends with no members.
 KS_FLT_4_NoFilterWithoutMembers ==
-    [][\A o \in Offsets : NewlyResolved(o, "filtered") => members # {}]_vars
+    [][\A o \in Offsets : NewlyResolved(o, "filtered") => members' # {}]_vars
 
-KS_FLW_1_CapacityNeverExceeded == \A c \in members : Cardinality(HeldBy(c)) <= cap[c]
+KS_FLW_1_CapacityNeverExceeded == \A c \in members : Cardinality(HeldAt(c)) <= cap[c]
 
+\* Over history: an unresolved message that was delivered has fewer than Window unresolved messages
+\* before it (their number only falls until a restart, which clears the history).
 KS_FLW_2_WindowBound ==
-    [][\A o \in Offsets : Delivered(o) /\ attempts[o] = 0 =>
-          Cardinality({p \in 0 .. (o - 1) : Unresolved(p)}) < Window]_vars
+    \A o \in Offsets : ever[o] /\ Open(o) => Cardinality({p \in Offsets : p < o /\ Open(p)}) < Window
 
 KS_MEM_1_LeavingReturnsMessages ==
-    [][\A c \in Consumers : Left(c) => \A o \in HeldBy(c) : st'[o] = "pending"]_vars
+    [][\A c \in Consumers : Left(c) => \A o \in HeldAt(c) : st'[o] = "pending"]_vars
 
+\* Over history: nothing is delivered to a member that disconnected since it joined.
 KS_MEM_3_OnlyConnectedReceive ==
-    [][\A o \in Offsets : Delivered(o) => holder'[o] \in connected]_vars
+    [][\A o \in Offsets : Delivered(o) => holder'[o] \notin offline]_vars
 
-\* A failure (nack or timeout) ends the delivery and never resolves the message.
+\* A failure the dispatcher counts (nack or timeout) ends the delivery and never resolves the message.
 KS_RTY_1_FailureEndsDelivery ==
     [][\A o \in Offsets : fails'[o] > fails[o] =>
           st[o] = "outstanding" /\ st'[o] = "pending" /\ holder'[o] = NoOne /\ how'[o] = ""]_vars
 
+\* Over history: a message is not delivered again after more than MaxRedeliveries failures (since the
+\* last restart or release).
 KS_RTY_6_PoisonedNotRedelivered ==
-    [][\A o \in Offsets : Delivered(o) => fails[o] <= MaxRedeliveries]_vars
+    [][\A o \in Offsets : Delivered(o) => nfail[o] <= MaxRedeliveries]_vars
 
 KS_RTY_7_ReturnedWithoutPenalty ==
-    [][\A c \in Consumers : Left(c) => \A o \in HeldBy(c) : fails'[o] = fails[o]]_vars
+    [][\A c \in Consumers : Left(c) => \A o \in HeldAt(c) : fails'[o] = fails[o]]_vars
 
-\* Drops and dead letters happen only by the poison policy or an operator skip.
+\* Drops happen only by the drop policy after more than MaxRedeliveries failures, or by an operator
+\* skip of a blocked message.
 KS_POI_1_DropOnlyPoisonOrSkip ==
     [][\A o \in Offsets : NewlyResolved(o, "dropped") =>
-          (st[o] = "pending" /\ Poisoned(o) /\ PoisonPolicy = "drop") \/ st[o] = "blocked"]_vars
+          (st[o] = "pending" /\ nfail[o] > MaxRedeliveries /\ PoisonPolicy = "drop") \/ st[o] = "blocked"]_vars
 
 KS_POI_2_DeadLetterOnlyPoison ==
     [][\A o \in Offsets : NewlyResolved(o, "dead_lettered") =>
-          st[o] = "pending" /\ Poisoned(o) /\ PoisonPolicy = "dead-letter"]_vars
+          st[o] = "pending" /\ nfail[o] > MaxRedeliveries /\ PoisonPolicy = "dead-letter"]_vars
 
+\* While a message of a key is blocked, nothing of that key is delivered.
 KS_POI_3_BlockedKeyWaits ==
-    [][\A o \in Offsets : Delivered(o) => \A p \in OfKey(keyOf[o]) : st[p] # "blocked"]_vars
+    [][\A o \in Offsets : Delivered(o) => \A p \in Offsets : keyOf[p] = keyOf[o] => st[p] # "blocked" /\ st'[p] # "blocked"]_vars
 
 \* A release makes the blocked message pending with a fresh budget; attempts go on counting.
 KS_POI_4_ReleaseFreshBudget ==
-    [][\A o \in Offsets : st[o] = "blocked" /\ st'[o] = "pending" => fails'[o] = 0 /\ attempts'[o] = attempts[o]]_vars
+    [][\A o \in Offsets : st[o] = "blocked" /\ st'[o] = "pending" /\ incarnation' = incarnation =>
+          fails'[o] = 0 /\ attempts'[o] = attempts[o]]_vars
 
 \* Leaving the blocked state by resolution is the operator's skip: a drop.
 KS_POI_5_SkipDrops ==
@@ -494,8 +542,11 @@ KS_CUR_2_PersistedCursorMonotone == [][pcur' >= pcur]_vars
 KS_CUR_4_NoResurrection ==
     [][\A o \in Offsets : Delivered(o) => o >= pcur /\ o \notin pholes]_vars
 
-\* Liveness (section 19).
-KS_LIV_1_EverythingResolved == <>[]AllResolved
+\* Liveness (section 19): every published message is eventually resolved for good, and a message
+\* resolved as acked was acked by its holder (the other resolutions are checked by KS_POI_1,
+\* KS_POI_2, KS_FLT_3 and KS_FLT_4 in the safety configurations).
+KS_LIV_1_EverythingResolved ==
+    <>[](\A o \in Published : st[o] = "resolved" /\ (how[o] = "acked" => processed[o]))
 \* (Membership changes are finite, so "every drain clears" is "eventually no key drains".)
 KS_DRN_2_DrainingClears == <>[](\A k \in Keys : draining[k] = NoOne)
 ==============================================================================

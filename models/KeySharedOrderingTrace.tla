@@ -100,8 +100,8 @@ ImplicitRoute ==
     /\ target[Ev.k] = NoOne
     /\ Route(Ev.k, Ev.c)
 
-Replay == \/ EventStep /\ UNCHANGED spent /\ l' = l + 1
-          \/ ImplicitRoute /\ UNCHANGED <<spent, l>>
+Replay == \/ EventStep /\ History(Ev.e = "restart") /\ UNCHANGED spent /\ l' = l + 1
+          \/ ImplicitRoute /\ History(FALSE) /\ UNCHANGED <<spent, l>>
 
 \* Why the current event does not fit: the requirements whose rules it breaks, when we can tell.
 Why ==

@@ -10,6 +10,7 @@ from keyshared.ui import console, progress, table
 
 if TYPE_CHECKING:
     from ks_models.manifest import Result
+    from ks_models.mutants import MutantResult
     from ks_models.tlc import TlcOutcome
     from ks_models.traces import TraceVerdict
 
@@ -23,7 +24,9 @@ def register(commands: Any) -> None:
             "Run every configuration of models/manifest.json (the quick tier, or all with --deep), compare "
             "each outcome with the expected one (success, or a failure on a named property for the broken "
             "variants), and exit 1 on any mismatch. With --trace, replay implementation traces in the "
-            "KeySharedOrdering model instead and name the first event of each that does not fit."
+            "KeySharedOrdering model instead and name the first event of each that does not fit. With --mutants, "
+            "inject each plausible bug of models/mutants.json into a copy of the models and check that the property "
+            "named for it rejects it."
         ),
     )
     parser.add_argument(
@@ -61,6 +64,12 @@ def register(commands: Any) -> None:
         "--list", action="store_true", help="list the configurations and traces of the manifest without running them"
     )
     parser.add_argument(
+        "--mutants",
+        action="store_true",
+        help="run the model mutants of models/mutants.json (MODEL names mutants, modules, configurations or "
+        "properties) and print the mutation score; exit 1 when one survives",
+    )
+    parser.add_argument(
         "--readme",
         action="store_true",
         help="rewrite the generated tables of models/README.md from the manifest (after --record; runs nothing)",
@@ -83,6 +92,8 @@ def run_model_check(args: argparse.Namespace) -> int:
         return 0
     if args.trace:
         return _validate_traces(args)
+    if args.mutants:
+        return _run_mutants(args)
     from ks_models.manifest import entries, load_manifest
 
     models, traces = entries(load_manifest(), args.models, deep=args.deep)
@@ -137,6 +148,35 @@ def _run_manifest(args: argparse.Namespace, models: list[Any], traces: list[Any]
         return 1
     console.print(f"[green]all {total} checks ended as the manifest expects[/green]")
     return 0
+
+
+def _run_mutants(args: argparse.Namespace) -> int:
+    from ks_models.mutants import load_mutants, run_mutants, score_text, select
+
+    mutants = select(load_mutants(), args.models)
+    if args.list:
+        rows = [(m.id, m.module, m.config, m.property, m.bug) for m in mutants]
+        console.print(table("models/mutants.json", ("mutant", "module", "configuration", "must reject", "bug"), rows))
+        return 0
+    java, jar = _tools(args)
+    with progress() as bar:
+        task = bar.add_task("mutants", total=len(mutants))
+
+        def advance(result: MutantResult) -> None:
+            bar.update(task, advance=1, description=f"mutants: {result.mutant.id}")
+
+        results = run_mutants(mutants, java, jar, jobs=args.jobs, timeout=args.timeout, on_done=advance)
+    rows = []
+    for result in results:
+        status = "[green]killed[/green]" if result.killed else f"[red]{result.status.upper()}[/red]"
+        seconds = f"{result.outcome.seconds:.1f}s" if result.outcome else ""
+        rows.append((result.mutant.id, result.mutant.config, result.mutant.property, status, seconds))
+    console.print(table("model mutants", ("mutant", "configuration", "must reject", "", "time"), rows))
+    for result in results:
+        if not result.killed:
+            console.print(f"[red]{result.mutant.id}[/red]: {result.problem}", soft_wrap=True)
+    console.print(score_text(results))
+    return 0 if all(r.killed for r in results) else 1
 
 
 def _summary_table(results: list[Result]) -> Any:

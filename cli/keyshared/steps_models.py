@@ -38,8 +38,21 @@ def _models_step(args: argparse.Namespace) -> StepResult:
     )
 
 
+def _mutants_step(args: argparse.Namespace) -> StepResult:
+    from ks_models.mutants import load_mutants, run_mutants, score_text
+    from ks_models.tlc import find_jar
+    from ks_spec.java import require_java
+
+    results = run_mutants(load_mutants(), require_java(), find_jar(), jobs=2)
+    survivors = [r for r in results if not r.killed]
+    if survivors:
+        first = survivors[0]
+        return StepResult(False, f"{score_text(results)}; {first.mutant.id}: {first.problem}")
+    return StepResult(True, f"{score_text(results)}: every mutant rejected by the property named for it")
+
+
 def steps() -> list[Step]:
-    """The models step: after the spec (10), before the reference (30)."""
+    """The models steps: after the spec (10), before the reference (30)."""
     return [
         Step(
             "models",
@@ -47,5 +60,12 @@ def steps() -> list[Step]:
             _models_step,
             needs_java=True,
             order=20,
-        )
+        ),
+        Step(
+            "model mutants",
+            "each plausible bug of models/mutants.json, injected into a copy of the models, is rejected by its property",
+            _mutants_step,
+            needs_java=True,
+            order=21,
+        ),
     ]
