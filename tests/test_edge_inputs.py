@@ -121,6 +121,11 @@ EDGES: dict[str, Edge] = {
         "unknown",
         ":4: field 'attempt': 18446744073709551617 is not an int64",
     ),
+    "bad-utf8.jsonl": Edge(
+        _text(GOOD.encode().replace(b'"key":"k2"', b'"key":"k\xff2"', 1)),
+        "unknown",
+        ":5: field '(line)': not valid UTF-8",
+    ),
     "truncated.jsonl": Edge(_text(GOOD[:-15]), "unknown", ":11: field '(line)': not valid JSON"),
     "wrong-key.jsonl": Edge(_text(_lines(_with(_base(), 5, key="k1"))), "unknown", "offset 1", slow=True),
     "anomaly-then-wrong-key.jsonl": Edge(

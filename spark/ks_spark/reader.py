@@ -149,7 +149,12 @@ def read(session: SparkSession, source: TraceSource) -> DataFrame:
     )
     known = F.array(*(F.lit(name) for name in schema.fieldNames()))
     unknown = F.size(F.array_except(F.coalesce(F.json_object_keys(F.col("value")), F.array()), known)) > 0
-    corrupt = F.when(unknown, F.col("value")).otherwise(F.col(f"_event.{CORRUPT_COLUMN}"))
+    # A line that is not UTF-8 (Spark's JSON parser would read the bad bytes as U+FFFD) is corrupt too.
+    corrupt = (
+        F.when(~F.is_valid_utf8(F.col("value")), F.make_valid_utf8(F.col("value")))
+        .when(unknown, F.col("value"))
+        .otherwise(F.col(f"_event.{CORRUPT_COLUMN}"))
+    )
     return parsed.select(
         *(F.col(f"_event.{name}").alias(name) for name in schema.fieldNames()),
         FILE_COLUMN,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.tracefile import config_problem
 from ks_spec.errors import MissingInput, UserError
-from ks_spec.trace import parse_line, schema_problem
+from ks_spec.trace import line_problem
 
 from ks_spark import catalogue, explain
 from ks_spark.globalchecks import UNIFIED_COLUMNS, capacity_findings, window_and_cursor
@@ -167,20 +167,17 @@ UNREADABLE_VALUE = re.compile(
 
 
 def _name_the_field(message: str) -> str:
-    """For a local JSON line Spark's typed reader refused but the schema accepts (96.0, an integer beyond int64),
+    """For a local JSON line Spark's typed reader refused but the schema accepts (96.0, beyond int64, bad UTF-8),
     the field and problem as check-trace names them, read again from that one line (an error path only)."""
     match = UNREADABLE_VALUE.match(message)
     path = Path(match.group("file")) if match else None
     if match is None or path is None or not path.is_file():
         return message
     wanted = int(match.group("line"))
-    with open(path, encoding="utf-8-sig", errors="replace") as handle:
+    with open(path, encoding="utf-8-sig", errors="surrogateescape") as handle:
         for number, line in enumerate(handle, start=1):
-            if number == wanted:
-                try:
-                    problem = schema_problem(parse_line(line))
-                except ValueError:
-                    return message
+            if number == wanted and line.strip():
+                problem = line_problem(line)
                 return f"{match.group('file')}:{wanted}: {problem}" if problem else message
     return message
 

@@ -397,19 +397,36 @@ def read_events(path: Path) -> Iterator[tuple[str, Event]]:
 
 def _read_jsonl(file: Path) -> Iterator[tuple[str, Event]]:
     # utf-8-sig: a byte order mark opening the file is skipped (spec/trace.md section 6); one elsewhere is an error.
-    with open(file, encoding="utf-8-sig", errors="strict") as handle:
-        line_no = 0
-        try:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    event = parse_line(line)
-                except json.JSONDecodeError as error:
-                    raise UserError(f"{file}:{line_no}: field '(line)': not valid JSON ({error.msg})") from None
-                yield f"{file}:{line_no}", event
-        except UnicodeDecodeError:
-            raise UserError(f"{file}:{line_no + 1}: field '(line)': not valid UTF-8") from None
+    # surrogateescape keeps a bad byte in its line, so the error names that line, not the first of its buffer.
+    with open(file, encoding="utf-8-sig", errors="surrogateescape") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.isascii() and not _is_utf8(line):
+                raise UserError(f"{file}:{line_no}: field '(line)': not valid UTF-8")
+            if not line.strip():
+                continue
+            try:
+                event = parse_line(line)
+            except json.JSONDecodeError as error:
+                raise UserError(f"{file}:{line_no}: field '(line)': not valid JSON ({error.msg})") from None
+            yield f"{file}:{line_no}", event
+
+
+def line_problem(line: str) -> str | None:
+    """The first problem of one JSON line read with surrogateescape, as `field 'x': problem`, or None."""
+    if not line.isascii() and not _is_utf8(line):
+        return "field '(line)': not valid UTF-8"
+    try:
+        return schema_problem(parse_line(line))
+    except json.JSONDecodeError as error:
+        return f"field '(line)': not valid JSON ({error.msg})"
+
+
+def _is_utf8(line: str) -> bool:
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # a byte surrogateescape kept: the file's bytes were not UTF-8 there
+        return False
+    return True
 
 
 def _read_parquet(file: Path) -> Iterator[tuple[str, Event]]:
