@@ -1524,6 +1524,8 @@ class Checker:
             why = f"reason {reason!r} exists only in the best-effort profile"
         if not why and message.outstanding is not None and not self.best_effort:
             why = f"its delivery to {message.outstanding.holder.name} [seq {message.outstanding.seq}] is outstanding"
+        if reason == "poison":
+            self._exercise("return-counted")
         if why and reason == "poison" and self._returns_counted(message, seq, "dropped as poison"):
             why = ""
         if why:
@@ -1556,6 +1558,7 @@ class Checker:
             why = f"it failed {message.failures} times, not more than max_redeliveries = {maximum}"
         elif message.outstanding is not None:
             why = f"its delivery to {message.outstanding.holder.name} [seq {message.outstanding.seq}] is outstanding"
+        self._exercise("return-counted")
         if why and message.failures <= maximum and self._returns_counted(message, seq, "dead-lettered"):
             why = ""
         if why:
@@ -1663,7 +1666,6 @@ class Checker:
         """True (and `return-counted` reported) if a message was poisoned only because its returns counted."""
         maximum = int(self.config["max_redeliveries"])
         # req: KS-RTY-7
-        self._exercise("return-counted")
         if message.returns == 0 or message.failures > maximum or message.failures + message.returns <= maximum:
             return False
         self._report(
@@ -1695,6 +1697,7 @@ class Checker:
         self._over_budget.discard(message.offset)
         state.blocked.add(message.offset)
         self._blocked_keys.add(message.key)
+        self._exercise("return-counted")
         if message.failures <= int(self.config["max_redeliveries"]):
             self._returns_counted(message, seq, "blocked as poison")
         last = max(state.unresolved) if len(state.unresolved) else message.offset

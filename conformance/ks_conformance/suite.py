@@ -537,6 +537,8 @@ def _needs(
         or need(capabilities.cursor, "a persisted cursor (capability cursor)")
         or need(positive("persist_interval"), supported("persist_interval")),
         "persist-late": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "restart-skip": need("restart" in ops, "op restart")
+        or need(capabilities.cursor, "a persisted cursor (capability cursor): without one nothing is volatile"),
         "cursor-skip": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "cursor-regress": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "cursor-stall": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
