@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from conformance_mutants import bugs
-from ks_conformance.checker import Checker
+from ks_conformance.builder import TraceBuilder
+from ks_conformance.checker import Checker, check_events
 from ks_conformance.protocol import Capabilities, InProcessConnection
 from ks_conformance.stdio import StdioConnection
 from ks_conformance.suite import RunResult, run_suite, settings_for
@@ -214,6 +215,17 @@ def test_an_ack_effect_of_a_removal_stays_in_the_removal_when_ops_are_marked() -
     _feed(marked, events)
     assert marked.op_count == inferred.op_count - 1  # the ack did not open an op of its own
     assert "stale-ack-accepted" in {a.name for a in marked.anomalies}
+
+
+def test_durable_attempts_count_across_a_restart_only_when_declared() -> None:
+    def trace(declared: dict[str, Any] | None) -> list[str]:
+        t = TraceBuilder(profile="strict", selector="ring", declared=declared).add("c1")
+        t.deliver(t.publish("k"), "c1")
+        t.restart().add("c1").deliver(0, "c1", attempt=2)  # a database-kept count goes on after the crash
+        return [a.name for a in check_events(t.events).anomalies]
+
+    assert trace(None) == ["attempt-miscount"]
+    assert trace({"durable_attempts": True}) == []
 
 
 def test_two_deliveries_to_one_non_member_are_not_a_split_owner() -> None:

@@ -330,6 +330,7 @@ class Checker:
         self.buckets = self.config["selector"] == "buckets"
         self._applies = {kind.name: profile in profiles.get(kind.requirement, ()) for kind in CATALOGUE}
         self.has_cursor = self.declared.get("cursor", True) is not False
+        self.durable_attempts = self.declared.get("durable_attempts") is True
         self.any_selector = self.config["selector"] == "any"
         excluded = (CURSOR_KINDS if not self.has_cursor else frozenset()) | (
             AFFINITY_KINDS if self.any_selector else frozenset()
@@ -1975,12 +1976,15 @@ class Checker:
         self._refresh_head(message.key)
 
     def _reset_volatile(self, message: Message) -> None:
-        """What a restart forgets about a message (section 14): deliveries, failures, retries, blocks, holds."""
-        message.deliveries = 0
-        message.failures = 0
-        message.returns = 0
-        message.failure_seqs = []
-        message.last_failure = None
+        """What a restart forgets about a message (section 14): deliveries, failures, retries, blocks, holds.
+
+        An implementation that declares `durable_attempts` keeps its delivery and failure counts (KS-RTY-5)."""
+        if not self.durable_attempts:
+            message.deliveries = 0
+            message.failures = 0
+            message.returns = 0
+            message.failure_seqs = []
+            message.last_failure = None
         message.outstanding = None
         message.retrying = False
         message.ready = False

@@ -155,6 +155,8 @@ class Capabilities:
     """v2: for each listed configuration field, the only values the adapter supports; the kit draws no other."""
     terminal_outcomes: Mapping[str, str | None] = field(default_factory=dict)
     """v2: each implementation-defined terminal outcome's name -> the resolution it stands for (None: none)."""
+    durable_attempts: bool = False
+    """v2: True when deliveries and failures are counted durably, across restarts (KS-RTY-5)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Capabilities:
@@ -204,6 +206,7 @@ class Capabilities:
             cursor=flag("cursor", True),
             config_values=_config_values(data.get("config_values")),
             terminal_outcomes=_terminal_outcomes(data.get("terminal_outcomes")),
+            durable_attempts=flag("durable_attempts", False),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -228,6 +231,7 @@ class Capabilities:
             "cursor": self.cursor,
             "config_values": {name: list(values) for name, values in self.config_values.items()},
             "terminal_outcomes": dict(self.terminal_outcomes),
+            "durable_attempts": self.durable_attempts,
         }
 
     def declared(self) -> dict[str, Any]:
@@ -237,6 +241,8 @@ class Capabilities:
             declared["cursor"] = False
         if self.terminal_outcomes:
             declared["terminal_outcomes"] = dict(self.terminal_outcomes)
+        if self.durable_attempts:
+            declared["durable_attempts"] = True
         return declared
 
     def narrowed(self, **changes: Any) -> Capabilities:

@@ -82,6 +82,7 @@ CAPABILITIES: dict[str, Any] = {
     "capacity": True,
     "window": False,
     "cursor": False,
+    "durable_attempts": True,  # the job's `attempts` column: deliveries and failures survive a restart
     "config_values": CONFIG_VALUES,
     "terminal_outcomes": OUTCOMES,
 }
