@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ks_spec.config import config_problem as spec_config_problem
 from ks_spec.errors import MissingInput, UserError
 from ks_spec.trace import Event, SequenceRules, read_events, schema_problem
 
@@ -41,13 +42,11 @@ class TraceCheck:
 
 def config_problem(config: Mapping[str, Any]) -> str | None:
     """Why the spec refuses a trace's configuration (KS-CFG-1, spec section 20), or None: nothing is judged then."""
-    from ks_reference.config import Config
-
-    try:
-        Config.parse(config)
-    except UserError as error:
-        return f"the configuration is one the spec refuses (KS-CFG-1): {error}"
-    return None
+    problem = spec_config_problem(config)
+    if problem is None:
+        return None
+    field_name, why = problem
+    return f"the configuration is one the spec refuses (KS-CFG-1): config field '{field_name}': {why}"
 
 
 def _recorded_config(event: Event) -> dict[str, Any]:

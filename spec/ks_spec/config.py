@@ -1,0 +1,76 @@
+"""Spec section 20 as data: every configuration field, its default and its domain, and what KS-CFG-1 refuses.
+
+The checkers judge a trace's configuration with this module, so they never need an implementation's own
+parser (the conformance kit must not import the reference: it would only ever agree with it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PROFILES = ("strict", "owner", "best-effort")
+SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
+POISON_POLICIES = ("drop", "dead-letter", "block")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One configuration field of spec section 20."""
+
+    name: str
+    default: Any
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    boolean: bool = False
+    buckets_only: bool = False
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("profile", "strict", choices=PROFILES),
+    Field("selector", "ring", choices=SELECTORS),
+    Field("points", 100, minimum=1),
+    Field("window", 10000, minimum=1),
+    Field("ack_timeout", 0, minimum=0),
+    Field("max_redeliveries", 5, minimum=0),
+    Field("backoff_base", 1, minimum=0),
+    Field("backoff_max", 60, minimum=0),
+    Field("poison_policy", "block", choices=POISON_POLICIES),
+    Field("evict_after", 6, minimum=0),
+    Field("persist_interval", 0, minimum=0),
+    Field("persist_ack_holes", False, boolean=True),
+    Field("bucket_budget", 4, minimum=1, buckets_only=True),
+    Field("bucket_max", 1024, minimum=1, buckets_only=True),
+)
+BY_NAME = {field.name: field for field in FIELDS}
+CONFIG_DEFAULTS: dict[str, Any] = {field.name: field.default for field in FIELDS}
+"""The value of every configuration field a configuration leaves out."""
+
+
+def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(field, why) if the spec refuses this configuration (KS-CFG-1), else None."""
+    for name in config:
+        if name not in BY_NAME:
+            return name, f"unknown field (known: {', '.join(sorted(BY_NAME))})"
+    for name, value in config.items():
+        field = BY_NAME[name]
+        if field.choices and value not in field.choices:
+            return name, f"{value!r} is not one of {', '.join(field.choices)}"
+        if field.boolean and not isinstance(value, bool):
+            return name, f"must be true or false, got {value!r}"
+        if field.minimum is not None:
+            if isinstance(value, bool) or not isinstance(value, int):
+                return name, f"must be an integer, got {value!r}"
+            if value < field.minimum:
+                return name, f"must be >= {field.minimum}, got {value}"
+    full = {**CONFIG_DEFAULTS, **config}
+    if full["backoff_base"] > full["backoff_max"]:
+        return "backoff_base", f"{full['backoff_base']} is above backoff_max {full['backoff_max']}"
+    if full["selector"] != "buckets":
+        for field in FIELDS:
+            if field.buckets_only and field.name in config:
+                return field.name, f"only applies to selector 'buckets', not '{full['selector']}'"
+    elif full["bucket_budget"] > full["bucket_max"]:
+        return "bucket_budget", f"{full['bucket_budget']} buckets exceed bucket_max {full['bucket_max']}"
+    return None
