@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Any
 
+from ks_spec.config import CONFIG_DEFAULTS
 from ks_spec.trace import OP_EVENTS
 from pyroaring import BitMap
 
@@ -47,24 +48,6 @@ from ks_conformance.catalogue import CATALOGUE
 from ks_conformance.glob import accepts
 
 Event = dict[str, Any]
-
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "profile": "strict",
-    "selector": "ring",
-    "points": 100,
-    "window": 10000,
-    "ack_timeout": 0,
-    "max_redeliveries": 5,
-    "backoff_base": 1,
-    "backoff_max": 60,
-    "poison_policy": "block",
-    "evict_after": 6,
-    "persist_interval": 0,
-    "persist_ack_holes": False,
-    "bucket_budget": 4,
-    "bucket_max": 1024,
-}
-"""Spec section 20: the value of every configuration field a trace's config leaves out."""
 
 ACK_CLASS = frozenset({"ack", "ack_ignored", "nack", "nack_ignored"})
 """Effects that only an ack or nack op causes, and always first: they mark an op boundary."""

@@ -18,6 +18,7 @@ from functools import cache
 from typing import Any, Protocol, runtime_checkable
 
 from ks_spec import paths
+from ks_spec.config import CONFIG_DEFAULTS
 from ks_spec.trace import OP_EVENTS, schema_problem
 
 PROTOCOL_VERSION = 2
@@ -44,20 +45,7 @@ SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", 
 POISON_POLICIES = ("drop", "dead-letter", "block")
 RESOLUTIONS = ("acked", "dropped", "dead_lettered", "filtered")
 """What an implementation-defined terminal outcome may be declared to stand for (v2 `terminal_outcomes`)."""
-CONFIG_FIELDS = (
-    "window",
-    "points",
-    "ack_timeout",
-    "max_redeliveries",
-    "backoff_base",
-    "backoff_max",
-    "poison_policy",
-    "persist_interval",
-    "persist_ack_holes",
-    "evict_after",
-    "bucket_budget",
-    "bucket_max",
-)
+CONFIG_FIELDS = tuple(name for name in CONFIG_DEFAULTS if name not in ("profile", "selector"))
 """The configuration fields whose supported values an adapter may declare (v2 `config_values`)."""
 
 
