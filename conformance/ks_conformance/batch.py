@@ -16,6 +16,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ks_spec.config import CONFIG_DEFAULTS
+
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.harness import FILTER_SELECTORS_REFUSED, Session, Step, halts
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, Outcome
@@ -237,8 +239,9 @@ class BatchSession:
             first = [{"op": "remove_consumer", "consumer": name} for name in leaving]
         first += self.current.catch_all_ops(ops)
         removed = {op["consumer"] for op in first if op["op"] == "remove_consumer"}
-        config = {**_DEFAULTS, **self.config}
-        patience = max(int(config["backoff_max"]), int(config["persist_interval"]), int(config["ack_timeout"]), 1) + 2
+        config = {**CONFIG_DEFAULTS, **self.config}
+        timers = ("backoff_max", "persist_interval", "ack_timeout", "evict_after")
+        patience = max(*(int(config[name]) for name in timers), 1) + 2
         idle_ticks, step = 0, 1
         for _ in range(MAX_SETTLE_ROUNDS):
             if halted():
@@ -323,8 +326,6 @@ class BatchSession:
             session.harness_exercised["nondeterministic"] += 1
         self._signature = signature
 
-
-_DEFAULTS = {"backoff_max": 60, "persist_interval": 0, "ack_timeout": 0}
 
 AnySession = Session | BatchSession
 """What the state machine and replays drive: a live session or a batch one (the same interface)."""

@@ -16,6 +16,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ks_spec.config import CONFIG_DEFAULTS
+
 from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.checker import Checker, Event
 from ks_conformance.protocol import Capabilities, Connection, Outcome
@@ -413,12 +415,13 @@ class Session:
             return
         ops = set(self.capabilities.ops) - set(self.skipped_ops)
         shuffle = random.Random(seed)
-        config = {**_DEFAULTS, **self.config}
+        config = {**CONFIG_DEFAULTS, **self.config}
         for member in [m for m in self.checker.members.values() if not m.connected]:
             if "remove_consumer" in ops and not self._halted():
                 self.perform({"op": "remove_consumer", "consumer": member.name}, record=False)
         self._ensure_catch_all(ops)
-        patience = max(int(config["backoff_max"]), int(config["persist_interval"]), int(config["ack_timeout"]), 1) + 2
+        timers = ("backoff_max", "persist_interval", "ack_timeout", "evict_after")
+        patience = max(*(int(config[name]) for name in timers), 1) + 2
         idle, rounds = 0, 0
         while rounds < 200 and not self._halted():
             rounds += 1
@@ -530,9 +533,6 @@ class Session:
         if not self.capabilities.cursor:
             return not checker.unresolved
         return not checker.unresolved and checker.persisted_cursor == len(checker.messages)
-
-
-_DEFAULTS = {"backoff_max": 60, "persist_interval": 0, "ack_timeout": 0}
 
 
 def _created(number: int, buckets: int, lo: int, hi: int, predecessor: int) -> Event:
