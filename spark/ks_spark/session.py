@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ks_spec.errors import JobFailed, Unavailable, UserError
 
@@ -150,6 +150,8 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
     for name, value in settings.items():
         builder = builder.config(name, value)
     try:
+        if not under_spark_submit():
+            launch_jvm({**settings, "spark.app.name": options.app_name, **({"spark.master": master} if master else {})})
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
     except spark_errors() as error:
@@ -162,6 +164,57 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
     if not local:
         ship_packages(session)
     return session
+
+
+JVM_NOISE = re.compile(
+    r"^(\s+at |\s*\.\.\. [0-9]+ (more|common frames omitted)|Caused by: |WARNING: Using incubator modules)"
+)
+"""Lines of the JVM's stderr a user never sees: stack frames and causes (the failure is said once, in one line, by
+the command), and the warning every start prints for the incubator module Spark's launcher always adds."""
+
+
+def launch_jvm(settings: dict[str, str]) -> None:
+    """Start Spark's JVM (once per process) with its stderr read by a thread that drops JVM_NOISE and forwards the rest.
+
+    Log4j already prints no stack (log4j2.properties), but a JVM library may still print one itself, and the start
+    prints a warning on every run: this is the one place the JVM's stderr reaches the user. The thread reads from the
+    first byte, so a JVM that fails to start still says why.
+    """
+    import threading
+
+    from pyspark import SparkConf, java_gateway
+    from pyspark.core.context import SparkContext
+
+    with SparkContext._lock:
+        if getattr(SparkContext, "_gateway", None) is not None:
+            return
+        conf = SparkConf(loadDefaults=False)
+        for name, value in settings.items():
+            conf.set(name, value)
+        read_end, write_end = os.pipe()
+        reader = os.fdopen(read_end, "rb")
+        threading.Thread(target=_forward_jvm_stderr, args=(reader,), name="jvm-stderr", daemon=True).start()
+        launch: Any = java_gateway.launch_gateway  # untyped in pyspark
+        try:
+            gateway = launch(conf, popen_kwargs={"stderr": write_end})
+        finally:
+            os.close(write_end)  # the JVM holds its own copy; the thread sees the end when the JVM exits
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
+
+
+def _forward_jvm_stderr(stream: Any) -> None:
+    """Copy the JVM's stderr to ours line by line, without JVM_NOISE, until the JVM exits (never blocking it)."""
+    with stream:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace")
+            if JVM_NOISE.match(line):
+                continue
+            try:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            except (OSError, ValueError):  # our stderr is closed (the interpreter is exiting): keep draining
+                pass
 
 
 SHIPPED_PACKAGES = ("ks_spark", "ks_spec", "ks_reference")
