@@ -117,6 +117,33 @@ def _blocked_key_leak(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("unjustified-block")
+def _unjustified_block(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=1, poison_policy="block", backoff_base=0, backoff_max=0).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    if bad:
+        t.tick().blocked(0, attempt=1)  # one failure, max_redeliveries = 1: not poisoned yet
+    else:
+        t.tick().deliver(0, "c1", attempt=2)
+    return t
+
+
+@case("stale-budget")
+def _stale_budget(bad: bool) -> TraceBuilder:
+    t = owner(max_redeliveries=1, poison_policy="block", backoff_base=0, backoff_max=0).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1").tick().deliver(0, "c1", attempt=2)
+    t.nack(0, "c1", attempt=2).tick().blocked(0, attempt=2)
+    t.release("k").deliver(0, "c1", attempt=3)
+    t.nack(0, "c1", attempt=3)
+    if bad:
+        t.tick().blocked(0, attempt=3)  # one failure since the release: the old budget was kept
+    else:
+        t.tick().deliver(0, "c1", attempt=4)
+    return t
+
+
 @case("duplicate")
 def _duplicate(bad: bool) -> TraceBuilder:
     t = owner().add("c1")

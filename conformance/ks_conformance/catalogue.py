@@ -275,6 +275,24 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a message is poisoned",
     ),
     _kind(
+        "unjustified-block",
+        "KS-POI-3",
+        _E,
+        "a key_blocked of a message that was never released and whose failures do not exceed max_redeliveries "
+        "(nor would with its returns counted: that is return-counted)",
+        "the failures, the key_blocked",
+        "a key_blocked",
+    ),
+    _kind(
+        "stale-budget",
+        "KS-POI-4",
+        _E,
+        "a key_blocked of a message released by an operator whose failures since the release do not exceed "
+        "max_redeliveries",
+        "the key_released, the failures since, the key_blocked",
+        "a key_blocked of a released message",
+    ),
+    _kind(
         "dead-letter-mismatch",
         "KS-POI-2",
         _E,
@@ -592,7 +610,6 @@ INDIRECT: dict[str, str] = {
     "KS-FLT-5": "a definition the checker uses itself; tested on the reference",
     "KS-ORD-4": "a permission, not an obligation",
     "KS-POI-1": "checked through unjustified-resolution and stuck-key",
-    "KS-POI-4": "checked through retry-overrun and idle-while-ready",
     "KS-RES-3": "checked through persist-late and cursor-stall",
     "KS-CUR-6": "a property of the store; tested on the reference with a million holes",
     "KS-ISO-2": "observed only through idle-while-ready",

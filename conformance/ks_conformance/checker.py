@@ -187,6 +187,8 @@ class Message:
     """Deliveries that ended because the holder left or was evicted, since the last restart (KS-RTY-7)."""
     return_seq: int | None = None
     """The leave or eviction that ended the last of those deliveries."""
+    released_seq: int | None = None
+    """The operator release that last unblocked this message (its failure budget starts again there)."""
     outcome_seq: int | None = None
 
 
@@ -780,6 +782,7 @@ class Checker:
             message.blocked = False
             message.failures = 0
             message.failure_seqs = []
+            message.released_seq = seq
             message.awaiting_seq = seq
             message.last_event_seq = seq
             state.awaiting.add(offset)
@@ -1646,6 +1649,36 @@ class Checker:
         )
         self._resolve(message, f"outcome:{name}", seq)
 
+    def _report_early_block(self, message: Message, seq: int, maximum: int) -> None:
+        """A key_blocked of a message that has not failed more than max_redeliveries times (since its release)."""
+        if message.released_seq is not None:
+            # req: KS-POI-4
+            self._report(
+                "stale-budget",
+                seq,
+                [message.released_seq, *message.failure_seqs, seq],
+                [
+                    self._m(message) + f", released by the operator at seq {message.released_seq}",
+                    f"it failed {message.failures} times since, max_redeliveries = {maximum}",
+                ],
+                f"it was blocked again [seq {seq}], but a release gives a fresh budget: it is poisoned only after "
+                f"more than {maximum} failures counted from the release (KS-POI-4)",
+                offset=message.offset,
+                failures=message.failures,
+            )
+            return
+        # req: KS-POI-3
+        self._report(
+            "unjustified-block",
+            seq,
+            [*message.failure_seqs, seq],
+            [self._m(message) + f", failed {message.failures} times, max_redeliveries = {maximum}"],
+            f"it blocked its key [seq {seq}], but only a poisoned message (more than max_redeliveries failures) "
+            "blocks its key (KS-POI-3)",
+            offset=message.offset,
+            failures=message.failures,
+        )
+
     def _returns_counted(self, message: Message, seq: int, what: str) -> bool:
         """True (and `return-counted` reported) if a message was poisoned only because its returns counted."""
         maximum = int(self.config["max_redeliveries"])
@@ -1682,8 +1715,12 @@ class Checker:
         state.blocked.add(message.offset)
         self._blocked_keys.add(message.key)
         self._exercise("return-counted")
-        if message.failures <= int(self.config["max_redeliveries"]):
-            self._returns_counted(message, seq, "blocked as poison")
+        self._exercise("unjustified-block")
+        if message.released_seq is not None:
+            self._exercise("stale-budget")
+        maximum = int(self.config["max_redeliveries"])
+        if message.failures <= maximum and not self._returns_counted(message, seq, "blocked as poison"):
+            self._report_early_block(message, seq, maximum)
         last = max(state.unresolved) if len(state.unresolved) else message.offset
         if last > message.offset:
             self._exercise("blocked-key-leak")

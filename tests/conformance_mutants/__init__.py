@@ -134,6 +134,26 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _mutant("blocked_leak", "KS-POI-3", bugs.BlockedLeak, **OWNER, **RING, poison_policies=["block"]),
     _mutant("skip_ignored", "KS-POI-5", bugs.SkipIgnored, **OWNER, **RING, poison_policies=["block"]),
+    # blocking one failure early also blocks a released message early (POI-4), and a returned one (RTY-7)
+    _mutant(
+        "poison_one_early",
+        "KS-POI-3",
+        bugs.PoisonOneEarly,
+        may="KS-POI-4 KS-RTY-7",
+        **OWNER,
+        **RING,
+        poison_policies=["block"],
+    ),
+    # with max_redeliveries 0 a kept budget blocks exactly when a fresh one would: the slice declares 1 and 2
+    _mutant(
+        "release_keeps_budget",
+        "KS-POI-4",
+        bugs.ReleaseKeepsBudget,
+        **OWNER,
+        **RING,
+        poison_policies=["block"],
+        config_values={"max_redeliveries": [1, 2], "backoff_base": [0], "backoff_max": [0]},
+    ),
     # a stranded message that a leave had returned is reported lost (MEM-1), the others stuck (LIV-1)
     _mutant(
         "dropped_key_stranded",

@@ -426,6 +426,27 @@ class BlockedLeak(Dispatcher):
             self.deliver(message, decision.member)
 
 
+class PoisonOneEarly(Dispatcher):
+    """A message is poisoned when its failures reach max_redeliveries, one failure too early."""
+
+    def phase_poison(self) -> None:
+        limit = self.config.max_redeliveries
+        for offset in sorted(self.retrying):
+            message = self.messages[offset]
+            if message.failures >= max(limit, 1):  # breaks KS-POI-3 (and KS-RTY-6): `>` is the rule
+                self.apply_poison_policy(message)
+
+
+class ReleaseKeepsBudget(Dispatcher):
+    """An operator's release unblocks the key but keeps the message's failure count: it blocks again at once."""
+
+    def on_release(self, key: str) -> None:
+        kept = {offset: self.messages[offset].failures for offset in self.blocked.get(key, [])}
+        super().on_release(key)
+        for offset, failures in kept.items():
+            self.messages[offset].failures = failures  # breaks KS-POI-4: no fresh budget
+
+
 class SkipIgnored(Dispatcher):
     """The operator's skip is accepted but does nothing: the key stays blocked."""
 
