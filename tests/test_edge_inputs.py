@@ -113,6 +113,15 @@ EDGES: dict[str, Edge] = {
         "unknown",
         ":6: field 'offset': 1.0 is not an int64",
     ),
+    "blank-lines.jsonl": Edge(
+        _text(
+            GOOD.replace('\n{"seq":3', '\n\n\t \n{"seq":3').replace(
+                '"offset":1,"key":"k2","consumer"', '"offset":1.0,"key":"k2","consumer"'
+            )
+        ),
+        "unknown",
+        ":8: field 'offset': 1.0 is not an int64",
+    ),
     "exponent.jsonl": Edge(
         _text(GOOD.replace('"capacity":10', '"capacity":1e1')), "unknown", ":2: field 'capacity': 1e1 is not an int64"
     ),

@@ -141,7 +141,8 @@ def read(session: SparkSession, source: TraceSource) -> DataFrame:
     # silently) marks its line corrupt, as the Python reader refuses it (spec/trace.md section 6).
     with_corrupt = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
-    lines = session.read.text(list(source.files)).where(F.trim(F.col("value")) != "")
+    # Blank lines (JSON whitespace only) hold no event, as in ks_spec.trace: the Python reader skips them too.
+    lines = session.read.text(list(source.files)).where(~F.col("value").rlike("^[ \\t\\r\\n]*$"))
     parsed = lines.select(
         F.from_json(F.col("value"), with_corrupt, options).alias("_event"),
         F.col("value"),

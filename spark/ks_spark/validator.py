@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.tracefile import config_problem
 from ks_spec.errors import MissingInput, UserError
-from ks_spec.trace import line_problem
+from ks_spec.trace import JSON_BLANK, is_parquet, line_problem
 
 from ks_spark import catalogue, explain
 from ks_spark.globalchecks import UNIFIED_COLUMNS, capacity_findings, window_and_cursor
@@ -146,7 +146,7 @@ def validate(
     except MissingInput:
         raise
     except MalformedTrace as error:
-        result.malformed = _name_the_field(str(error))
+        result.malformed = _as_check_trace_says(str(error))
         result.verdict = Verdict.UNKNOWN
     except UserError as error:
         result.malformed = str(error)
@@ -161,24 +161,31 @@ def validate(
     return result
 
 
-UNREADABLE_VALUE = re.compile(
-    r"^(?P<file>.+):(?P<line>[0-9]+): field '\(line\)': a value Spark cannot read with the trace schema$"
-)
+SPARK_PLACE = re.compile(r"^(?P<file>.+?):(?P<line>[0-9]+): (?P<problem>.*)$")
+UNREADABLE_VALUE = "field '(line)': a value Spark cannot read with the trace schema"
 
 
-def _name_the_field(message: str) -> str:
-    """For a local JSON line Spark's typed reader refused but the schema accepts (96.0, beyond int64, bad UTF-8),
-    the field and problem as check-trace names them, read again from that one line (an error path only)."""
-    match = UNREADABLE_VALUE.match(message)
+def _as_check_trace_says(message: str) -> str:
+    """A malformed local JSON line's message with check-trace's line number and, where Spark could only say the
+    value was unreadable (96.0, beyond int64, bad UTF-8), its field and problem; read again (an error path only).
+
+    Spark numbers the lines it read, without the blank ones; check-trace counts every line of the file.
+    """
+    match = SPARK_PLACE.match(message)
     path = Path(match.group("file")) if match else None
-    if match is None or path is None or not path.is_file():
+    if match is None or path is None or not path.is_file() or is_parquet(path):
         return message
-    wanted = int(match.group("line"))
+    wanted, seen = int(match.group("line")), 0
     with open(path, encoding="utf-8-sig", errors="surrogateescape") as handle:
         for number, line in enumerate(handle, start=1):
-            if number == wanted and line.strip():
-                problem = line_problem(line)
-                return f"{match.group('file')}:{wanted}: {problem}" if problem else message
+            if not line.strip(JSON_BLANK):
+                continue
+            seen += 1
+            if seen == wanted:
+                problem = match.group("problem")
+                if problem == UNREADABLE_VALUE:
+                    problem = line_problem(line) or problem
+                return f"{match.group('file')}:{number}: {problem}"
     return message
 
 

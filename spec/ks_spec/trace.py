@@ -402,7 +402,7 @@ def _read_jsonl(file: Path) -> Iterator[tuple[str, Event]]:
         for line_no, line in enumerate(handle, start=1):
             if not line.isascii() and not _is_utf8(line):
                 raise UserError(f"{file}:{line_no}: field '(line)': not valid UTF-8")
-            if not line.strip():
+            if not line.strip(JSON_BLANK):  # a blank line holds no event; line numbers still count it
                 continue
             try:
                 event = parse_line(line)
@@ -419,6 +419,10 @@ def line_problem(line: str) -> str | None:
         return schema_problem(parse_line(line))
     except json.JSONDecodeError as error:
         return f"field '(line)': not valid JSON ({error.msg})"
+
+
+JSON_BLANK = " \t\r\n"
+"""JSON's whitespace: a JSON line of nothing else is blank, and skipped (by the Spark reader too)."""
 
 
 def _is_utf8(line: str) -> bool:
