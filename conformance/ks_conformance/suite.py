@@ -517,6 +517,12 @@ def _needs(
         "retry-overrun": need(failures and bool(policies), "failures and a poison policy"),
         "poison-ignored": need(failures and bool(policies) and "tick" in ops, "failures and a poison policy"),
         "blocked-key-leak": need(failures and "block" in policies, "poison policy block"),
+        "unjustified-block": need(failures and "block" in policies, "poison policy block"),
+        "stale-budget": need(
+            failures and "block" in policies and "release" in ops, "poison policy block and op release"
+        ),
+        "return-counted": need(failures and bool(policies) and "tick" in ops, "failures and a poison policy")
+        or need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
         "skip-ignored": need(failures and "block" in policies and "skip" in ops, "poison policy block and op skip"),
         "dead-letter-mismatch": need(failures and "dead-letter" in policies, "poison policy dead-letter"),
         "unjustified-resolution": need(
