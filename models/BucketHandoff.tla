@@ -281,43 +281,48 @@ OwnerBySpec(n, b) ==
         at == {c \in members : Cardinality({d \in members : d < c}) = j}
     IN IF at = {} THEN NoOne ELSE CHOOSE c \in at : TRUE
 
+\* A segment's bucket count never changes once the segment exists.
 KS_BKT_2_BucketCountFixed ==
     [][\A s \in Segments : segN[s] > 0 => segN'[s] = segN[s]]_vars
 
+\* Every entry is delivered to the owner of its bucket as OwnerBySpec computes it.
 KS_BKT_3_DeliverToBucketOwner ==
     [][\A o \in Offsets : Delivered(o) => holder'[o] = OwnerBySpec(segN[segOf[o]], bucketOf[o])]_vars
 
-\* Over holders: no two consumers ever hold outstanding entries of one bucket.
+\* At most one consumer holds outstanding entries of a bucket.
 KS_BKT_4_OneHolderPerBucket ==
     \A s \in Segments, b \in Buckets : Cardinality(BucketHolders(s, b)) <= 1
 
-\* A bucket is handed over only when its prior owner holds none of its entries.
+\* A bucket's assignment changes only when its prior owner holds none of its entries.
 KS_BKT_4_HandoffAfterDrain ==
     [][\A s \in Segments, b \in Buckets :
           assigned'[s][b] # assigned[s][b] /\ assigned[s][b] # NoOne => assigned[s][b] \notin BucketHolders(s, b)]_vars
 
-\* Over history: once an entry of a segment was delivered, no ancestor of that segment has an
+\* Over history: once an entry of a segment was delivered, no ancestor of that segment (Lineage) has an
 \* unresolved entry in its range (sealed segments take no entries, so none can appear later).
 KS_BKT_5_SuccessorWaits ==
     \A o, p \in Offsets : seen[o] /\ segOf[p] \in Lineage(segOf[o]) /\ Open(p)
                           => ~InRange(segOf[o], HashHi[keyOf[p]])
 
-\* Over history, across segments: an entry was delivered only after every earlier entry of its key
-\* was delivered or resolved.
+\* Over history, across segments: for every entry ever delivered, every earlier entry of its key was
+\* delivered too, or is resolved.
 KS_ORD_1_FirstDeliveryOrder ==
     \A o \in Offsets : seen[o] => \A p \in EarlierOfKey(o) : seen[p] \/ st[p] = "resolved"
 
-\* While an earlier entry of the key was delivered and is pending again, no later entry of the key
-\* is delivered (it may stay outstanding).
+\* Over history: no entry is delivered while an earlier entry of its key is pending after being
+\* delivered (awaiting redelivery).
 KS_ORD_3_RedeliveryFirst ==
     [][\A o \in Offsets : Delivered(o) => \A p \in EarlierOfKey(o) : ~(st[p] = "pending" /\ seen[p])]_vars
 
+\* At most one consumer holds outstanding entries of a key.
 KS_DRN_1_OneHolderPerKey ==
     \A k \in Keys : Cardinality({holder[o] : o \in {p \in Offsets : keyOf[p] = k /\ st[p] = "outstanding"}}) <= 1
 
-\* Liveness: every handoff completes when the prior owner acks; everything is resolved (acked: an
-\* ack is the only resolution of this model).
-\* (Moves are finite, so "every withheld bucket is eventually handed over" is "eventually none is".)
+\* Liveness: eventually no bucket is withheld for good (moves are finite, so "every withheld bucket
+\* is eventually handed over" is "eventually none is").
 KS_BKT_4_HandoffCompletes == <>[](\A s \in Segments, b \in Buckets : ~Withheld(s, b))
+
+\* Liveness: eventually every entry stays resolved, that is acked (an ack is the only resolution of
+\* this model).
 KS_LIV_1_EverythingResolved == <>[]AllResolved
 ==============================================================================

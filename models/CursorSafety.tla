@@ -219,34 +219,38 @@ KS_CUR_1_PersistedCursorSafe ==
 \* eviction, or a restart that trusted a cursor beyond it.
 KS_CUR_1_NothingLost == \A o \in Offsets : st[o] = "resolved" => Allowed(o)
 
+\* The persisted cursor never decreases.
 KS_CUR_2_PersistedCursorMonotone == [][pcur' >= pcur]_vars
 
-\* After a restart every offset at or above the persisted cursor is read again: nothing below
-\* the read position is left unread.
+\* No offset below the read position is unread (a restart sets the read position to the persisted
+\* cursor, so every unresolved offset is read again).
 KS_CUR_3_RestartRereadsUnresolved == \A o \in Offsets : o < readPos => st[o] # "unread"
 
+\* No offset below the persisted cursor, and no persisted hole, is delivered.
 KS_CUR_4_NoResurrection == [][\A o \in Offsets : Delivered(o) => o >= pcur /\ o \notin pholes]_vars
 
-\* Debounced: persistence only at the end of an operation (interval 0) or at a tick that is due.
+\* Debounced: the persisted values change only with interval 0 or at a tick with since + 1 >= interval.
 KS_CUR_5_PersistDebounced ==
     [][Persisted => PersistInterval = 0 \/ (TickStep /\ since + 1 >= PersistInterval)]_vars
 
-\* Timely: a tick at which persistence is due leaves the persisted values fresh.
+\* Timely: after a tick with interval > 0 and since + 1 >= interval, the persisted cursor and holes are
+\* those of the current state.
 KS_CUR_5_PersistOnTime ==
     [][TickStep /\ PersistInterval > 0 /\ since + 1 >= PersistInterval =>
          <<pcur', pholes'>> = <<PersistedCursorOf(st'), PersistedHolesOf(st')>>]_vars
 
-\* With interval 0 the store is never behind after an operation that resolved something.
+\* With interval 0 the persisted cursor always equals the cursor.
 KS_CUR_5_PersistEveryChange == PersistInterval = 0 => pcur = Cursor
 
-\* All holes are persisted, none forgotten.
+\* Whenever holes are persisted, they are exactly the resolved offsets at or above the new persisted
+\* cursor.
 KS_CUR_6_AllHolesPersisted ==
     [][Persisted /\ PersistHoles => pholes' = {o \in Offsets : o >= pcur' /\ st'[o] = "resolved"}]_vars
 
-\* Read and unresolved messages (pending or outstanding) never exceed the window.
+\* At most Window offsets are read and unresolved (pending or outstanding).
 KS_FLW_2_WindowBound == Cardinality({o \in Offsets : st[o] \in {"pending", "outstanding"}}) <= Window
 
-\* Liveness: at quiescence the persisted cursor reaches the end of the log.
-\* (and every offset was acked or resolved by an allowed rule).
+\* Liveness: eventually the persisted cursor stays at the end of the log and every offset stays
+\* resolved by an allowed rule (Allowed).
 KS_LIV_2_CursorReachesEnd == <>[](pcur = N /\ \A o \in Offsets : Allowed(o))
 ==============================================================================

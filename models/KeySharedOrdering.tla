@@ -425,8 +425,8 @@ Left(c) == c \in members /\ c \notin members' /\ incarnation' = incarnation
 Joined(c) == c \notin members /\ c \in members'
 NewlyResolved(o, r) == how[o] = "" /\ how'[o] = r
 
-\* Over history: a message was delivered only after every earlier message of its key was delivered
-\* or resolved (since the last restart).
+\* Over history: for every message delivered since the last restart, every earlier message of its
+\* key was delivered since the last restart too, or is resolved.
 KS_ORD_1_FirstDeliveryOrder ==
     \A o \in Offsets : ever[o] => \A p \in EarlierOfKey(o) : ever[p] \/ st[p] = "resolved"
 
@@ -435,31 +435,37 @@ KS_ORD_1_FirstDeliveryOrder ==
 KS_ORD_2_StrictDeliveryOrder ==
     Profile = "strict" => \A o \in Offsets : st[o] = "outstanding" => \A p \in EarlierOfKey(o) : st[p] = "resolved"
 
-\* Processing order: a key's messages are acked in offset order.  Holds in the strict profile;
+\* Processing order: a message is acked only when every earlier message of its key is resolved.  Holds
+\* in the strict profile;
 \* the owner profile gives it up for prefetch (KS-ORD-4), which the OwnerPrefetch config shows.
 KS_ORD_2_ProcessingOrder ==
     [][\A o \in Offsets : NewlyResolved(o, "acked") => \A p \in EarlierOfKey(o) : st[p] = "resolved"]_vars
 
-\* While an earlier message of the key was delivered and is pending again, no later message of the
-\* key is delivered (one already outstanding may stay so).
+\* Over history: no message is delivered while an earlier message of its key is pending after being
+\* delivered since the last restart (awaiting redelivery).
 KS_ORD_3_RedeliveryFirst ==
     [][\A o \in Offsets : Delivered(o) => \A p \in EarlierOfKey(o) : ~(st[p] = "pending" /\ ever[p])]_vars
 
+\* At most one consumer holds outstanding messages of a key.
 KS_DRN_1_OneHolderPerKey == \A k \in Keys : Cardinality(HolderSet(k)) <= 1
 
-\* The tracked draining state is exactly the one section 7 defines.
+\* The tracked draining state is the one section 7 defines: DrainingFrom(k, target[k]), a holder of k
+\* other than its target, or NoOne.
 KS_DRN_1_DrainingConsistent == \A k \in Keys : draining[k] = DrainingFrom(k, target[k])
 
 \* Over history: since the last membership change (or restart) every delivery of a key, first or
 \* again, went to one consumer.
 KS_ASN_1_OneTargetPerEpoch == \A k \in Keys : Cardinality(gotKey[k]) <= 1
 
+\* A consumer that joins holds no outstanding message after the join.
 KS_GEN_3_RejoinHoldsNothing ==
     [][\A c \in Consumers : Joined(c) => \A o \in Offsets : ~(st'[o] = "outstanding" /\ holder'[o] = c)]_vars
 
+\* Every outstanding message is held by a member whose filter accepts its key.
 KS_FLT_2_OnlyAcceptingConsumers ==
     \A o \in Offsets : st[o] = "outstanding" => holder[o] \in members /\ keyOf[o] \in accepts[holder[o]]
 
+\* A message is filtered only in a step that starts with no member accepting its key.
 KS_FLT_3_FilterOnlyUnwanted ==
     [][\A o \in Offsets : NewlyResolved(o, "filtered") => Takers(keyOf[o]) = {}]_vars
 
@@ -467,86 +473,100 @@ KS_FLT_3_FilterOnlyUnwanted ==
 KS_FLT_4_NoFilterWithoutMembers ==
     [][\A o \in Offsets : NewlyResolved(o, "filtered") => members' # {}]_vars
 
+\* No member holds more outstanding messages than its capacity.
 KS_FLW_1_CapacityNeverExceeded == \A c \in members : Cardinality(HeldAt(c)) <= cap[c]
 
-\* Over history: an unresolved message that was delivered has fewer than Window unresolved messages
-\* before it (their number only falls until a restart, which clears the history).
+\* Over history: an open (pending, outstanding or blocked) message delivered since the last restart
+\* has fewer than Window open messages before it (their number only falls until a restart).
 KS_FLW_2_WindowBound ==
     \A o \in Offsets : ever[o] /\ Open(o) => Cardinality({p \in Offsets : p < o /\ Open(p)}) < Window
 
+\* When a member leaves or is evicted (not at a restart), every message it held is pending after
+\* the step.
 KS_MEM_1_LeavingReturnsMessages ==
     [][\A c \in Consumers : Left(c) => \A o \in HeldAt(c) : st'[o] = "pending"]_vars
 
-\* Over history: nothing is delivered to a member that disconnected since it joined.
+\* Over history: nothing is delivered to a member that disconnected since it last joined.
 KS_MEM_3_OnlyConnectedReceive ==
     [][\A o \in Offsets : Delivered(o) => holder'[o] \notin offline]_vars
 
-\* A failure the dispatcher counts (nack or timeout) ends the delivery and never resolves the message.
+\* Whenever a message's failure count grows, it was outstanding and becomes pending, with no holder
+\* and no resolution.
 KS_RTY_1_FailureEndsDelivery ==
     [][\A o \in Offsets : fails'[o] > fails[o] =>
           st[o] = "outstanding" /\ st'[o] = "pending" /\ holder'[o] = NoOne /\ how'[o] = ""]_vars
 
-\* Over history: a message is not delivered again after more than MaxRedeliveries failures (since the
-\* last restart or release).
+\* Over history: a message is delivered only if it failed at most MaxRedeliveries times since the last
+\* restart or release.
 KS_RTY_6_PoisonedNotRedelivered ==
     [][\A o \in Offsets : Delivered(o) => nfail[o] <= MaxRedeliveries]_vars
 
+\* When a member leaves or is evicted (not at a restart), the failure counts of the messages it held
+\* stay unchanged.
 KS_RTY_7_ReturnedWithoutPenalty ==
     [][\A c \in Consumers : Left(c) => \A o \in HeldAt(c) : fails'[o] = fails[o]]_vars
 
-\* Drops happen only by the drop policy after more than MaxRedeliveries failures, or by an operator
-\* skip of a blocked message.
+\* A message is dropped only from pending under the drop policy after more than MaxRedeliveries
+\* failures (over history, since the last restart or release), or from blocked (an operator skip).
 KS_POI_1_DropOnlyPoisonOrSkip ==
     [][\A o \in Offsets : NewlyResolved(o, "dropped") =>
           (st[o] = "pending" /\ nfail[o] > MaxRedeliveries /\ PoisonPolicy = "drop") \/ st[o] = "blocked"]_vars
 
+\* A message is dead-lettered only from pending under the dead-letter policy after more than
+\* MaxRedeliveries failures (over history, since the last restart or release).
 KS_POI_2_DeadLetterOnlyPoison ==
     [][\A o \in Offsets : NewlyResolved(o, "dead_lettered") =>
           st[o] = "pending" /\ nfail[o] > MaxRedeliveries /\ PoisonPolicy = "dead-letter"]_vars
 
-\* While a message of a key is blocked, nothing of that key is delivered.
+\* No message is delivered in a step before or after which a message of its key is blocked.
 KS_POI_3_BlockedKeyWaits ==
     [][\A o \in Offsets : Delivered(o) => \A p \in Offsets : keyOf[p] = keyOf[o] => st[p] # "blocked" /\ st'[p] # "blocked"]_vars
 
-\* A release makes the blocked message pending with a fresh budget; attempts go on counting.
+\* When a blocked message becomes pending (a release, not a restart), its failure count is 0 and its
+\* attempt count unchanged.
 KS_POI_4_ReleaseFreshBudget ==
     [][\A o \in Offsets : st[o] = "blocked" /\ st'[o] = "pending" /\ incarnation' = incarnation =>
           fails'[o] = 0 /\ attempts'[o] = attempts[o]]_vars
 
-\* Leaving the blocked state by resolution is the operator's skip: a drop.
+\* A blocked message that becomes resolved is resolved as dropped (the operator's skip).
 KS_POI_5_SkipDrops ==
     [][\A o \in Offsets : st[o] = "blocked" /\ st'[o] = "resolved" => how'[o] = "dropped"]_vars
 
-\* Only an outstanding delivery can be acked: acks for anything else change nothing.
+\* A message is resolved as acked only from outstanding.
 KS_ACK_2_OnlyOutstandingAcked ==
     [][\A o \in Offsets : NewlyResolved(o, "acked") => st[o] = "outstanding"]_vars
 
-\* Every resolved message left by one of the four resolutions, and only resolved ones have one.
+\* A published message is resolved exactly when it has a resolution (how is not "").
 KS_RES_1_ResolutionsExplicit == \A o \in Published : (st[o] = "resolved") <=> (how[o] # "")
 
-\* A resolution is never replaced by another; only a restart forgets an unpersisted one.
+\* A resolution never changes into another; it can only disappear (a restart forgets an unpersisted one).
 KS_RES_1_ResolvedOnce == [][\A o \in Offsets : how[o] # "" => how'[o] \in {how[o], ""}]_vars
 
+\* Only a pending message is delivered.
 KS_RES_2_NoDeliveryWithoutReason ==
     [][\A o \in Offsets : Delivered(o) => st[o] = "pending"]_vars
 
-\* Acked means processed: an ack resolution always comes from a holder's ack.
+\* Every message resolved as acked was acked by its holder (processed is set by Ack only).
 KS_ACK_1_AckedMeansProcessed == \A o \in Published : how[o] = "acked" => processed[o]
 
+\* Every offset below the persisted cursor, and every persisted hole, is resolved.
 KS_CUR_1_PersistedCursorSafe ==
     /\ \A o \in 0 .. (pcur - 1) : st[o] = "resolved"
     /\ \A o \in pholes : st[o] = "resolved"
 
+\* The persisted cursor never decreases.
 KS_CUR_2_PersistedCursorMonotone == [][pcur' >= pcur]_vars
 
+\* No offset below the persisted cursor, and no persisted hole, is delivered.
 KS_CUR_4_NoResurrection ==
     [][\A o \in Offsets : Delivered(o) => o >= pcur /\ o \notin pholes]_vars
 
-\* Liveness (section 19): every published message is eventually resolved for good, and a message
-\* resolved as acked was acked by its holder (the other resolutions are checked by KS_POI_1,
-\* KS_POI_2, KS_FLT_3 and KS_FLT_4 in the safety configurations).
+\* Liveness (section 19): eventually every published message stays resolved, and one resolved as
+\* acked was acked by its holder (the other resolutions' rules are KS_POI_1, KS_POI_2, KS_FLT_3
+\* and KS_FLT_4, checked in the safety configurations).
 KS_LIV_1_EverythingResolved ==
     <>[](\A o \in Published : st[o] = "resolved" /\ (how[o] = "acked" => processed[o]))
-\* (Membership changes are finite, so "every drain clears" is "eventually no key drains".)
+\* Liveness: eventually no key drains for good (membership changes are finite, so "every drain
+\* clears" is "eventually no key drains").
 KS_DRN_2_DrainingClears == <>[](\A k \in Keys : draining[k] = NoOne)
 ==============================================================================

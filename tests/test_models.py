@@ -292,3 +292,33 @@ def test_each_tlc_run_unpacks_the_standard_modules_in_its_own_folder(tmp_path: P
         {a.split("=", 1)[1] for a in command if a.startswith("-Djava.io.tmpdir=")} for command in (first, second)
     ]
     assert folders == [{str(tmp_path / "a")}, {str(tmp_path / "b")}]
+
+
+# --- the quick tier reaches the hard states (issue 16) ------------------------------------------------
+
+
+def _constants(config: Path) -> dict[str, str]:
+    """The CONSTANTS of a .cfg: name -> the text after '=' or '<-'."""
+    found: dict[str, str] = {}
+    for line in config.read_text(encoding="utf-8").splitlines():
+        name, sep, value = line.strip().partition(" = ") if " = " in line else line.strip().partition(" <- ")
+        if sep and name.isidentifier():
+            found[name] = value.strip()
+    return found
+
+
+def test_the_quick_tier_reaches_the_hard_states() -> None:
+    models, _ = entries(load_manifest())
+    checks = [(m, _constants(m.config), m.config.read_text(encoding="utf-8")) for m in models if m.kind == "check"]
+    ordering = [c for m, c, _ in checks if m.module == "KeySharedOrdering"]
+    assert any(int(c["Window"]) < int(c["MaxMsgs"]) for c in ordering), "no binding window"
+    assert any(int(c["Capacity"]) < int(c["MaxMsgs"]) and c["Profile"] == '"owner"' for c in ordering)
+    assert any(int(c["MaxRedeliveries"]) >= 1 and int(c["MaxFailures"]) >= 1 for c in ordering), "no redelivery"
+    assert any(int(c["MaxRestarts"]) >= 1 and int(c["MaxFailures"]) >= 1 for c in ordering), "no restart after failures"
+    assert any(c["Consumers"].count(",") >= 2 for c in ordering), "never three consumers"
+    live = [c for m, c, text in checks if m.module == "KeySharedOrdering" and "SPECIFICATION LiveSpec" in text]
+    assert any(c["FilterChoices"] == "AcceptAllOrOne" and int(c["MaxRestarts"]) >= 1 for c in live)
+    buckets = [c for m, c, _ in checks if m.module == "BucketHandoff"]
+    assert any(c["MaxLayoutChanges"] == "2" for c in buckets), "no chain of two layout changes"
+    cursor = [c for m, c, _ in checks if m.module == "CursorSafety"]
+    assert any(int(c["Window"]) < int(c["N"]) and int(c["MaxCrashes"]) >= 1 for c in cursor)

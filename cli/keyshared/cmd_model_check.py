@@ -151,11 +151,13 @@ def _run_manifest(args: argparse.Namespace, models: list[Any], traces: list[Any]
 
 
 def _run_mutants(args: argparse.Namespace) -> int:
-    from ks_models.mutants import load_mutants, run_mutants, score_text, select
+    import time
+
+    from ks_models.mutants import load_mutants, record, run_mutants, score_text, select
 
     mutants = select(load_mutants(), args.models)
     if args.list:
-        rows = [(m.id, m.module, m.config, m.property, m.bug) for m in mutants]
+        rows = [(m.id, m.module, m.config, m.prop, m.bug) for m in mutants]
         console.print(table("models/mutants.json", ("mutant", "module", "configuration", "must reject", "bug"), rows))
         return 0
     java, jar = _tools(args)
@@ -165,17 +167,22 @@ def _run_mutants(args: argparse.Namespace) -> int:
         def advance(result: MutantResult) -> None:
             bar.update(task, advance=1, description=f"mutants: {result.mutant.id}")
 
+        started = time.perf_counter()
         results = run_mutants(mutants, java, jar, jobs=args.jobs, timeout=args.timeout, on_done=advance)
+        seconds = time.perf_counter() - started
     rows = []
     for result in results:
         status = "[green]killed[/green]" if result.killed else f"[red]{result.status.upper()}[/red]"
         seconds = f"{result.outcome.seconds:.1f}s" if result.outcome else ""
-        rows.append((result.mutant.id, result.mutant.config, result.mutant.property, status, seconds))
+        rows.append((result.mutant.id, result.mutant.config, result.mutant.prop, status, seconds))
     console.print(table("model mutants", ("mutant", "configuration", "must reject", "", "time"), rows))
     for result in results:
         if not result.killed:
             console.print(f"[red]{result.mutant.id}[/red]: {result.problem}", soft_wrap=True)
     console.print(score_text(results))
+    if args.record and not args.models:
+        record(results, seconds, args.jobs)
+        console.print("recorded the mutation score in models/mutants.json; --readme refreshes the tables")
     return 0 if all(r.killed for r in results) else 1
 
 

@@ -63,7 +63,7 @@ def steps() -> list[Step]:
         ),
         Step(
             "model mutants",
-            "each plausible bug of models/mutants.json, injected into a copy of the models, is rejected by its property",
+            "each bug of models/mutants.json, injected into a copy of the models, is rejected by its property",
             _mutants_step,
             needs_java=True,
             order=21,

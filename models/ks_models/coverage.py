@@ -26,7 +26,9 @@ from ks_models.traces import SKIPPED_EVENTS
 
 PROPERTY_RE = re.compile(r"^(KS_[A-Z]{2,4}_[1-9][0-9]*)_[A-Za-z]+$")
 CHECKED_KINDS = ("safety", "liveness")
-SECTIONS = ("requirements", "configurations", "failures", "traces", "skipped-events")
+SECTIONS = ("requirements", "properties", "configurations", "failures", "mutants", "traces", "skipped-events")
+MODULES = ("KeySharedOrdering", "CursorSafety", "BucketHandoff")
+DEFINITION_RE = re.compile(r"^(KS_[A-Z]{2,4}_[1-9][0-9]*_[A-Za-z]+) ==(.*)$")
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,53 @@ def render_requirements(rows: list[Coverage]) -> str:
     return "\n".join(lines)
 
 
+def module_properties(module: str, models_dir: Path = MODELS_DIR) -> list[tuple[str, str, str]]:
+    """(property, kind, the comment above its definition) for each requirement-named property of a module."""
+    lines = (models_dir / f"{module}.tla").read_text(encoding="utf-8").splitlines()
+    found: list[tuple[str, str, str]] = []
+    for index, line in enumerate(lines):
+        match = DEFINITION_RE.match(line)
+        if not match:
+            continue
+        comment: list[str] = []
+        above = index - 1
+        while above >= 0 and lines[above].startswith("\\*"):
+            comment.insert(0, lines[above][2:].strip())
+            above -= 1
+        body = (match.group(2) + " " + (lines[index + 1] if index + 1 < len(lines) else "")).strip()
+        kind = "liveness" if body.startswith("<>") else "action" if body.startswith("[]") else "invariant"
+        found.append((match.group(1), kind, " ".join(comment)))
+    return found
+
+
+def render_properties() -> str:
+    """Every property of the three modules, its kind and, in words, what it checks (its comment)."""
+    lines = ["| module | property | kind | what it checks |", "|---|---|---|---|"]
+    for module in MODULES:
+        for name, kind, words in module_properties(module):
+            lines.append(f"| {module} | `{name}` | {kind} | {_cell(words)} |")
+    return "\n".join(lines)
+
+
+def render_mutants(path: Path = MODELS_DIR / "mutants.json") -> str:
+    """The mutants of models/mutants.json with the property that must reject each, and the last score."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    lines = ["| mutant | configuration | must reject | the bug |", "|---|---|---|---|"]
+    for mutant in data["mutants"]:
+        lines.append(
+            f"| `{mutant['id']}` | `{mutant['config']}` | `{mutant['property']}` | {_cell(mutant['bug'])} |"
+        )
+    recorded = data.get("recorded")
+    if recorded:
+        lines.append("")
+        lines.append(
+            f"Last recorded run: mutation score {recorded['killed']}/{recorded['total']} "
+            f"({100 * recorded['killed'] // max(1, recorded['total'])}%), {recorded['runtime']} with "
+            f"{recorded['jobs']} TLC runs at a time."
+        )
+    return "\n".join(lines)
+
+
 def render_configurations(manifest: dict[str, Any]) -> str:
     """Every configuration with its expected result and recorded figures."""
     lines = [
@@ -191,8 +240,10 @@ def render_sections(manifest: dict[str, Any] | None = None) -> dict[str, str]:
     rows, _ = requirement_coverage(manifest)
     return {
         "requirements": render_requirements(rows),
+        "properties": render_properties(),
         "configurations": render_configurations(manifest),
         "failures": render_failures(manifest),
+        "mutants": render_mutants(),
         "traces": render_traces(manifest),
         "skipped-events": render_skipped(),
     }

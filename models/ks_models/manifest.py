@@ -290,13 +290,14 @@ def runtime_text(seconds: float) -> str:
 
 
 def record(results: list[Result], path: Path = MANIFEST) -> int:
-    """Write the figures of runs that ended as expected back into the manifest (atomically)."""
+    """Write the figures of runs that ended as expected (a drifted state count included) into the manifest."""
     data = json.loads(path.read_text(encoding="utf-8"))
     by_config = {m["config"]: m for module in data["modules"] for m in module["models"]}
     by_trace = {t["path"]: t for module in data["modules"] for t in module.get("traces", [])}
     updated = 0
     for result in results:
-        if not result.ok or result.outcome is None:
+        drift_only = all(problem.startswith("explored ") for problem in result.problems)
+        if not drift_only or result.outcome is None:
             continue
         if isinstance(result.entry, ModelEntry):
             model = by_config[result.entry.data["config"]]

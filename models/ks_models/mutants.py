@@ -23,6 +23,7 @@ from ks_spec.errors import MissingInput, UserError
 
 from ks_models import MODELS_DIR
 from ks_models.coverage import requirement_of
+from ks_models.manifest import runtime_text
 from ks_models.tlc import TlcOutcome, TlcRun, cfg_lists, run_tlc
 
 MUTANTS = MODELS_DIR / "mutants.json"
@@ -39,7 +40,7 @@ class Mutant:
     find: str
     replace: str
     config: str
-    property: str
+    prop: str  # "property" in models/mutants.json
     bug: str
 
     @property
@@ -87,7 +88,7 @@ def load_mutants(path: Path = MUTANTS, models_dir: Path = MODELS_DIR) -> list[Mu
         missing = [name for name in fields if not isinstance(raw.get(name), str) or not raw[name]]
         if missing and not (missing == ["replace"] and raw.get("replace") == ""):
             raise UserError(f"{path}: field 'mutants.{index}.{missing[0]}': a non-empty string is required")
-        mutant = Mutant(**{name: raw[name] for name in fields})
+        mutant = Mutant(**{("prop" if name == "property" else name): raw[name] for name in fields})
         if mutant.id in seen:
             raise UserError(f"{path}: field 'mutants.{index}.id': {mutant.id} is used twice")
         seen.add(mutant.id)
@@ -105,9 +106,9 @@ def _check(path: Path, models_dir: Path, mutant: Mutant) -> None:
     text = source.read_text(encoding="utf-8")
     if text.count(mutant.find) != 1:
         raise UserError(f"{where}: its text occurs {text.count(mutant.find)} times in {mutant.tla}, not once")
-    if mutant.property not in cfg_lists(config, PROPERTY_SECTIONS):
-        raise UserError(f"{where}: {mutant.config}.cfg does not check {mutant.property}")
-    requirement = requirement_of(mutant.property)
+    if mutant.prop not in cfg_lists(config, PROPERTY_SECTIONS):
+        raise UserError(f"{where}: {mutant.config}.cfg does not check {mutant.prop}")
+    requirement = requirement_of(mutant.prop)
     if requirement is not None and requirement in own_guard_requirements(text, mutant.find, mutant.replace):
         raise UserError(f"{where}: it edits a line that enforces {requirement}, the property's own guard")
 
@@ -155,7 +156,7 @@ def prepare(mutant: Mutant, folder: Path, models_dir: Path = MODELS_DIR) -> TlcR
     target = folder / mutant.tla
     target.write_text(target.read_text(encoding="utf-8").replace(mutant.find, mutant.replace, 1), encoding="utf-8")
     config = folder / f"{mutant.config}.cfg"
-    config.write_text(single_property_config(models_dir / f"{mutant.config}.cfg", mutant.property), encoding="utf-8")
+    config.write_text(single_property_config(models_dir / f"{mutant.config}.cfg", mutant.prop), encoding="utf-8")
     spec = folder / _spec_of(models_dir / f"{mutant.config}.cfg")
     return TlcRun(spec, config, workers=1, check_deadlock=False)
 
@@ -170,10 +171,12 @@ def _spec_of(config: Path) -> str:
     raise UserError(f"{config}: no module of the models matches this configuration")
 
 
-def run_mutant(mutant: Mutant, java: Path, jar: Path, timeout: float = 300.0) -> MutantResult:
+def run_mutant(
+    mutant: Mutant, java: Path, jar: Path, timeout: float = 300.0, models_dir: Path = MODELS_DIR
+) -> MutantResult:
     """Apply one mutant to a temporary copy of the models and run TLC on its configuration."""
     with tempfile.TemporaryDirectory(prefix="keyshared-mutant-") as folder:
-        run = prepare(mutant, Path(folder))
+        run = prepare(mutant, Path(folder), models_dir)
         run = TlcRun(run.spec, run.config, workers=1, check_deadlock=False, timeout=timeout)
         outcome = run_tlc(run, java, jar)
     return MutantResult(mutant, outcome, _problem(mutant, outcome))
@@ -181,12 +184,12 @@ def run_mutant(mutant: Mutant, java: Path, jar: Path, timeout: float = 300.0) ->
 
 def _problem(mutant: Mutant, outcome: TlcOutcome) -> str:
     if outcome.result == "success":
-        return f"survived: {mutant.property} holds on {mutant.config} with the mutant"
+        return f"survived: {mutant.prop} holds on {mutant.config} with the mutant"
     if outcome.result in ("safety failure", "liveness failure"):
-        violated = outcome.violated or (mutant.property if outcome.result == "liveness failure" else None)
-        if violated == mutant.property:
+        violated = outcome.violated or (mutant.prop if outcome.result == "liveness failure" else None)
+        if violated == mutant.prop:
             return ""
-        return f"{outcome.failure}, not a failure of {mutant.property}"
+        return f"{outcome.failure}, not a failure of {mutant.prop}"
     detail = f": {outcome.errors[0].splitlines()[0]}" if outcome.errors else ""
     return f"{outcome.result}{detail}"
 
@@ -214,7 +217,7 @@ def select(mutants: list[Mutant], names: list[str]) -> list[Mutant]:
     if not names:
         return mutants
     wanted = set(names)
-    chosen = [m for m in mutants if wanted & {m.id, m.module, m.config, m.property}]
+    chosen = [m for m in mutants if wanted & {m.id, m.module, m.config, m.prop}]
     if not chosen:
         raise UserError(f"no mutant matches {sorted(wanted)[0]!r}: see models/mutants.json")
     return chosen
@@ -227,11 +230,19 @@ def score_text(results: list[MutantResult]) -> str:
     return f"mutation score: {killed}/{len(results)} ({percent:.0f}%)"
 
 
+def record(results: list[MutantResult], seconds: float, jobs: int, path: Path = MUTANTS) -> None:
+    """Write the score and runtime of a run of every mutant into models/mutants.json (for the README)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    killed = sum(1 for r in results if r.killed)
+    data["recorded"] = {"killed": killed, "total": len(results), "runtime": runtime_text(seconds), "jobs": jobs}
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def mutants_per_property(mutants: list[Mutant]) -> dict[str, int]:
     """Module.Property -> how many mutants must be rejected by it."""
     counts: dict[str, int] = {}
     for mutant in mutants:
-        name = f"{_module_of(mutant.config)}.{mutant.property}"
+        name = f"{_module_of(mutant.config)}.{mutant.prop}"
         counts[name] = counts.get(name, 0) + 1
     return counts
 
