@@ -205,7 +205,8 @@ Persisted == <<pcur', pholes'>> # <<pcur, pholes>>
 TickStep == tickParity' # tickParity
 
 \* Over history: o was resolved by a rule that allows it.  Acked: its holder acked it (a return or
-\* eviction is not an ack); poisoned: a delivery of it failed; filtered: its key had no taker.
+\* eviction is not an ack); poisoned: a delivery of it failed; filtered: always allowed here (keys
+\* and filters are KeySharedOrdering's, whose KS_FLT_3 and KS_FLT_4 check the filter rule).
 Allowed(o) ==
     \/ how[o] = "acked" /\ acked[o]
     \/ how[o] = "poisoned" /\ failEver[o]

@@ -173,8 +173,8 @@ def _run_mutants(args: argparse.Namespace) -> int:
     rows = []
     for result in results:
         status = "[green]killed[/green]" if result.killed else f"[red]{result.status.upper()}[/red]"
-        seconds = f"{result.outcome.seconds:.1f}s" if result.outcome else ""
-        rows.append((result.mutant.id, result.mutant.config, result.mutant.prop, status, seconds))
+        took = f"{result.outcome.seconds:.1f}s" if result.outcome else ""
+        rows.append((result.mutant.id, result.mutant.config, result.mutant.prop, status, took))
     console.print(table("model mutants", ("mutant", "configuration", "must reject", "", "time"), rows))
     for result in results:
         if not result.killed:
