@@ -175,3 +175,14 @@ def test_the_verify_step_reports_the_reference_trace_as_valid_partial(spark: Any
     result = _spark_validation_step(argparse.Namespace())
     assert result.ok, result.summary
     assert " events valid-partial: valid on " in result.summary and " not computed " in result.summary
+
+
+def test_protocol_v2_declarations_are_unknown_to_the_spark_validator_with_the_reason() -> None:
+    """A trace declaring no cursor, outcomes, durable attempts or selector any changes rules Spark computes:
+    until Spark honours them, its verdict is unknown (never a valid or invalid judged by the wrong rules)."""
+    from ks_spark.validator import unsupported_semantics
+
+    assert unsupported_semantics({"profile": "strict", "selector": "ring"}, {}) is None
+    said = unsupported_semantics({"selector": "any"}, {"cursor": False})
+    assert said is not None and "'cursor'" in said and "selector 'any'" in said and "check-trace" in said
+    assert unsupported_semantics({}, {"durable_attempts": True}) is not None

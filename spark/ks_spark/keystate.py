@@ -50,6 +50,7 @@ KIND_CODES: dict[str, int] = {
     "drop": DROP,
     "dead_letter": DEAD_LETTER,
     "filter": FILTER,
+    "outcome": DROP,  # an implementation-defined outcome resolves its message (its justification: not computed)
     "held": HELD,
     "key_blocked": BLOCKED,
     "key_released": RELEASED,

@@ -90,6 +90,8 @@ class Timeline:
     contradictions: list[tuple[int, str]] = field(default_factory=list)
     keyless_ignored: int = 0
     unknown_acks: int = 0
+    declared: dict[str, Any] = field(default_factory=dict)
+    """The config event's `declared` (adapter protocol v2: cursor, terminal outcomes, durable attempts)."""
 
     @property
     def window(self) -> int:
@@ -213,6 +215,7 @@ def build_timeline(rows: Iterable[Any], file_order: list[str], source_format: st
     if not config_rows:
         raise MalformedTrace(f"{_display(runs[0].file)}:1: field 'event': the first event must be 'config'")
     config = _parse_config(config_rows[0].text, _display(runs[0].file))
+    declared = _parse_declared(config_rows[0].text)
     profile = str(config.get("profile", "strict"))
     context, quiescents, contradictions = _context(metas, runs, config)
     regressions = _cross_run_regressions(runs)
@@ -233,6 +236,7 @@ def build_timeline(rows: Iterable[Any], file_order: list[str], source_format: st
         contradictions,
         keyless,
         unknown_acks,
+        declared,
     )
 
 
@@ -259,6 +263,12 @@ def _parse_config(detail: str, file: str) -> dict[str, Any]:
         raise MalformedTrace(f"{file}:1: field 'detail': trace_version must be 1, got {parsed.get('trace_version')!r}")
     config: dict[str, Any] = parsed["config"]
     return config
+
+
+def _parse_declared(detail: str) -> dict[str, Any]:
+    """The config detail's `declared` object (empty when absent); `_parse_config` has checked the detail."""
+    declared = json.loads(detail).get("declared", {})
+    return dict(declared) if isinstance(declared, dict) else {"(malformed)": declared}
 
 
 SLOTS = 65536

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -209,6 +209,19 @@ def _read_failure(trace: str, text: str) -> str | None:
     return f"{file}: not a readable trace file, corrupt ({cause[:300]})"
 
 
+def unsupported_semantics(config: Mapping[str, Any], declared: Mapping[str, Any]) -> str | None:
+    """Why the Spark validator cannot judge this trace (what it declares changes rules it computes), or None."""
+    what = [f"'{name}'" for name in sorted(declared)]
+    if config.get("selector") == "any":
+        what.append("selector 'any'")
+    if not what:
+        return None
+    return (
+        f"the trace declares {', '.join(what)} (adapter protocol v2), which changes rules the Spark validator "
+        "computes and is not judged by it yet: judge it with keyshared check-trace"
+    )
+
+
 def _judge(
     session: SparkSession, source: TraceSource, result: ValidationResult, witnesses: int, say: Stage, everything: bool
 ) -> None:
@@ -227,6 +240,12 @@ def _judge(
     refused = config_problem(timeline.config)
     if refused is not None:  # a configuration the spec refuses: nothing is judged (spec/trace.md section 6)
         result.problems = [(0, refused)]
+        result.verdict = Verdict.UNKNOWN
+        sequence.unpersist()
+        return
+    unsupported = unsupported_semantics(timeline.config, timeline.declared)
+    if unsupported is not None:  # judged by check-trace only, for now: never a verdict on other rules
+        result.problems = [(0, unsupported)]
         result.verdict = Verdict.UNKNOWN
         sequence.unpersist()
         return
