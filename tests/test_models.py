@@ -1,6 +1,6 @@
 """The TLA+ models: TLC runs the quick manifest, and the reference's traces replay in KeySharedOrdering.
 
-One module-scoped run of the quick tier feeds most tests (about a minute and a half on 2 cores).
+One module-scoped run of the quick tier feeds most tests (about 3 min of CPU time, 1.5 min on 2 idle cores).
 Everything that needs Java skips, with the reason, where Java is missing.
 """
 

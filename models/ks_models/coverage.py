@@ -167,9 +167,7 @@ def render_mutants(path: Path = MODELS_DIR / "mutants.json") -> str:
     data = json.loads(path.read_text(encoding="utf-8"))
     lines = ["| mutant | configuration | must reject | the bug |", "|---|---|---|---|"]
     for mutant in data["mutants"]:
-        lines.append(
-            f"| `{mutant['id']}` | `{mutant['config']}` | `{mutant['property']}` | {_cell(mutant['bug'])} |"
-        )
+        lines.append(f"| `{mutant['id']}` | `{mutant['config']}` | `{mutant['property']}` | {_cell(mutant['bug'])} |")
     recorded = data.get("recorded")
     if recorded:
         lines.append("")
