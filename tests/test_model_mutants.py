@@ -132,3 +132,18 @@ def test_every_mutant_is_rejected_by_its_property() -> None:
     results = run_mutants(load_mutants(), java, jar, jobs=2, timeout=300)
     assert [f"{r.mutant.id}: {r.problem}" for r in results if not r.killed] == []
     assert score_text(results).endswith("(100%)")
+
+
+@pytest.mark.tlc
+def test_the_verify_step_reports_the_score(monkeypatch: pytest.MonkeyPatch) -> None:
+    _tools()
+    import argparse
+
+    import ks_models.mutants as mutants_module
+    from keyshared.steps_models import steps
+
+    one = [m for m in load_mutants() if m.id == "bkt3-rank-reversed"]
+    monkeypatch.setattr(mutants_module, "load_mutants", lambda: one)
+    step = next(s for s in steps() if s.name == "model mutants")
+    result = step.run(argparse.Namespace())
+    assert result.ok and "mutation score: 1/1 (100%)" in result.summary
