@@ -3,7 +3,7 @@
 `python tests/conformance_faults.py MODE [N]` serves the reference over JSON lines and, at the N-th op
 (default 25), misbehaves as MODE says: `crash` (exits), `garbage` (a line that is not JSON), `wrong-seq`
 (echoes another seq), `hang` (never answers), `errored` (reports an implementation failure). `bad-version`
-answers `start` with protocol version 2; `no-start` exits before answering anything.
+answers `start` with protocol version 99 (the kit speaks 1 and 2); `no-start` exits before answering anything.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _serve(adapter: Any, mode: str, at: int) -> int:
                 return 3
             info = adapter.start()
             if mode == "bad-version":
-                info["version"] = 2
+                info["version"] = 99
             _send(info)
             continue
         if command == "stop":
