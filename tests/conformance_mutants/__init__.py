@@ -154,11 +154,13 @@ MUTANTS: tuple[Mutant, ...] = (
         poison_policies=["block"],
         config_values={"max_redeliveries": [1, 2], "backoff_base": [0], "backoff_max": [0]},
     ),
-    # a stranded message that a leave had returned is reported lost (MEM-1), the others stuck (LIV-1)
+    # a stranded message that a leave had returned is reported lost (MEM-1), the others stuck (LIV-1); one a
+    # restart brought back (resolved after the last persistence) is restart-skip (CUR-3)
     _mutant(
         "dropped_key_stranded",
         "KS-LIV-1 KS-MEM-1",
         bugs.DroppedKeyStranded,
+        may="KS-CUR-3",
         **OWNER,
         **BUCKETS,
         poison_policies=["drop"],
@@ -207,7 +209,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # the unflushed tail is late (CUR-5) and, at quiescence, a stalled cursor (LIV-2)
     _mutant("cursor_tail_unflushed", "KS-CUR-5", bugs.CursorTailUnflushed, may="KS-LIV-2", **BASE),
     # isolation (section 15), the tick (section 3)
-    _mutant("head_of_line", "KS-ISO-1", bugs.HeadOfLine, **BASE),
+    # the pass that stops at a stuck key never reaches a message nobody accepts either (FLT-3)
+    _mutant("head_of_line", "KS-ISO-1", bugs.HeadOfLine, may="KS-FLT-3", **BASE),
     # the deliveries before the eviction cross phase 4 with the eviction missing (MEM-2), then it comes late
     _mutant("dispatch_before_eviction", "KS-GEN-7 KS-MEM-2", bugs.DispatchBeforeEviction, **BASE),
     # observability (section 16)
