@@ -27,7 +27,7 @@ def _well_formed_effects(events: list[dict[str, Any]]) -> None:
 
 def test_start_declares_every_op_and_capability(adapter: Any) -> None:
     started = adapter.start()
-    assert started["version"] == 1
+    assert started["version"] == 2  # adapter protocol v2 (the kit still drives v1 adapters)
     assert started["implementation"]["name"] == "keyshared-reference"
     assert set(started["capabilities"]["ops"]) == {
         "publish", "add_consumer", "remove_consumer", "disconnect", "ack", "nack", "tick",

@@ -119,7 +119,7 @@ def test_the_spark_dispatcher_is_conformant_in_batch_mode(spark: SparkSession) -
     assert result.faults == []
     assert result.verdict == "conformant", [(r["id"], r["status"]) for r in result.requirements]
     statuses = {r["id"]: r for r in result.requirements}
-    assert statuses["KS-FLW-1"]["status"] == "skipped" and "flow_control" in statuses["KS-FLW-1"]["reason"]
+    assert statuses["KS-FLW-1"]["status"] == "skipped" and "capacity" in statuses["KS-FLW-1"]["reason"]
     assert statuses["KS-RTY-1"]["status"] == "skipped"  # no nack: declared, so skipped, never passed
 
 
