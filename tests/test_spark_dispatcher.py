@@ -123,6 +123,7 @@ def test_the_spark_dispatcher_is_conformant_in_batch_mode(spark: SparkSession) -
     assert statuses["KS-RTY-1"]["status"] == "skipped"  # no nack: declared, so skipped, never passed
 
 
+@pytest.mark.slow  # three minutes of Spark jobs on two cores; the batch engines' mutants stay in the default suite
 @pytest.mark.spark
 def test_a_broken_spark_dispatcher_is_caught_on_spark(spark: SparkSession) -> None:
     mutant = next(m for m in BATCH_MUTANTS if m.name == "no_draining")
