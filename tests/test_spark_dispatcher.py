@@ -150,15 +150,34 @@ def _extend_path(path: list[str]) -> None:
             sys.path.append(entry)
 
 
+QUICK_BATCH = {"no_draining", "any_member_acks"}
+"""The batch-engine mutants of the default suite; the others (a minute or more each) run with the slow tests."""
+
+
 @pytest.fixture(scope="module")
-def judgements() -> dict[str, tuple[str, set[str], list[str]]]:
+def judgements(request: pytest.FixtureRequest) -> dict[str, tuple[str, set[str], list[str]]]:
+    """The batch mutants this session's selected tests need, judged once, two at a time."""
+    wanted = sorted(
+        {
+            item.callspec.params["mutant"].name
+            for item in request.session.items
+            if isinstance(item, pytest.Function)
+            and hasattr(item, "callspec")
+            and isinstance(item.callspec.params.get("mutant"), BatchMutant)
+        }
+    )
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=2, mp_context=context, initializer=_extend_path, initargs=(sys.path,)) as pool:
-        futures = {m.name: pool.submit(_judge, m.name) for m in BATCH_MUTANTS}
+        futures = {name: pool.submit(_judge, name) for name in wanted}
         return {name: future.result() for name, future in futures.items()}
 
 
-@pytest.mark.parametrize("mutant", BATCH_MUTANTS, ids=[m.name for m in BATCH_MUTANTS])
+BATCH_CASES = [
+    pytest.param(m, id=m.name, marks=() if m.name in QUICK_BATCH else (pytest.mark.slow,)) for m in BATCH_MUTANTS
+]
+
+
+@pytest.mark.parametrize("mutant", BATCH_CASES)
 def test_each_broken_batch_engine_is_caught_on_its_requirements(
     mutant: BatchMutant, judgements: dict[str, tuple[str, set[str], list[str]]]
 ) -> None:
