@@ -1623,6 +1623,8 @@ class Checker:
         name = str(event["reason"])
         outcomes = self.declared.get("terminal_outcomes", {})
         resolution = outcomes.get(name)
+        # req: KS-RES-1
+        self._exercise("unjustified-outcome")
         if resolution in OUTCOME_EVENTS:
             judged: Event = {**event, "event": OUTCOME_EVENTS[resolution]}
             if resolution == "dropped":
@@ -1634,8 +1636,6 @@ class Checker:
                 judged["consumer"] = holder
             getattr(self, f"_on_{OUTCOME_EVENTS[resolution]}")(judged)
             return
-        # req: KS-RES-1
-        self._exercise("unjustified-outcome")
         declared = "declared as standing for no resolution" if name in outcomes else "not declared"
         self._report(
             "unjustified-outcome",
@@ -2003,6 +2003,7 @@ class Checker:
             message.deliveries = 0
             message.failures = 0
             message.returns = 0
+            message.released_seq = None
             message.failure_seqs = []
             message.last_failure = None
         message.outstanding = None
