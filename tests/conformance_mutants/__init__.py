@@ -103,8 +103,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # draining (section 7)
     _mutant("no_draining", "KS-DRN-1", bugs.NoDraining, **BASE),
     # messages stuck behind the drain are idle (ISO-1); at quiescence they are drain-stuck (DRN-2), and what a
-    # leave returned into the stuck key is lost (MEM-1) or stuck (LIV-1)
-    _mutant("drain_never_clears", "KS-ISO-1", bugs.DrainNeverClears, may="KS-DRN-2 KS-LIV-1 KS-MEM-1", **BASE),
+    # leave returned into the stuck key is lost (MEM-1) or stuck (LIV-1), what a restart brought back restart-skip
+    _mutant("drain_never_clears", "KS-ISO-1", bugs.DrainNeverClears, may="KS-DRN-2 KS-LIV-1 KS-MEM-1 KS-CUR-3", **BASE),
     # assignment (section 4) and filters (section 5)
     # routing by offset moves keys within an epoch (ASN-1) and across a join to old members (ASN-2)
     _mutant("per_message_routing", "KS-ASN-1 KS-ASN-2", bugs.PerMessageRouting, **BASE),
@@ -128,7 +128,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("attempt_reset", "KS-RTY-5", bugs.AttemptReset, **BASE),
     _mutant("retry_forever", "KS-RTY-6", bugs.RetryForever, **BASE),
     # poison policies and operator actions (section 11)
-    _mutant("drop_on_first_failure", "KS-RES-1", bugs.DropOnFirstFailure, **BASE),
+    # a message dropped at its first failure after a return reads as its return counted as a failure (RTY-7)
+    _mutant("drop_on_first_failure", "KS-RES-1", bugs.DropOnFirstFailure, may="KS-RTY-7", **BASE),
     _mutant(
         "dead_letter_attempt", "KS-POI-2", bugs.DeadLetterAttempt, **OWNER, **RING, poison_policies=["dead-letter"]
     ),
@@ -168,7 +169,13 @@ MUTANTS: tuple[Mutant, ...] = (
     # membership (section 12)
     # the forgotten message is lost (MEM-1); later ones of its key overtake it (ORD-3) or wait forever (LIV-1)
     _mutant(
-        "lost_on_leave", "KS-MEM-1 KS-LIV-1 KS-ORD-3", bugs.LostOnLeave, **OWNER, **BUCKETS, poison_policies=["drop"]
+        "lost_on_leave",
+        "KS-MEM-1 KS-LIV-1 KS-ORD-3",
+        bugs.LostOnLeave,
+        may="KS-CUR-3",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
     ),
     # acks nobody sent (ACK-2), judged within the leave that caused them (an op's own effects never split it)
     _mutant("leave_counts_as_ack", "KS-ACK-2", bugs.LeaveCountsAsAck, **BASE),
@@ -187,7 +194,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "KS-CUR-1",
         bugs.CursorAtHighestAck,
         warns="KS-OBS-1",
-        may="KS-FLW-2 KS-ISO-1 KS-LIV-1 KS-ORD-1",
+        may="KS-FLW-2 KS-ISO-1 KS-LIV-1 KS-ORD-1 KS-FLT-3",
         **BASE,
     ),
     # the replayed old write moves the cursor back (CUR-2) and is a write persistence did not call for (CUR-5)
