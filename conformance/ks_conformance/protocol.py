@@ -9,6 +9,7 @@ and response is also checked against spec/schemas/adapter-v2.schema.json (the `-
 
 from __future__ import annotations
 
+import inspect
 import json
 import traceback as tracebacks
 from abc import ABC, abstractmethod
@@ -415,6 +416,15 @@ def effect_problem(event: Any) -> str | None:
     return schema_problem({"seq": 0, "tick": 0, **event})
 
 
+def start_adapter(adapter: Any, version: Any) -> Any:
+    """Call the adapter's `start`, with the version the kit asked for when it takes one (`start(version)`)."""
+    try:
+        takes_version = bool(inspect.signature(adapter.start).parameters)
+    except (TypeError, ValueError):
+        takes_version = False
+    return adapter.start(version) if takes_version else adapter.start()
+
+
 def _str_or_none(data: Mapping[str, Any], name: str) -> str | None:
     value = data.get(name)
     return value if isinstance(value, str) else None
@@ -569,7 +579,7 @@ class InProcessConnection(Connection):
         command = message["cmd"]
         try:
             if command == "start":
-                return self.target.start()
+                return start_adapter(self.target, message["version"])
             if command == "reset":
                 response = self.target.reset(message["config"])
             elif command == "op":

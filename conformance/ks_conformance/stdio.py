@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import IO, Any
 
-from ks_conformance.protocol import PROTOCOL_VERSIONS, AdapterFault, Connection, StartFailed
+from ks_conformance.protocol import PROTOCOL_VERSIONS, AdapterFault, Connection, StartFailed, start_adapter
 
 DEFAULT_TIMEOUT = 10.0
 START_TIMEOUT = 60.0
@@ -258,7 +258,7 @@ def _serve(adapter: Any, source: IO[str], sink: IO[str]) -> int:
 def _dispatch(adapter: Any, command: Any, request: dict[str, Any]) -> Any:
     try:
         if command == "start":
-            return adapter.start()
+            return start_adapter(adapter, request.get("version"))
         if command == "reset":
             return adapter.reset(request.get("config", {}))
         if command == "op":

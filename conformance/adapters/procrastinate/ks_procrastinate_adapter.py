@@ -9,25 +9,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import signal
 import subprocess
-import sys
-import traceback
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import procrastinate
+from ks_conformance.stdio import serve_stdio
 from procrastinate import jobs as jobs_module
 
 HERE = Path(__file__).resolve().parent
 TASK_NAME = "keyshared.process"
-VERSIONS = (1, 2)
 T = TypeVar("T")
 
 TERMINAL_STATUSES = ("succeeded", "failed", "aborted", "cancelled")
@@ -455,56 +451,6 @@ def dsn_from_environment() -> str:
     return status.stdout.strip()
 
 
-def serve(adapter: ProcrastinateAdapter, source: IO[str], sink: IO[str]) -> int:
-    """Answer JSON-line requests until `stop` or end of input; one flushed response line per request."""
-    for line in source:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-        except ValueError as error:
-            write(sink, {"errored": True, "context": {"message": f"request is not JSON: {error}"}})
-            continue
-        command = request.get("cmd") if isinstance(request, dict) else None
-        if command == "stop":
-            adapter.stop()
-            return 0
-        if command == "start" and request.get("version") not in VERSIONS:
-            print(
-                f"procrastinate adapter: protocol version {request.get('version')!r} is not spoken here",
-                file=sys.stderr,
-            )
-            adapter.stop()
-            return 2
-        try:
-            if command == "start":
-                response = adapter.start(int(request["version"]))
-            elif command == "reset":
-                response = adapter.reset(request.get("config", {}))
-            elif command == "op":
-                response = adapter.op(request.get("op", {}))
-            elif command == "stats":
-                response = adapter.stats()
-            else:
-                response = {"errored": True, "context": {"message": f"unknown command {command!r}"}}
-        except Exception as error:
-            response = {
-                "errored": True,
-                "context": {"message": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()},
-            }
-        if isinstance(request, dict) and "seq" in request:
-            response = {"seq": request["seq"], **response}
-        write(sink, response)
-    adapter.stop()
-    return 0
-
-
-def write(sink: IO[str], response: Mapping[str, Any]) -> None:
-    """One JSON line, flushed."""
-    sink.write(json.dumps(response, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str) + "\n")
-    sink.flush()
-
-
 def main(argv: list[str] | None = None) -> int:
     """Serve the adapter over stdio."""
     parser = argparse.ArgumentParser(
@@ -513,14 +459,4 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", help="the PostgreSQL DSN (default: $KS_PROCRASTINATE_DSN, or postgres.sh status)")
     arguments = parser.parse_args(argv)
     adapter = ProcrastinateAdapter(arguments.dsn or dsn_from_environment())
-    sink = sys.stdout
-    sys.stdout = sys.stderr  # a stray print must not corrupt the protocol stream
-
-    def terminated(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, terminated)
-    try:
-        return serve(adapter, sys.stdin, sink)
-    finally:
-        sys.stdout = sink
+    return serve_stdio(adapter)  # start(version) answers in the version the kit asked for
