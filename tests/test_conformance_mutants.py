@@ -19,6 +19,7 @@ from conformance_mutants import DOUBLE_MUTANTS, MUTANTS, Mutant
 from conformance_mutants.judge import Judgement, judge
 from ks_conformance.anomalies import requirement_levels
 from ks_conformance.catalogue import CATALOGUE
+from selected import selected_names
 
 SUBSUMED_IN_LIVE_RUNS = {
     "KS-DRN-2": "KS-ISO-1",
@@ -59,15 +60,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def judgements(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Judgement]:
     """Every mutant this session's selected tests need, judged once, two at a time."""
-    wanted = sorted(
-        {
-            item.callspec.params["mutant"].name
-            for item in request.session.items
-            if isinstance(item, pytest.Function)
-            and hasattr(item, "callspec")
-            and isinstance(item.callspec.params.get("mutant"), Mutant)
-        }
-    )
+    wanted = selected_names(request, "mutant", Mutant)
     folder = tmp_path_factory.mktemp("mutant-scenarios")
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=2, mp_context=context, initializer=_extend_path, initargs=(sys.path,)) as pool:

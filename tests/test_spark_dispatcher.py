@@ -22,6 +22,7 @@ from ks_reference.selectors import make_selector
 from ks_spark.adapter import CAPABILITIES, create, create_local
 from ks_spark.dispatch_engine import replay
 from ks_spark.dispatcher import SparkEraRunner
+from selected import selected_names
 from spark_support import spark_fixture
 from spark_support.dispatcher_mutants import BATCH_MUTANTS, BatchMutant
 from spark_support.random_runs import recorded_run
@@ -157,15 +158,7 @@ QUICK_BATCH = {"no_draining", "any_member_acks"}
 @pytest.fixture(scope="module")
 def judgements(request: pytest.FixtureRequest) -> dict[str, tuple[str, set[str], list[str]]]:
     """The batch mutants this session's selected tests need, judged once, two at a time."""
-    wanted = sorted(
-        {
-            item.callspec.params["mutant"].name
-            for item in request.session.items
-            if isinstance(item, pytest.Function)
-            and hasattr(item, "callspec")
-            and isinstance(item.callspec.params.get("mutant"), BatchMutant)
-        }
-    )
+    wanted = selected_names(request, "mutant", BatchMutant)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=2, mp_context=context, initializer=_extend_path, initargs=(sys.path,)) as pool:
         futures = {name: pool.submit(_judge, name) for name in wanted}
