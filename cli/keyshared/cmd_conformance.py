@@ -29,10 +29,10 @@ STATUS_COLOURS = {
 
 
 def register(commands: Any) -> None:
-    """Add `conformance run|smoke|replay|report|serve`."""
+    """Add `conformance run|smoke|replay|vectors|report|serve`."""
     conformance = commands.add_parser(
         "conformance",
-        help="run a dispatcher against the spec through its adapter (run, smoke, replay, report, serve)",
+        help="run a dispatcher against the spec through its adapter (run, smoke, replay, vectors, report, serve)",
         description="The conformance kit. Exit codes: 0 conformant, 1 not conformant, 2 unknown, 64 usage, "
         "66 missing file, 78 the adapter failed to start.",
     )
@@ -84,6 +84,29 @@ def register(commands: Any) -> None:
     replay.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for each answer")
     replay.add_argument("--trace", type=Path, metavar="DIR", help="write each replay's trace to DIR/<id>.jsonl")
     replay.set_defaults(handler=run_replay)
+
+    vectors = actions.add_parser(
+        "vectors",
+        help="replay the frozen conformance vectors (spec/vectors/) against an adapter, a table by requirement",
+        description="Replay every conformance vector (spec/vectors/README.md) against the adapter and judge each with "
+        "the kit's checks: a conformant dispatcher passes them all. Exit codes: 0 every vector passed or was skipped, "
+        "1 a vector failed, 2 an adapter fault, 64 usage, 65 a malformed vector file, 66 no vectors, 78 the adapter "
+        "failed to start.",
+    )
+    vectors.add_argument("--adapter", required=True, help=ADAPTER_HELP)
+    vectors.add_argument(
+        "--vectors",
+        type=Path,
+        metavar="DIR",
+        help="the vector folder, searched recursively for *.vector.jsonl (default: the corpus in spec/vectors)",
+    )
+    vectors.add_argument(
+        "--only", metavar="KS-ID,...", help="replay only the vectors that target one of these requirements"
+    )
+    vectors.add_argument("--validate-protocol", action="store_true", help="check every message against the schema")
+    vectors.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for each answer")
+    vectors.add_argument("--verbose", action="store_true", help="print a line per vector as it is replayed")
+    vectors.set_defaults(handler=run_vectors)
 
     show = actions.add_parser("report", help="render a saved report on the terminal, or as JUnit or Markdown")
     show.add_argument("report", type=Path, metavar="REPORT", help="a report written by --report")
@@ -270,6 +293,66 @@ def run_replay(args: argparse.Namespace) -> int:
     finally:
         connection.close()
     return EXIT_BY_VERDICT[worst]
+
+
+def run_vectors(args: argparse.Namespace) -> int:
+    """Replay the vectors, print a table by requirement and each failure explained; exit 1 on any failure."""
+    from ks_conformance.protocol import StartFailed
+    from ks_conformance.vectors import VECTORS_DIR, VectorResult, by_requirement, find_vectors
+    from ks_conformance.vectors import run_vectors as replay_vectors
+    from ks_spec.errors import UserError
+    from ks_spec.requirements import load_index
+    from rich.markup import escape
+
+    only = [part.strip() for part in (args.only or "").split(",") if part.strip()]
+    if args.only is not None and not only:
+        raise UserError("--only: expected requirement IDs separated by commas (KS-ORD-1,KS-DRN-1)", EX_USAGE)
+    known = {str(entry["id"]) for entry in load_index()}
+    for identifier in only:
+        if identifier not in known:
+            raise UserError(f"--only {identifier}: no such requirement in the spec", EX_USAGE)
+    folder = args.vectors if args.vectors is not None else VECTORS_DIR
+    vectors = find_vectors(folder, only)
+    if not vectors:
+        raise UserError(f"--only {args.only}: no vector in {folder} targets these requirements", EX_USAGE)
+
+    def progress(result: VectorResult) -> None:
+        if args.verbose:
+            colour = STATUS_COLOURS.get(result.status, "white")
+            detail = ", ".join(result.kinds) or result.reason
+            console.print(
+                f"[{colour}]{result.status}[/{colour}] {escape(result.vector.name)} {escape(detail)}", soft_wrap=True
+            )
+
+    factory = _connect_factory(args)
+    try:
+        results = replay_vectors(vectors, factory, progress)
+    except StartFailed as error:
+        return _start_failed(error)
+    rows = []
+    for row in by_requirement(results):
+        colour = STATUS_COLOURS.get(row.status, "white")
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(row.counts.items()))
+        rows.append((row.id, row.level, f"[{colour}]{row.status}[/{colour}]", counts, escape("; ".join(row.notes))))
+    console.print(table("vectors", ("requirement", "level", "status", "vectors", "note"), rows))
+    for result in results:
+        if result.status not in ("failed", "warning"):
+            continue
+        console.print(
+            f"[red]{result.status}[/red] {escape(result.vector.name)} (replay: {escape(str(result.vector.path))})",
+            soft_wrap=True,
+        )
+        for anomaly in result.anomalies:
+            console.print(f"  [bold]{anomaly.name}[/bold] ({anomaly.requirement}, {anomaly.level})")
+            console.print(f"    {escape(anomaly.explanation.text())}", soft_wrap=True)
+    totals: dict[str, int] = {}
+    for result in results:
+        totals[result.status] = totals.get(result.status, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(totals.items()))
+    console.print(f"{len(results)} vectors against {escape(args.adapter)}: {summary}", soft_wrap=True)
+    if totals.get("failed"):
+        return 1
+    return 2 if totals.get("error") else 0
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -41,6 +41,8 @@ class Scenario:
     found: dict[str, Any] = field(default_factory=dict)
     tolerates: list[str] = field(default_factory=list)
     """Anomaly kinds a settle goes on past (kinds the run had found already when it ran these steps)."""
+    vector: dict[str, Any] = field(default_factory=dict)
+    """A conformance vector's annotation (spec/vectors/README.md); empty for a plain scenario."""
 
     @property
     def id(self) -> str:
@@ -67,6 +69,8 @@ class Scenario:
             head["tolerates"] = self.tolerates
         if self.found:
             head["found"] = self.found
+        if self.vector:
+            head["vector"] = self.vector
         return [head, *(step.to_json() for step in self.steps)]
 
 
@@ -134,6 +138,7 @@ def read_scenario(path: Path) -> Scenario:
         description=str(head.get("description", "")),
         found=dict(head.get("found", {})),
         tolerates=list(head.get("tolerates", [])),
+        vector=dict(head.get("vector", {})),
     )
 
 
