@@ -797,6 +797,55 @@ def _idle_after_a_leave(bad: bool) -> TraceBuilder:
     return t
 
 
+SLOT_MATES = ("k355", "k930")
+"""Two keys of one `pulsar-consistent` slot (58605): the test below proves it with the spec's formula."""
+
+
+def test_the_slot_mates_share_a_slot() -> None:
+    from ks_spec.slots import slot_of
+
+    mate, key = SLOT_MATES
+    assert slot_of("pulsar-consistent", mate) == slot_of("pulsar-consistent", key)
+
+
+@case("idle-while-ready")
+def _idle_behind_a_slot_mate_of_this_epoch(bad: bool) -> TraceBuilder:
+    """KS-DRN-3: a slot-mate delivered in this epoch sits at the slot's target, so it explains no hold."""
+    mate, key = SLOT_MATES
+    t = TraceBuilder(profile="owner", selector="pulsar-consistent", drain_granularity="hash").add("c1", capacity=5)
+    t.deliver(t.publish(mate), "c1")
+    if not bad:
+        t.add("c2", capacity=5)  # a new epoch: the slot-mate may now sit at its old owner
+    t.held(t.publish(key), "draining", "c2" if not bad else "c1")
+    return t
+
+
+@case("idle-while-ready")
+def _idle_behind_a_slot_mate_per_key(bad: bool) -> TraceBuilder:
+    """KS-DRN-3: only `drain_granularity = "hash"` lets a slot-mate hold a key back."""
+    mate, key = SLOT_MATES
+    granularity = "key" if bad else "hash"
+    t = TraceBuilder(profile="owner", selector="pulsar-consistent", drain_granularity=granularity)
+    t.add("c1", capacity=5)
+    t.deliver(t.publish(mate), "c1")
+    t.add("c2", capacity=5)
+    t.held(t.publish(key), "draining", "c2")
+    return t
+
+
+@case("phase-order")
+def _phase_order_of_danube(bad: bool) -> TraceBuilder:
+    """KS-GEN-7: only `tick_order = "danube"` redelivers a ready retry before phase 4's eviction."""
+    order = "standard" if bad else "danube"
+    t = strict(tick_order=order, backoff_base=1, evict_after=1).add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.disconnect("c2")
+    t.tick()
+    t.deliver(0, "c1", attempt=2).evicted("c2")
+    return t
+
+
 @case("missing-outcome")
 def _missing_outcome(bad: bool) -> TraceBuilder:
     t = TraceBuilder(profile="best-effort", selector="ring").add("c1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from ks_reference.config import ConfigError
 from ks_reference.core import Refusal
 from reference_support.harness import Harness
 
@@ -64,6 +65,63 @@ def test_tick_phases_run_in_order() -> None:
     assert h.kinds(outcome) == ["timeout", "drop", "deliver", "cursor_persisted"]
     assert outcome.events[1]["reason"] == "poison" and outcome.events[2]["offset"] == 1
     assert h.anomalies() == []
+
+
+@pytest.mark.parametrize("order", ["standard", "danube"])
+def test_danube_tick_order_redelivers_before_it_evicts(order: str) -> None:
+    # req: KS-GEN-7 (tick_order danube: phase 3 ends with a deliver step, before phase 4's eviction)
+    h = Harness(tick_order=order, backoff_base=1, evict_after=1)
+    h.d.add_consumer("c1", 5)
+    h.d.add_consumer("c2", 5)
+    holder = h.publish("k")[0]["consumer"]
+    other = "c2" if holder == "c1" else "c1"
+    h.d.nack(holder, 0)
+    h.d.disconnect(other)
+    kinds = h.kinds(h.d.tick())
+    expected = ["deliver", "consumer_evicted"] if order == "danube" else ["consumer_evicted", "deliver"]
+    assert [kind for kind in kinds if kind in expected] == expected
+    assert h.anomalies() == []
+
+
+def _slot_mates_moving_to(joiner: str) -> tuple[str, str]:
+    """Two keys of one pulsar-consistent slot whose target moves from c1 to `joiner` when it joins."""
+    from ks_reference.selectors import make_selector
+    from ks_spec.slots import slot_of
+
+    selector = make_selector("pulsar-consistent", 100, 4)
+    selector.add("c1")
+    selector.add(joiner)
+    first_of_slot: dict[int, str] = {}
+    for i in range(10_000):
+        key = f"k{i}"
+        slot = slot_of("pulsar-consistent", key)
+        mate = first_of_slot.setdefault(slot, key)
+        if mate != key and selector.target(key, None) == joiner:
+            return mate, key
+    raise AssertionError("no colliding pair found")
+
+
+@pytest.mark.parametrize("granularity", ["key", "hash"])
+def test_hash_granularity_draining_holds_slot_mates(granularity: str) -> None:
+    # req: KS-DRN-3 (PIP-379: a key waits while a key of its slot drains at its old owner)
+    mate, key = _slot_mates_moving_to("c2")
+    h = Harness(profile="owner", selector="pulsar-consistent", drain_granularity=granularity)
+    h.d.add_consumer("c1", 5)
+    h.publish(mate)
+    h.d.add_consumer("c2", 5)  # the slot moves to c2 while c1 still holds the mate's message
+    effects = h.publish(key)
+    if granularity == "hash":
+        assert [(e["event"], e.get("reason"), e.get("consumer")) for e in effects] == [("held", "draining", "c2")]
+        assert h.deliveries() == [(0, "c1", 1)]
+        h.d.ack("c1", 0)  # the slot drained: the held key goes within the ack's own dispatch pass (KS-DRN-2)
+    assert h.deliveries() == [(0, "c1", 1), (1, "c2", 1)]
+    assert h.anomalies() == []
+
+
+def test_hash_granularity_draining_needs_a_slot_selector() -> None:
+    # req: KS-CFG-1
+    with pytest.raises(ConfigError, match="drain_granularity"):
+        Harness(selector="ring", drain_granularity="hash")
 
 
 def test_same_operations_same_events() -> None:

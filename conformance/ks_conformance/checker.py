@@ -40,6 +40,7 @@ from itertools import takewhile
 from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS
+from ks_spec.slots import SLOT_SELECTORS, slot_of
 from ks_spec.trace import OP_EVENTS
 from pyroaring import BitMap
 
@@ -59,6 +60,8 @@ AFFINITY_KINDS = frozenset({"key-moved", "unstable-assignment"})
 """Anomalies about where a selector sends a key: they do not apply to selector `any` (no key affinity)."""
 OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_letter", "filtered": "filter"}
 """The event a declared terminal outcome is judged as (`terminal_outcomes` of adapter protocol v2)."""
+DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
+"""The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
 BEST_EFFORT_DROPS = frozenset({"saturated", "inactive", "no-consumer"})
 SLOTS = 65536
 
@@ -260,6 +263,8 @@ class Checker:
         self.last_seq = -1
         self.messages: list[Message] = []
         self.keys: dict[str, KeyState] = {}
+        self._keys_of_slot: dict[int, list[str]] = {}
+        """Per slot, its keys (only with hash-granularity draining, KS-DRN-3)."""
         self.unresolved = BitMap()
         self.members: dict[str, Incarnation] = {}
         self.left: dict[str, int] = {}
@@ -317,6 +322,7 @@ class Checker:
         self.has_cursor = self.declared.get("cursor", True) is not False
         self.durable_attempts = self.declared.get("durable_attempts") is True
         self.any_selector = self.config["selector"] == "any"
+        self.danube_ticks = self.config["tick_order"] == "danube"
         excluded = (CURSOR_KINDS if not self.has_cursor else frozenset()) | (
             AFFINITY_KINDS if self.any_selector else frozenset()
         )
@@ -411,6 +417,8 @@ class Checker:
             self.now = int(event["tick"])
             phase = phase_of(event)
             if self.op is not None and self.op.kind == "tick" and phase is not None:
+                if phase == 5 and self.op.phase <= 3 and kind in DANUBE_PHASE_3 and self.danube_ticks:
+                    phase = 3  # req: KS-GEN-7 (tick_order danube: phase 3 ends with a deliver step)
                 self._tick_phase(event, phase)
         self.last_seq = seq
         if handler is None:
@@ -568,6 +576,9 @@ class Checker:
         state = self.keys.get(message.key)
         if state is None:
             state = self.keys[message.key] = KeyState()
+            if self.config["drain_granularity"] == "hash" and self.config["selector"] in SLOT_SELECTORS:
+                slot = slot_of(str(self.config["selector"]), message.key)
+                self._keys_of_slot.setdefault(slot, []).append(message.key)
         state.unresolved.add(offset)
         state.undelivered.add(offset)
         self._refresh_head(message.key)
@@ -2233,6 +2244,8 @@ class Checker:
                 continue
             if any(self.messages[o].retrying and not self.messages[o].ready for o in state.awaiting):
                 continue
+            if self._slot_mate_explains(key):
+                continue
             eligible = [m for m in self.members.values() if accepts(m.filters, key)]
             marker = (head, self.state_version)
             if not eligible and self.members:
@@ -2268,6 +2281,29 @@ class Checker:
                 offset=head,
                 key=key,
             )
+
+    def _slot_mate_explains(self, key: str) -> bool:
+        """With hash-granularity draining (KS-DRN-3): another key of the same slot may hold this one back.
+
+        A slot-mate explains a hold when it awaits redelivery, is blocked, or holds an outstanding delivery that may
+        sit at another consumer than the slot's target: one from an earlier epoch (the target may have moved since), or
+        any one while members have filters (keys of one slot may then have different targets). A slot-mate delivered
+        in this epoch without filters is at the slot's target (KS-ASN-1), so it explains nothing.
+        """
+        if self.config["drain_granularity"] != "hash" or self.config["selector"] not in SLOT_SELECTORS:
+            return False
+        selector = str(self.config["selector"])
+        slot = slot_of(selector, key)
+        filtered = any(m.filters for m in self.members.values())
+        for other in self._keys_of_slot.get(slot, ()):
+            if other == key:
+                continue
+            mate = self.keys[other]
+            if mate.blocked or mate.awaiting:
+                return True  # req: KS-DRN-3
+            if any(filtered or delivery.epoch < self.epoch for delivery in mate.outstanding.values()):
+                return True  # req: KS-DRN-3
+        return False
 
     def _report_restart_skip(self, message: Message, seq: int) -> None:
         # req: KS-CUR-3

@@ -12,6 +12,9 @@ PROFILES = ("strict", "owner", "best-effort")
 SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
 POISON_POLICIES = ("drop", "dead-letter", "block")
 BUCKET_FIELDS = ("bucket_budget", "bucket_max")
+DRAIN_GRANULARITIES = ("key", "hash")
+TICK_ORDERS = ("standard", "danube")
+SLOT_SELECTORS = ("pulsar-consistent", "pulsar-auto-split", "pulsar-sticky")
 
 
 class ConfigError(UserError):
@@ -38,6 +41,8 @@ class Config:
     evict_after: int = 6
     persist_interval: int = 0
     persist_ack_holes: bool = False
+    drain_granularity: str = "key"
+    tick_order: str = "standard"
     bucket_budget: int = 4
     bucket_max: int = 1024
 
@@ -53,6 +58,8 @@ class Config:
         _choice(raw, "profile", PROFILES)  # req: KS-GEN-1 (one declared profile per subscription)
         _choice(raw, "selector", SELECTORS)
         _choice(raw, "poison_policy", POISON_POLICIES)
+        _choice(raw, "drain_granularity", DRAIN_GRANULARITIES)
+        _choice(raw, "tick_order", TICK_ORDERS)
         for field in ("points", "window", "bucket_budget", "bucket_max"):
             _integer(raw, field, minimum=1)
         for field in ("ack_timeout", "max_redeliveries", "backoff_base", "backoff_max", "evict_after"):
@@ -64,6 +71,9 @@ class Config:
         if config.backoff_base > config.backoff_max:
             # req: KS-CFG-1
             raise ConfigError("backoff_base", f"{config.backoff_base} is above backoff_max {config.backoff_max}")
+        if config.drain_granularity == "hash" and config.selector not in SLOT_SELECTORS:
+            # req: KS-CFG-1, KS-DRN-3 (hash-granularity draining needs a selector with slots)
+            raise ConfigError("drain_granularity", f"'hash' needs a selector with slots ({', '.join(SLOT_SELECTORS)})")
         if config.selector != "buckets":
             for field in BUCKET_FIELDS:
                 if field in raw:

@@ -136,6 +136,9 @@ class DispatchPass(Core):
         if holders and any(holder is not target for holder in holders):
             # req: KS-DRN-1, KS-ASN-9 (a redelivery goes to the current target, after the drain)
             return Decision("hold", reason="draining", target=target_name)
+        if self.config.drain_granularity == "hash" and self.slot_mate_draining(message.key, target):
+            # req: KS-DRN-3 (PIP-379 drains hashes: a key waits while a key of its slot drains, retries or is blocked)
+            return Decision("hold", reason="draining", target=target_name)
         if not target.connected:
             # req: KS-MEM-3
             return Decision("hold", reason="inactive", target=target_name)
@@ -143,6 +146,21 @@ class DispatchPass(Core):
             # req: KS-FLW-1
             return Decision("hold", reason="capacity", target=target_name)
         return Decision("deliver", member=target)
+
+    def slot_mate_draining(self, key: str, target: Member) -> bool:
+        """True when another key of the key's slot is held by a consumer other than `target`, awaits redelivery
+        or is blocked (hash-granularity draining, KS-DRN-3)."""
+        slot = self.selector.position(key)
+        for other, offsets in self.queues.items():
+            if other == key or self.selector.position(other) != slot:
+                continue
+            if other in self.blocked or any(holder is not target for holder in self.key_holders.get(other, ())):
+                return True
+            for offset in offsets:
+                message = self.messages[offset]
+                if message.state is MessageState.RETRYING or message.awaiting_redelivery:
+                    return True
+        return False
 
     def hold(self, message: Message, reason: str, target: str | None) -> None:
         """Hold a message in place; report it when it becomes held and when the reason changes (KS-OBS-3)."""

@@ -184,6 +184,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             self.phase_timeouts()  # 1
             self.phase_poison()  # 2
             self.phase_retry_ready()  # 3
+            if self.config.tick_order == "danube":
+                self.deliver_step()  # req: KS-GEN-7 (Danube redelivers ready retries before it evicts)
             self.phase_eviction()  # 4
             self.dispatch_pass()  # 5
             self.persist_if_due(in_tick_phase_6=True)  # 6

@@ -1,4 +1,4 @@
-"""The keyshared specification as data: requirement index, trace format, shared errors."""
+"""The keyshared specification as data: requirement index, trace format, configuration, the user errors."""
 
-SPEC_VERSION = "1.1"
+SPEC_VERSION = "1.2"
 TRACE_VERSION = 1

@@ -10,9 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ks_spec.slots import SLOT_SELECTORS
+
 PROFILES = ("strict", "owner", "best-effort")
 SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
 POISON_POLICIES = ("drop", "dead-letter", "block")
+DRAIN_GRANULARITIES = ("key", "hash")
+TICK_ORDERS = ("standard", "danube")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ FIELDS: tuple[Field, ...] = (
     Field("evict_after", 6, minimum=0),
     Field("persist_interval", 0, minimum=0),
     Field("persist_ack_holes", False, boolean=True),
+    Field("drain_granularity", "key", choices=DRAIN_GRANULARITIES),
+    Field("tick_order", "standard", choices=TICK_ORDERS),
     Field("bucket_budget", 4, minimum=1, buckets_only=True),
     Field("bucket_max", 1024, minimum=1, buckets_only=True),
 )
@@ -67,6 +73,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
     full = {**CONFIG_DEFAULTS, **config}
     if full["backoff_base"] > full["backoff_max"]:
         return "backoff_base", f"{full['backoff_base']} is above backoff_max {full['backoff_max']}"
+    if full["drain_granularity"] == "hash" and full["selector"] not in SLOT_SELECTORS:
+        return "drain_granularity", f"'hash' needs a selector with slots ({', '.join(SLOT_SELECTORS)})"
     if full["selector"] != "buckets":
         for field in FIELDS:
             if field.buckets_only and field.name in config:
