@@ -11,9 +11,7 @@ from typing import NoReturn
 
 from ks_spec.errors import UserError
 
-from keyshared import __version__
-
-EX_USAGE = 64
+from keyshared import __version__, exit_codes
 
 # Every module keyshared/cmd_*.py defines register(subparsers); they are found, not listed, so that
 # each part of the kit adds its commands in its own file. Handlers import heavy dependencies lazily.
@@ -33,7 +31,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(exit_codes.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,10 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except UserError as error:
         print(f"keyshared: error: {error}", file=sys.stderr)
-        return error.exit_code
+        return exit_codes.of_error(error)
     except KeyboardInterrupt:
         print("keyshared: interrupted", file=sys.stderr)
-        return 130
+        return exit_codes.INTERRUPTED
     except BrokenPipeError:
         return 0
 

@@ -105,7 +105,8 @@ def run_model_check(args: argparse.Namespace) -> int:
 
 def _tools(args: argparse.Namespace) -> tuple[Path, Path]:
     from ks_models.tlc import find_jar
-    from ks_spec.java import require_java
+
+    from keyshared.java import require_java
 
     return require_java(), find_jar(args.jar)
 

@@ -101,7 +101,7 @@ def _scratch_folder(prefix: str) -> str:
 
 def get_session(options: SessionOptions | None = None) -> SparkSession:
     """A SparkSession configured for keyshared; reuses an active one (spark-submit, tests) if any."""
-    from ks_spec.java import require_java
+    from keyshared.java import require_java
 
     require_pyspark()
     from pyspark.sql import SparkSession

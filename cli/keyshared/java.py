@@ -1,4 +1,4 @@
-"""Finding Java 17 or newer, which TLC and Spark need."""
+"""Finding Java 17 or newer, which TLC (the models) and Spark need: one place both use, neither imports the other."""
 
 from __future__ import annotations
 

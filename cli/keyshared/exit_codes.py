@@ -1,0 +1,50 @@
+"""The exit codes of every `keyshared` command (sysexits where one fits), and the code of each user error.
+
+The error types live with the code that raises them (`ks_spec.errors`, shared by every part of the kit); which
+number a mistake exits with is the command line's contract, so it is decided here. README.md's exit code
+table is this table (tests/test_spec_trace.py holds them equal).
+"""
+
+from __future__ import annotations
+
+from ks_spec.errors import JobFailed, MissingInput, Unavailable, UserError
+
+OK = 0
+FAILED = 1
+UNKNOWN = 2
+VALID_PARTIAL = 3
+USAGE = 64  # EX_USAGE
+DATA = 65  # EX_DATAERR
+NO_INPUT = 66  # EX_NOINPUT
+UNAVAILABLE = 69  # EX_UNAVAILABLE
+SOFTWARE = 70  # EX_SOFTWARE
+CONFIG = 78  # EX_CONFIG
+INTERRUPTED = 130
+
+EXIT_CODES: dict[int, str] = {
+    OK: "success (conformant, valid)",
+    FAILED: "a check failed (not conformant, invalid, a model result other than the manifest's)",
+    UNKNOWN: "check-trace, validate-replay, conformance: the verdict is unknown (the input could not be judged)",
+    VALID_PARTIAL: "validate-replay: no MUST anomaly among the kinds computed, but some kinds that apply were not",
+    USAGE: "usage error: a bad option or argument, an unknown requirement ID",
+    DATA: "malformed input (a trace, a workload, a configuration)",
+    NO_INPUT: "a file or folder named on the command line is missing",
+    UNAVAILABLE: "a required tool is missing (Java 17+) or Spark cannot start",
+    SOFTWARE: "a Spark job failed (out of memory, a lost executor)",
+    CONFIG: "conformance: the adapter failed to start or speaks another protocol version",
+    INTERRUPTED: "interrupted (Ctrl-C)",
+}
+"""Every exit code and what it means, in the order of README.md's table."""
+
+
+def of_error(error: UserError) -> int:
+    """The exit code of a user error: the one its raiser named, else the one of its kind."""
+    if error.exit_code is not None:
+        return error.exit_code
+    if isinstance(error, MissingInput):
+        return NO_INPUT
+    if isinstance(error, Unavailable):
+        return UNAVAILABLE
+    if isinstance(error, JobFailed):
+        return SOFTWARE
+    return DATA
