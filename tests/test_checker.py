@@ -598,6 +598,31 @@ def _eviction_of_a_connected_member(bad: bool) -> TraceBuilder:
     return t.tick().evicted("c1")
 
 
+@case("reconnect-ignored")
+def _evicted_after_a_reconnect(bad: bool) -> TraceBuilder:
+    t = owner(evict_after=1).add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.disconnect("c1").reconnect("c1")
+    t.tick()
+    if bad:
+        t.evicted("c1").deliver(0, "c2", attempt=2)
+    return t
+
+
+@case("reconnect-ignored")
+def _inactive_after_a_reconnect(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").disconnect("c1")
+    zero = t.publish("k")
+    t.held(zero, "inactive", "c1")
+    t.reconnect("c1")
+    if bad:
+        t.held(t.publish("j"), "inactive", "c1")
+    else:
+        t.deliver(zero, "c1")
+        t.deliver(t.publish("j"), "c1")
+    return t
+
+
 @case("misrouted-bucket")
 def _misrouted_bucket(bad: bool) -> TraceBuilder:
     t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4)

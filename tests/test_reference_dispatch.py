@@ -124,6 +124,33 @@ def test_hash_granularity_draining_needs_a_slot_selector() -> None:
         Harness(selector="ring", drain_granularity="hash")
 
 
+def test_a_reconnected_member_keeps_what_it_holds() -> None:
+    # req: KS-MEM-4 (connected again with its deliveries; no eviction unless it disconnects again)
+    h = Harness(evict_after=2)
+    h.d.add_consumer("c1", 5)
+    h.publish("k")
+    h.d.disconnect("c1")
+    h.d.tick()
+    h.publish("j")  # held: its target is inactive
+    outcome = h.d.reconnect("c1")
+    assert [(e["event"], e["offset"]) for e in outcome.events] == [("deliver", 1)]
+    for _ in range(3):
+        assert "consumer_evicted" not in h.kinds(h.d.tick())
+    h.d.disconnect("c1")
+    assert "consumer_evicted" not in h.kinds(h.d.tick())
+    assert "consumer_evicted" in h.kinds(h.d.tick())  # a new clock: evict_after ticks after the new disconnection
+    assert h.anomalies() == []
+
+
+def test_reconnect_names_a_member() -> None:
+    # req: KS-GEN-4
+    h = _one_consumer()
+    with pytest.raises(Refusal) as refused:
+        h.d.reconnect("ghost")
+    assert refused.value.code == "unknown_consumer"
+    assert h.kinds(h.d.reconnect("c1")) == []  # a connected member's reconnect changes nothing
+
+
 def test_same_operations_same_events() -> None:
     # req: KS-GEN-5
     def run() -> list[dict[str, object]]:

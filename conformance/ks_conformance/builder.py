@@ -75,6 +75,10 @@ class TraceBuilder:
         """A member loses its connection."""
         return self.emit("consumer_disconnected", consumer=consumer)
 
+    def reconnect(self, consumer: str) -> TraceBuilder:
+        """A disconnected member's connection is back."""
+        return self.emit("consumer_reconnected", consumer=consumer)
+
     def tick(self, count: int = 1) -> TraceBuilder:
         """Advance time by `count` ticks, one `tick` event each."""
         for _ in range(count):

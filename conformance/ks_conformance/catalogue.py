@@ -335,6 +335,15 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "an eviction",
     ),
     _kind(
+        "reconnect-ignored",
+        "KS-MEM-4",
+        _E,
+        "a consumer_evicted of a member, or a held with reason inactive naming a member, that reconnected and has "
+        "not disconnected since",
+        "the consumer_disconnected, the consumer_reconnected, the eviction or the held",
+        "a reconnect of a disconnected member",
+    ),
+    _kind(
         "misrouted-bucket",
         "KS-BKT-1",
         _E,
@@ -609,6 +618,7 @@ INDIRECT: dict[str, str] = {
     "KS-FLT-1": "a definition the checker uses itself; tested on the reference",
     "KS-FLT-5": "a definition the checker uses itself; tested on the reference",
     "KS-ORD-4": "a permission, not an obligation",
+    "KS-DRN-3": "a permission, not an obligation: the holds it allows are the ones idle-while-ready accepts",
     "KS-POI-1": "checked through unjustified-resolution and stuck-key",
     "KS-RES-3": "checked through persist-late and cursor-stall",
     "KS-CUR-6": "a property of the store; tested on the reference with a million holes",

@@ -132,6 +132,8 @@ class Incarnation:
     connected: bool = True
     disconnected_at: int = 0
     disconnected_seq: int | None = None
+    reconnected_seq: int | None = None
+    """The reconnect since its last disconnection, if any (KS-MEM-4)."""
     ended_seq: int | None = None
     outstanding: dict[int, Delivery] = field(default_factory=dict)
 
@@ -665,8 +667,24 @@ class Checker:
         incarnation.connected = False
         incarnation.disconnected_at = self.now
         incarnation.disconnected_seq = seq
+        incarnation.reconnected_seq = None
         if int(self.config["evict_after"]) > 0:
             self._disconnected[incarnation.number] = incarnation
+
+    def _on_consumer_reconnected(self, event: Event) -> None:
+        seq = int(event["seq"])
+        incarnation = self.members.get(str(event["consumer"]))
+        if incarnation is None:
+            self._problem(seq, f"consumer {event['consumer']!r} reconnected but is not a member")
+            return
+        if incarnation.connected:
+            return
+        # req: KS-MEM-4 (connected again with all it holds; its eviction clock is off)
+        self._exercise("reconnect-ignored")
+        incarnation.connected = True
+        incarnation.reconnected_seq = seq
+        self._disconnected.pop(incarnation.number, None)
+        self.state_version += 1
 
     def _on_tick(self, event: Event) -> None:
         op = self.op
@@ -1362,6 +1380,12 @@ class Checker:
         message.held_seq = seq
         message.last_hold_reason = str(event["reason"])
         message.last_hold_seq = seq
+        if event["reason"] == "inactive" and event.get("consumer") is not None:
+            target = self.members.get(str(event["consumer"]))
+            if target is not None and target.connected and target.reconnected_seq is not None:
+                self._report_reconnect_ignored(
+                    target, seq, f"m{message.offset} was held [seq {seq}] because {target.name} is inactive"
+                )
         if event["reason"] == "draining":
             self._exercise("drain-stuck")
 
@@ -1745,7 +1769,9 @@ class Checker:
         # req: KS-MEM-2
         self._exercise("premature-eviction")
         why = ""
-        if incarnation is None:
+        if incarnation is not None and incarnation.reconnected_seq is not None:
+            self._report_reconnect_ignored(incarnation, seq, f"{name} was evicted at tick {self.now} [seq {seq}]")
+        elif incarnation is None:
             why = f"{name} is not a member"
         elif incarnation.connected:
             why = f"{name} is connected"
@@ -1770,6 +1796,21 @@ class Checker:
         self._disconnected.pop(incarnation.number, None)
         self._end_incarnation(incarnation, seq, returned=True)
         self._new_epoch("leave", incarnation, seq)
+
+    def _report_reconnect_ignored(self, incarnation: Incarnation, seq: int, what: str) -> None:
+        # req: KS-MEM-4
+        self._report(
+            "reconnect-ignored",
+            seq,
+            [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
+            [
+                f"{incarnation.name} disconnected at seq {incarnation.disconnected_seq}",
+                f"{incarnation.name} reconnected at seq {incarnation.reconnected_seq} and has not disconnected since",
+            ],
+            f"{what}, but a reconnected member is connected again with all it holds, and its eviction is off "
+            "(KS-MEM-4)",
+            consumer=incarnation.name,
+        )
 
     def _on_cursor_persisted(self, event: Event) -> None:
         seq = int(event["seq"])

@@ -168,7 +168,7 @@ class Session:
             if selector == "pulsar-sticky" and not self._ranges_fit(op.get("ranges")):
                 return "invalid_argument"
             return None
-        if name in ("remove_consumer", "disconnect", "ack", "nack"):
+        if name in ("remove_consumer", "disconnect", "reconnect", "ack", "nack"):
             return None if op["consumer"] in members else "unknown_consumer"
         if name in ("release", "skip"):
             state = self.checker.keys.get(str(op["key"]))
@@ -297,6 +297,8 @@ class Session:
             return [{"event": "consumer_removed", "consumer": op["consumer"]}]
         if name == "disconnect":
             return [{"event": "consumer_disconnected", "consumer": op["consumer"]}]
+        if name == "reconnect":
+            return [{"event": "consumer_reconnected", "consumer": op["consumer"]}]
         if name in ("tick", "restart"):
             return [{"event": name}]
         if name == "release":

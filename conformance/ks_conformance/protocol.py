@@ -31,6 +31,7 @@ OPS = (
     "add_consumer",
     "remove_consumer",
     "disconnect",
+    "reconnect",
     "ack",
     "nack",
     "tick",

@@ -33,6 +33,7 @@ OPS = (
     "add_consumer",
     "remove_consumer",
     "disconnect",
+    "reconnect",
     "ack",
     "nack",
     "tick",
@@ -150,6 +151,13 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         member = self.member(consumer)
         self._begin({"event": "consumer_disconnected", "consumer": member.name})
         self.on_disconnect(member)
+        return self._end()
+
+    def reconnect(self, consumer: object) -> Outcome:
+        """A disconnected member's connection is back: it keeps what it holds and is not evicted (KS-MEM-4)."""
+        member = self.member(consumer)
+        self._begin({"event": "consumer_reconnected", "consumer": member.name})
+        self.on_reconnect(member)
         return self._end()
 
     def ack(self, consumer: object, offset: object) -> Outcome:
@@ -271,6 +279,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             return self.remove_consumer(arg("consumer"))
         if name == "disconnect":
             return self.disconnect(arg("consumer"))
+        if name == "reconnect":
+            return self.reconnect(arg("consumer"))
         if name == "ack":
             return self.ack(arg("consumer"), arg("offset"))
         if name == "nack":

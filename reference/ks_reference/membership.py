@@ -67,6 +67,11 @@ class Membership(Core):
             member.connected = False
             member.disconnected_at = self.now
 
+    def on_reconnect(self, member: Member) -> None:
+        """A disconnected member is connected again with all it holds, and its eviction is off (KS-MEM-4)."""
+        # req: KS-MEM-4 (a connected member's reconnect changes nothing; a later disconnect starts a new clock)
+        member.connected = True
+
     def phase_eviction(self) -> None:
         """Phase 4: members disconnected for `evict_after` ticks are evicted, with the effects of leaving."""
         if self.config.evict_after == 0:

@@ -42,6 +42,7 @@ OP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     },
     "remove_consumer": {"consumer": (_STR, True)},
     "disconnect": {"consumer": (_STR, True)},
+    "reconnect": {"consumer": (_STR, True)},
     "ack": {"consumer": (_STR, True), "offset": (_INT, True)},
     "nack": {"consumer": (_STR, True), "offset": (_INT, True)},
     "tick": {"count": (_INT, False)},

@@ -31,6 +31,7 @@ META_EVENTS = (
     "consumer_added",
     "consumer_removed",
     "consumer_disconnected",
+    "consumer_reconnected",
     "consumer_evicted",
     "restart",
     "quiescent",

@@ -272,6 +272,12 @@ def _parse_declared(detail: str) -> dict[str, Any]:
 
 
 SLOTS = 65536
+MEMBER_VERBS = {
+    "consumer_removed": "left",
+    "consumer_disconnected": "disconnected",
+    "consumer_reconnected": "reconnected",
+}
+"""The membership ops that must name a member, and the verb a contradiction uses for each."""
 
 
 def _covers_every_slot(ranges: list[tuple[int, int]]) -> bool:
@@ -336,9 +342,9 @@ def _context(
             current[name] = len(incarnations[name]) - 1
             next_id += 1
             epoch_changes.append(seq)
-        elif meta.event in ("consumer_removed", "consumer_disconnected"):
+        elif meta.event in MEMBER_VERBS:
             if meta.text not in current:
-                what = "left" if meta.event == "consumer_removed" else "disconnected"
+                what = MEMBER_VERBS[meta.event]
                 contradictions.append((seq, f"consumer {meta.text!r} {what} but is not a member"))
             elif meta.event == "consumer_removed":
                 end(meta.text, seq, END_REMOVED)

@@ -34,6 +34,7 @@ OP_EVENTS = frozenset(
         "consumer_added",
         "consumer_removed",
         "consumer_disconnected",
+        "consumer_reconnected",
         "tick",
         "restart",
         "quiescent",
