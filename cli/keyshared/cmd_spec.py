@@ -9,7 +9,7 @@ from keyshared.ui import console, table
 
 
 def register(commands: Any) -> None:
-    """Add `spec check`, `spec index` and `spec list`."""
+    """Add `spec check`, `spec index`, `spec list` and `spec trace`."""
     spec = commands.add_parser("spec", help="check the spec, regenerate requirements.json, list requirements")
     actions = spec.add_subparsers(title="actions", metavar="ACTION", parser_class=type(spec))
     actions.required = True
@@ -20,6 +20,12 @@ def register(commands: Any) -> None:
     listing = actions.add_parser("list", help="print the requirements as a table")
     listing.add_argument("--area", help="only this area (e.g. ORD)")
     listing.set_defaults(handler=run_list)
+    trace = actions.add_parser(
+        "trace", help="one requirement's chain: spec text, model properties, reference, checker, mutants, vectors"
+    )
+    trace.add_argument("requirement", metavar="KS-ID", help="a requirement ID, e.g. KS-ORD-1")
+    trace.add_argument("--json", action="store_true", help="print the chain as one JSON document")
+    trace.set_defaults(handler=run_trace)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -67,4 +73,15 @@ def run_list(args: argparse.Namespace) -> int:
         if args.area is None or r.area == args.area.upper()
     ]
     console.print(table("requirements", ("id", "level", "profiles", "kind", "title"), rows))
+    return 0
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    """Print where one requirement is stated, modelled, implemented, checked, mutated and replayed."""
+    import json
+
+    from keyshared.traceability import render, trace
+
+    chain = trace(args.requirement)
+    print(json.dumps(chain.to_json(), indent=2) if args.json else render(chain))
     return 0
