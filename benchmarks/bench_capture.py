@@ -20,6 +20,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks import readme
+
 console = Console(width=140)
 
 
@@ -53,7 +55,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each kind, alternating")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--quick", action="store_true", help="4,000 records, 4 files, 1 repeat")
+    parser.add_argument(readme.FLAG, action="store_true", help=readme.HELP)
     args = parser.parse_args()
+    readme.record(args.write_readme, "bench_capture", quick=args.quick)
     if args.quick:
         args.records, args.files, args.repeats = 4_000, 4, 1
     from ks_conformance.tracefile import check_trace
@@ -113,4 +117,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    readme.run(main)

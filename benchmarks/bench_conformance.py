@@ -36,6 +36,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks import readme
 from benchmarks.bench_reference import machine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -391,6 +392,7 @@ def main() -> None:
     parser.add_argument(
         "--thorough", action="store_true", help="doubles, procrastinate: also a thorough run per seed (slow)"
     )
+    parser.add_argument(readme.FLAG, action="store_true", help=readme.HELP)
     args = parser.parse_args()
     seeds = args.seeds if args.seeds is not None else 1 if args.quick else 3
     if seeds < 1 or args.workers < 1:
@@ -399,6 +401,8 @@ def main() -> None:
         names = select_mutants(args.mutants, args.quick)
     except ValueError as error:
         parser.error(str(error))
+    section = f"bench_conformance.{args.only}" if args.only else "bench_conformance"
+    readme.record(args.write_readme, section, quick=args.quick)
     console = Console(width=None if sys.stdout.isatty() else 140)
     errors = Console(stderr=True)
     started = time.perf_counter()
@@ -435,4 +439,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    readme.run(main)

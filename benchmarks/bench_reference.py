@@ -26,6 +26,8 @@ from typing import Any
 
 import mmh3
 
+from benchmarks import readme
+
 CONSUMERS = 1000
 KEYS = 100_000
 POINTS = 100
@@ -192,10 +194,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per figure; the median is printed (default 3)")
     parser.add_argument("--holes", type=int, action="append", help="ack-hole sizes (default 1,000,000 and 10,000,000)")
     parser.add_argument("--holes-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument(readme.FLAG, action="store_true", help=readme.HELP)
     args = parser.parse_args()
     if args.holes_child:
         holes_child(args.holes_child)
         return
+    readme.record(args.write_readme, "bench_reference")
     print(f"machine: {machine()}")
     print(f"\ndispatch: {CONSUMERS:,} consumers, {KEYS:,} keys, {args.messages:,} messages, median of {args.runs}")
     print(f"{'what':<52} {'throughput':>16} {'ratio to floor':>15}")
@@ -213,4 +217,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    readme.run(main)

@@ -31,6 +31,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks import readme
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
 GIB = 2**30
@@ -914,11 +916,13 @@ def main() -> None:
     )
     parser.add_argument("--limit-gb", type=float, default=18, help="kill a measurement past this RSS (default 18)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument(readme.FLAG, action="store_true", help=readme.HELP)
     parser.add_argument("--child-options", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child_main(args.child, json.loads(args.child_options))
         return
+    readme.record(args.write_readme, "bench_spark", quick=args.quick)
     args.limit = int(args.limit_gb * GIB)
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     if args.quick:
@@ -966,4 +970,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    readme.run(main)
