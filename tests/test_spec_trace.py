@@ -114,24 +114,40 @@ def test_batch_mutants_read_without_spark_match_their_declarations() -> None:
         assert {(m.name, m.role) for m in traceability.batch_mutants(requirement)} == expected, requirement
 
 
-def test_vectors_none_yet_without_the_folder_and_listed_with_it(tmp_path: Path) -> None:
+def test_vectors_none_yet_without_the_folder_and_listed_by_target_with_it(tmp_path: Path) -> None:
     assert traceability.vectors("KS-ORD-1", tmp_path / "absent") is None
     chain = traceability.trace("KS-ORD-1")
     chain.vectors = None
     assert "none yet" in traceability.render(chain)
     folder = tmp_path / "vectors" / "KS-ORD-1"
     folder.mkdir(parents=True)
-    header = {"scenario_version": 1, "covers": ["KS-ORD-1"], "vector": {"targets": ["KS-ORD-1"]}}
+    note = {"targets": ["KS-ORD-1"], "kinds": ["key-reorder"], "caught": [{"mutant": "newest_first"}]}
+    header = {"scenario_version": 1, "covers": ["KS-ORD-1"], "vector": note}
     (folder / "newest_first.vector.jsonl").write_text(json.dumps(header) + "\n", encoding="utf-8")
-    passing = {**header, "covers": []}
-    (folder / "passes.vector.jsonl").write_text(json.dumps(passing) + "\n", encoding="utf-8")
+    (folder / "newest_first.pass.trace.jsonl").write_text(json.dumps({"seq": 0}) + "\n", encoding="utf-8")
+    other = {**header, "vector": {**note, "targets": ["KS-FLW-3"]}}
+    (folder / "held.vector.jsonl").write_text(json.dumps(other) + "\n", encoding="utf-8")
     found = traceability.vectors("KS-ORD-1", tmp_path / "vectors")
     assert found is not None
-    assert sorted((Path(v.path).name, v.expects) for v in found) == [
-        ("newest_first.vector.jsonl", "fails"),
-        ("passes.vector.jsonl", "passes"),
+    assert [(Path(v.path).name, v.kinds, v.caught) for v in found] == [
+        ("newest_first.vector.jsonl", ("key-reorder",), ("newest_first",))
     ]
     assert traceability.vectors("KS-ORD-2", tmp_path / "vectors") == []
+
+
+def test_the_shipped_vectors_of_a_requirement_are_those_targeting_it() -> None:
+    folder = ROOT / "spec" / "vectors"
+    if not folder.is_dir():
+        pytest.skip("spec/vectors/ does not exist yet")
+    for requirement in ("KS-ORD-1", "KS-DRN-1", "KS-CUR-5"):
+        expected = {
+            str(path.relative_to(ROOT))
+            for path in folder.rglob("*.vector.jsonl")
+            if requirement in json.loads(path.read_text(encoding="utf-8").splitlines()[0])["vector"]["targets"]
+        }
+        found = traceability.vectors(requirement)
+        assert found is not None
+        assert {v.path for v in found} == expected
 
 
 def test_json_output_carries_the_spec_text(capsys: pytest.CaptureFixture[str]) -> None:

@@ -103,11 +103,11 @@ class DeclaredMutant:
 
 @dataclass(frozen=True)
 class VectorFile:
-    """A vector of spec/vectors that targets the requirement."""
+    """A vector of spec/vectors that targets the requirement: the kinds it exercises, the mutants that fail it."""
 
     path: str
-    expects: str
-    covers: tuple[str, ...]
+    kinds: tuple[str, ...]
+    caught: tuple[str, ...]
 
 
 @dataclass
@@ -308,24 +308,23 @@ def batch_mutants(requirement: str, path: Path = BATCH_MUTANTS) -> list[Declared
 
 
 def vectors(requirement: str, folder: Path = VECTORS_DIR) -> list[VectorFile] | None:
-    """The vectors whose annotation targets the requirement; None while the corpus folder does not exist."""
+    """The vectors (`*.vector.jsonl`) whose annotation targets the requirement; None while the folder is absent.
+
+    Read from each file's header (spec/vectors/README.md), so that a vector being written cannot stop the trace.
+    """
     if not folder.is_dir():
         return None
     found = []
-    for path in sorted(folder.rglob("*.jsonl")):
-        if path.name.endswith(".trace.jsonl"):
-            continue
+    for path in sorted(folder.rglob("*.vector.jsonl")):
         try:
             header = json.loads(path.read_text(encoding="utf-8").split("\n", 1)[0])
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
-        if not isinstance(header, dict):
+        note = header.get("vector") if isinstance(header, dict) else None
+        if not isinstance(note, dict) or requirement not in note.get("targets", []):
             continue
-        note = header.get("vector")
-        targets = note.get("targets", []) if isinstance(note, dict) else []
-        if requirement in targets or (not targets and path.parent.name == requirement):
-            covers = tuple(str(c) for c in header.get("covers", []))
-            found.append(VectorFile(_relative(path), "fails" if covers else "passes", covers))
+        caught = tuple(str(c.get("mutant", "")) for c in note.get("caught", []) if isinstance(c, dict))
+        found.append(VectorFile(_relative(path), tuple(str(k) for k in note.get("kinds", [])), caught))
     return found
 
 
@@ -407,6 +406,11 @@ def render(chain: Chain) -> str:
     if chain.vectors is None:
         lines.append("  none yet (spec/vectors/ does not exist)")
     else:
-        lines += [f"  {v.path} ({v.expects})" for v in chain.vectors] or ["  none"]
+        for vector in chain.vectors:
+            lines.append(f"  {vector.path}: kinds {', '.join(vector.kinds) or '-'}")
+            caught = ", ".join(vector.caught) or "no mutant known"
+            lines.append(f"    fails for {caught}")
+        if not chain.vectors:
+            lines.append("  none")
     lines += [f"note: {note}" for note in chain.notes]
     return "\n".join(lines)
