@@ -76,7 +76,7 @@ VARIABLES
     ever,        \* ever[o]: o was delivered since the last restart
     nfail,       \* nfail[o]: failures (nacks, timeouts) of o since the last restart or release
     gotKey,      \* gotKey[k]: the consumers that received k since the last membership change or restart
-    offline,     \* members that disconnected since they joined
+    offline,     \* members that disconnected since they joined or last reconnected (KS-MEM-4)
     incarnation  \* restarts so far
 
 core == <<published, keyOf, st, holder, attempts, fails, how, processed,
@@ -295,6 +295,13 @@ Disconnect(c) ==
     /\ UNCHANGED <<published, keyOf, st, holder, attempts, fails, how, processed, members, accepts,
                    cap, target, draining, pcur, pholes>>
 
+\* A disconnected member comes back: connected again with all it holds, and no longer evicted (KS-MEM-4).
+Reconnect(c) ==
+    /\ c \in members \ connected
+    /\ connected' = {c} \cup connected
+    /\ UNCHANGED <<published, keyOf, st, holder, attempts, fails, how, processed, members, accepts,
+                   cap, target, draining, pcur, pholes>>
+
 \* Eviction of a disconnected member has the effects of leaving (KS-MEM-2).
 Evict(c) ==
     /\ c \in members \ connected
@@ -329,8 +336,9 @@ Restart ==
 (* The history: what a step did, read from the variables before and after it, whichever action took
    it.  A delivery is a message becoming outstanding; a failure is an outstanding message becoming
    pending while its holder stays a member (a holder that leaves returns it, KS-RTY-7); a release
-   makes a blocked message pending; an epoch ends when membership changes or at a restart. *)
-History(restarted) ==
+   makes a blocked message pending; an epoch ends when membership changes or at a restart.  A member
+   is offline from its disconnection until it leaves, or until a reconnect names it (`back`). *)
+HistoryWith(restarted, back) ==
     LET delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
         failed(o) == st[o] = "outstanding" /\ st'[o] = "pending" /\ holder[o] \in members'
         released(o) == st[o] = "blocked" /\ st'[o] = "pending"
@@ -342,8 +350,10 @@ History(restarted) ==
     /\ gotKey' = [k \in Keys |-> (IF newEpoch THEN {} ELSE gotKey[k])
                                  \cup {holder'[o] : o \in {p \in Offsets : delivered(p) /\ keyOf'[p] = k}}]
     /\ offline' = IF restarted THEN {}
-                  ELSE ((offline \cup (connected \ connected')) \cap members') \ (members' \ members)
+                  ELSE ((offline \cup (connected \ connected')) \cap members') \ ((members' \ members) \cup back)
     /\ incarnation' = IF restarted THEN incarnation + 1 ELSE incarnation
+
+History(restarted) == HistoryWith(restarted, {})
 
 (* The model-checking environment: every action, with budgets that keep the state space finite. *)
 
@@ -371,6 +381,9 @@ DisconnectAny == /\ spent.member < MaxMemberChanges
                  /\ \E c \in connected : (KeepConnected => connected \ {c} # {}) /\ Disconnect(c)
                  /\ Spend("member")
                  /\ History(FALSE)
+ReconnectAny == /\ spent.member < MaxMemberChanges
+                /\ \E c \in members \ connected : Reconnect(c) /\ HistoryWith(FALSE, {c})
+                /\ Spend("member")
 EvictAny == \E c \in Consumers : Evict(c) /\ UNCHANGED spent /\ History(FALSE)
 PersistAny == MaxRestarts > 0 /\ Persist /\ UNCHANGED spent /\ History(FALSE)
 RestartAny == spent.restart < MaxRestarts /\ Restart /\ Spend("restart") /\ History(TRUE)
@@ -381,8 +394,8 @@ Done == AllResolved /\ published = MaxMsgs /\ UNCHANGED vars
 
 Next ==
     \/ PublishAny \/ RouteAny \/ DeliverAny \/ AckAny \/ FailAny \/ PoisonAny \/ ReleaseAny
-    \/ SkipAny \/ FilterAny \/ JoinAny \/ LeaveAny \/ DisconnectAny \/ EvictAny \/ PersistAny
-    \/ RestartAny \/ Done
+    \/ SkipAny \/ FilterAny \/ JoinAny \/ LeaveAny \/ DisconnectAny \/ ReconnectAny \/ EvictAny
+    \/ PersistAny \/ RestartAny \/ Done
 
 \* Quiescence (section 19): consumers keep acking, the dispatcher keeps dispatching, operators
 \* release blocked keys, disconnected members are evicted, and a consumer comes back when none is

@@ -73,6 +73,7 @@ EventStep ==
       [] Ev.e = "consumer_removed" -> Leave(Ev.c)
       [] Ev.e = "consumer_evicted" -> Evict(Ev.c)
       [] Ev.e = "consumer_disconnected" -> DisconnectEvent(Ev.c)
+      [] Ev.e = "consumer_reconnected" -> IF Ev.c \in connected THEN Ev.c \in members /\ Same ELSE Reconnect(Ev.c)
       [] Ev.e = "restart" -> Restart
       [] Ev.e = "deliver" -> OffsetOk /\ Deliver(Ev.o, Ev.c) /\ attempts'[Ev.o] = Ev.a
       [] Ev.e = "held" -> HeldFits /\ Same
@@ -100,7 +101,8 @@ ImplicitRoute ==
     /\ target[Ev.k] = NoOne
     /\ Route(Ev.k, Ev.c)
 
-Replay == \/ EventStep /\ History(Ev.e = "restart") /\ UNCHANGED spent /\ l' = l + 1
+Replay == \/ EventStep /\ HistoryWith(Ev.e = "restart", IF Ev.e = "consumer_reconnected" THEN {Ev.c} ELSE {})
+             /\ UNCHANGED spent /\ l' = l + 1
           \/ ImplicitRoute /\ History(FALSE) /\ UNCHANGED <<spent, l>>
 
 \* Why the current event does not fit: the requirements whose rules it breaks, when we can tell.
