@@ -2,7 +2,7 @@
 
 The error types live with the code that raises them (`ks_spec.errors`, shared by every part of the kit); which
 number a mistake exits with is the command line's contract, so it is decided here. README.md's exit code
-table is this table (tests/test_spec_trace.py holds them equal).
+table is this table (tests/test_cli_exit_codes.py holds them equal).
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ CONFIG = 78  # EX_CONFIG
 INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
-    OK: "success (conformant, valid)",
-    FAILED: "a check failed (not conformant, invalid, a model result other than the manifest's)",
-    UNKNOWN: "check-trace, validate-replay, conformance: the verdict is unknown (the input could not be judged)",
+    OK: "success: the checks passed, the trace is valid, the dispatcher conformant",
+    FAILED: "a check failed: not conformant, an invalid trace, a failed vector, a model result unlike the manifest's",
+    UNKNOWN: "no verdict: a trace that cannot be judged, an adapter that crashed or hung, a MUST left vacuous",
     VALID_PARTIAL: "validate-replay: no MUST anomaly among the kinds computed, but some kinds that apply were not",
-    USAGE: "usage error: a bad option or argument, an unknown requirement ID",
-    DATA: "malformed input (a trace, a workload, a configuration)",
-    NO_INPUT: "a file or folder named on the command line is missing",
-    UNAVAILABLE: "a required tool is missing (Java 17+) or Spark cannot start",
-    SOFTWARE: "a Spark job failed (out of memory, a lost executor)",
+    USAGE: "usage error: a bad option or argument (an unknown requirement ID, a malformed --master)",
+    DATA: "malformed input: a trace, a workload, a scenario or vector file, a configuration",
+    NO_INPUT: "a file or folder named on the command line does not exist",
+    UNAVAILABLE: "a required tool is missing (Java 17+) or Spark cannot start (an unreachable master)",
+    SOFTWARE: "a Spark job failed: out of memory, a lost executor",
     CONFIG: "conformance: the adapter failed to start or speaks another protocol version",
     INTERRUPTED: "interrupted (Ctrl-C)",
 }

@@ -77,7 +77,7 @@ def _workloads(args: argparse.Namespace) -> StepResult:
                 checker = checker_of(simulation.events)
                 if checker.anomalies or checker.problems:
                     first = checker.anomalies[0].name if checker.anomalies else checker.problems[0]
-                    return StepResult(False, f"{name}: the kit's checker finds {first} (notes/reference-vs-checker.md)")
+                    return StepResult(False, f"{name}: the kit's checker finds {first} (spec/checking.md decides)")
                 judged += 1
     verdict = ", all valid by the kit's checker" if judged else " (the kit's checker is not installed)"
     return StepResult(
