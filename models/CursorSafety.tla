@@ -230,8 +230,8 @@ KS_CUR_3_RestartRereadsUnresolved == \A o \in Offsets : o < readPos => st[o] # "
 \* No offset below the persisted cursor, and no persisted hole, is delivered.
 KS_CUR_4_NoResurrection == [][\A o \in Offsets : Delivered(o) => o >= pcur /\ o \notin pholes]_vars
 
-\* Debounced: the persisted values change only with interval 0 or at a tick with since + 1 >= interval.
-KS_CUR_5_PersistDebounced ==
+\* Debounced (KS-CUR-7, a SHOULD): the persisted values change only with interval 0 or at a tick with since + 1 >= interval.
+KS_CUR_7_PersistDebounced ==
     [][Persisted => PersistInterval = 0 \/ (TickStep /\ since + 1 >= PersistInterval)]_vars
 
 \* Timely: after a tick with interval > 0 and since + 1 >= interval, the persisted cursor and holes are

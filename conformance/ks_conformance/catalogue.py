@@ -441,7 +441,7 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
     ),
     _kind(
         "persist-early",
-        "KS-CUR-5",
+        "KS-CUR-7",
         _O,
         "with persist_interval > 0, a cursor_persisted outside a tick's phase 6, or fewer than persist_interval "
         "ticks after the previous one",

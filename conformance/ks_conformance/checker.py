@@ -1853,7 +1853,7 @@ class Checker:
                 )
         interval = int(self.config["persist_interval"])
         if interval > 0:
-            # req: KS-CUR-5
+            # req: KS-CUR-7
             self._exercise("persist-early")
             op = self.op
             why = ""
@@ -1870,7 +1870,7 @@ class Checker:
                     seq,
                     [self.persist_seq, seq],
                     [f"the cursor was persisted at tick {self.now} [seq {seq}]"],
-                    f"{why} (KS-CUR-5)",
+                    f"{why} (KS-CUR-7)",
                     cursor=cursor,
                 )
         self.persisted_cursor = cursor

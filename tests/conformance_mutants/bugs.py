@@ -624,7 +624,7 @@ class PersistEagerly(Dispatcher):
 
     def persistence_due(self, in_tick_phase_6: bool) -> bool:
         if self.config.persist_interval and self.cursor.position != self.persisted_position:
-            return True  # breaks KS-CUR-5 (a cheap bug: it shows in almost every example that acks)
+            return True  # breaks KS-CUR-7 (a cheap bug: it shows in almost every example that acks)
         return super().persistence_due(in_tick_phase_6)
 
 
