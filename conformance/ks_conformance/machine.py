@@ -1,13 +1,14 @@
 """The Hypothesis state machine: random programs of operations, judged after every step.
 
-`make_machine(context)` builds a `RuleBasedStateMachine` for one adapter: configurations and operations
-are drawn only from the adapter's declared capabilities, keys come from a small pool so that they
-collide, and every step is judged by the checker and the harness (an invariant). A `settle` rule (and
-the teardown) drive the subscription to quiescence so that liveness is checked where failures still
-shrink. An anomaly of a kind not found yet raises `Violation`; a kind already found is recorded and the
-example goes on, so a cheap anomaly found once never hides a deeper one behind it. Every anomaly of every
-example (shrink attempts included) is recorded as an observation, so a requirement violated anywhere in a
-run is never reported passed. Shrinking is bounded by counts, never seconds (suite.py): one seed, one result.
+`KeySharedMachine` is a plain `RuleBasedStateMachine`; `machine_for(context)` binds it to one run (the
+adapter, what it declared, what the run found so far). Configurations and operations are drawn only from
+the adapter's declared capabilities, keys come from a small pool so that they collide, and every step is
+judged by the checker and the harness (an invariant). A `settle` rule (and the teardown) drive the
+subscription to quiescence so that liveness is checked inside the example. An anomaly of a kind not found
+yet raises `Violation`; a kind already found is recorded and the example goes on, so a cheap anomaly found
+once never hides a deeper one behind it. Every anomaly of every example (shrink replays included) is
+recorded as an observation, so a requirement violated anywhere in a run is never reported passed.
+Hypothesis only searches here; the kit shrinks what it finds itself, by counted replays (shrink.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hypothesis import reject
 from hypothesis import strategies as st
@@ -50,7 +51,7 @@ REFUSAL_PROBES = (
 
 
 class Violation(Exception):
-    """The first anomalies of an example; Hypothesis shrinks the example that raised it."""
+    """The first anomalies of an example of kinds the run had not found: they end the example (shrink.py shrinks it)."""
 
     def __init__(self, anomalies: list[Anomaly], session: AnySession) -> None:
         names = ", ".join(sorted({f"{a.name} ({a.requirement})" for a in anomalies}))
@@ -76,8 +77,8 @@ class Observation:
 class FaultAbort(BaseException):
     """An adapter fault inside a Hypothesis run, which ends the run at once.
 
-    Not an Exception, so Hypothesis does not shrink it: a fault keeps no scenario, and every shrink step
-    would restart the adapter and could wait out the timeout again (a hung adapter took over a minute).
+    Not an Exception, so Hypothesis neither retries nor reports it as a failing example: a fault keeps no
+    scenario, and every further example would restart the adapter and could wait out the timeout again.
     """
 
     def __init__(self, fault: AdapterFault) -> None:
@@ -282,426 +283,447 @@ def configs(
     return draw_config()
 
 
-def make_machine(context: RunContext) -> type[RuleBasedStateMachine]:
-    """A state machine class bound to one run's adapter and findings."""
-    capabilities = context.capabilities
+class KeySharedMachine(RuleBasedStateMachine):
+    """Random operations against the adapter, every step judged (spec/checking.md).
 
-    class KeySharedMachine(RuleBasedStateMachine):
-        """Random operations against the adapter, every step judged (spec/checking.md)."""
+    Hypothesis builds machines without arguments, so a run binds its `RunContext` in a subclass
+    (`machine_for`). Picks among what the state offers (a delivery, a member, a blocked key) are drawn
+    with `st.data()` and `st.sampled_from` at the moment of the pick: the candidates change with every
+    step, and consumers leave on their own (evictions), which a Hypothesis bundle cannot follow.
+    """
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.session: AnySession | None = None
-            self.tainted = False
-            self.settled_at = -1
-            self.restarts = 0
-            self.restarted_at = 0
+    context: ClassVar[RunContext]
+    """The run this machine belongs to: set on the subclass `machine_for` makes."""
 
-        # --- helpers ---------------------------------------------------------------------------
+    def __init__(self) -> None:
+        super().__init__()
+        self.capabilities = self.context.capabilities
+        self.session: AnySession | None = None
+        self.tainted = False
+        self.settled_at = -1
+        self.restarts = 0
+        self.restarted_at = 0
 
-        def able(self, op: str) -> bool:
-            session = self.session
-            if session is None or session.diverged or op not in capabilities.ops or op in session.skipped_ops:
-                return False
-            if session.profile == "best-effort" and op in ("nack", "release", "skip", "restart", "rollover", "split"):
-                return False
-            return True
+    # --- helpers -------------------------------------------------------------------------------
 
-        @contextmanager
-        def ending_the_run_on_fault(self) -> Iterator[None]:
-            """Talk to the adapter: a fault ends the run (FaultAbort), and teardown then leaves the adapter alone."""
-            try:
-                yield
-            except AdapterFault as fault:
-                self.tainted = True
-                raise FaultAbort(fault) from fault
+    def able(self, op: str) -> bool:
+        """True if the op may be drawn now: declared, not skipped, meaningful in the profile, not diverged."""
+        session = self.session
+        if session is None or session.diverged or op not in self.capabilities.ops or op in session.skipped_ops:
+            return False
+        if session.profile == "best-effort" and op in ("nack", "release", "skip", "restart", "rollover", "split"):
+            return False
+        return True
 
-        def do(self, op: dict[str, Any]) -> None:
-            assert self.session is not None
-            with self.ending_the_run_on_fault():
-                self.session.perform(op)
+    @contextmanager
+    def ending_the_run_on_fault(self) -> Iterator[None]:
+        """Talk to the adapter: a fault ends the run (FaultAbort), and teardown then leaves the adapter alone."""
+        try:
+            yield
+        except AdapterFault as fault:
+            self.tainted = True
+            raise FaultAbort(fault) from fault
 
-        def members(self) -> list[str]:
-            assert self.session is not None
-            return self.session.known_members()
+    def do(self, op: dict[str, Any]) -> None:
+        """Perform one op (the harness marks it as one op, judges it and records it as a step)."""
+        assert self.session is not None
+        with self.ending_the_run_on_fault():
+            self.session.perform(op)
 
-        def outstanding(self) -> list[tuple[str, int]]:
-            assert self.session is not None
-            deliveries = [d for m in self.session.checker.members.values() for d in m.outstanding.values()]
-            return [(d.holder.name, d.offset) for d in sorted(deliveries, key=lambda d: d.seq)]
+    def members(self) -> list[str]:
+        assert self.session is not None
+        return self.session.known_members()
 
-        def blocked_keys(self) -> list[str]:
-            assert self.session is not None
-            return sorted(k for k, s in self.session.checker.keys.items() if s.blocked)
+    def room(self) -> bool:
+        """True while another consumer may join (the adapter's limit and the name pool)."""
+        return len(self.members()) < min(self.capabilities.max_consumers, len(NAMES))
 
-        def active_segments(self) -> list[int]:
-            assert self.session is not None
-            return sorted(n for n, s in self.session.checker.segments.items() if not s.sealed)
+    def outstanding(self) -> list[tuple[str, int]]:
+        """(holder, offset) of every outstanding delivery, oldest delivery first."""
+        assert self.session is not None
+        deliveries = [d for m in self.session.checker.members.values() for d in m.outstanding.values()]
+        return [(d.holder.name, d.offset) for d in sorted(deliveries, key=lambda d: d.seq)]
 
-        # --- rules -----------------------------------------------------------------------------
+    def blocked_keys(self) -> list[str]:
+        assert self.session is not None
+        return sorted(k for k, s in self.session.checker.keys.items() if s.blocked)
 
-        @initialize(config=configs(capabilities, context.stratum, context.refused_values))
-        def begin(self, config: dict[str, Any]) -> None:
-            """Reset the adapter with a drawn configuration."""
-            with self.ending_the_run_on_fault():
-                self._begin(config)
+    def active_segments(self) -> list[int]:
+        assert self.session is not None
+        return sorted(n for n, s in self.session.checker.segments.items() if not s.sealed)
 
-        def _begin(self, config: dict[str, Any]) -> None:
-            connection = context.live_connection()
-            session = open_session(
-                connection,
-                capabilities,
-                config,
-                batch=context.batch,
-                check_stats=context.check_stats,
-                implementation=context.implementation,
-                chunk=context.chunk,
-                tolerated=context.suppressed,
-            )
-            self.session = session
-            outcome = session.begin()
-            field_name = outcome.error_field or ""
-            if (
-                outcome.code == "invalid_config"
-                and field_name in DRAWN_VALUES
-                and field_name in config
-                and field_name not in capabilities.config_values
-            ):
-                # An undeclared value the adapter does not support: never drawn again, and the requirements that
-                # need it are reported skipped with the reason (not an adapter fault).
-                context.refused_values.setdefault(field_name, []).append(config[field_name])
-                self.session = None
-                reject()
-            if not outcome.ok:
-                raise AdapterFault(
-                    "protocol",
-                    f"reset refused a configuration within the declared capabilities: {outcome.code} "
-                    f"{outcome.error_field or ''} ({outcome.message}); config {config}",
-                )
+    def published_since_restart(self) -> bool:
+        return self.session is not None and self.session.next_offset() > self.restarted_at
 
-        @precondition(lambda self: self.able("publish"))
-        @rule(key=st.sampled_from(KEYS))
-        def publish(self, key: str) -> None:
-            """Publish a message with a key from the pool."""
-            assert self.session is not None
-            self.do({"op": "publish", "offset": self.session.next_offset(), "key": key})
+    # --- configuration ---------------------------------------------------------------------------
 
-        @precondition(lambda self: self.able("publish"))
-        @rule(keys=st.lists(st.sampled_from(KEYS), min_size=2, max_size=4))
-        def publish_several(self, keys: list[str]) -> None:
-            """Publish a burst, so that keys queue behind each other."""
-            for key in keys:
-                self.publish(key)
+    @initialize(data=st.data())
+    def begin(self, data: st.DataObject) -> None:
+        """Reset the adapter with a configuration drawn from what it declares (and has not refused)."""
+        context = self.context
+        config = data.draw(configs(self.capabilities, context.stratum, context.refused_values), label="config")
+        with self.ending_the_run_on_fault():
+            self._begin(config)
 
-        @precondition(lambda self: self.able("publish") and bool(self.outstanding()))
-        @rule(pick=st.integers(0, 15))
-        def publish_to_busy_key(self, pick: int) -> None:
-            """Publish to a key that has deliveries outstanding (draining, handoffs and queues need it)."""
-            assert self.session is not None
-            deliveries = self.outstanding()
-            _, offset = deliveries[pick % len(deliveries)]
-            self.publish(self.session.checker.messages[offset].key)
-
-        @precondition(
-            lambda self: (
-                self.able("add_consumer")
-                and bool(self.outstanding())
-                and self.session is not None
-                and len(self.members()) < min(capabilities.max_consumers, len(NAMES))
-            )
+    def _begin(self, config: dict[str, Any]) -> None:
+        context = self.context
+        session = open_session(
+            context.live_connection(),
+            self.capabilities,
+            config,
+            batch=context.batch,
+            check_stats=context.check_stats,
+            implementation=context.implementation,
+            chunk=context.chunk,
+            tolerated=context.suppressed,
         )
-        @rule(pick=st.integers(0, 7), capacity=st.integers(1, 3))
-        def join_while_busy(self, pick: int, capacity: int) -> None:
-            """A consumer joins while keys are outstanding, then those keys get new messages: draining (KS-DRN-1),
-            bucket handoffs (KS-BKT-4) and the stability of the selector (KS-ASN-2) are all at stake."""
-            assert self.session is not None
-            busy = sorted({self.session.checker.messages[o].key for _, o in self.outstanding()})
-            self.add_consumer(pick, capacity, ())
-            for key in busy:
-                self.publish(key)
-
-        @precondition(
-            lambda self: (
-                self.session is not None
-                and self.session.profile != "best-effort"
-                and (self.able("nack") or (self.able("tick") and bool(self.session.config.get("ack_timeout"))))
-                and bool(self.outstanding())
+        self.session = session
+        outcome = session.begin()
+        field_name = outcome.error_field or ""
+        if (
+            outcome.code == "invalid_config"
+            and field_name in DRAWN_VALUES
+            and field_name in config
+            and field_name not in self.capabilities.config_values
+        ):
+            # An undeclared value the adapter does not support: never drawn again, and the requirements that
+            # need it are reported skipped with the reason (not an adapter fault).
+            context.refused_values.setdefault(field_name, []).append(config[field_name])
+            self.session = None
+            reject()
+        if not outcome.ok:
+            raise AdapterFault(
+                "protocol",
+                f"reset refused a configuration within the declared capabilities: {outcome.code} "
+                f"{outcome.error_field or ''} ({outcome.message}); config {config}",
             )
-        )
-        @rule(pick=st.integers(0, 15), then=st.sampled_from(("skip", "release", "nothing")))
-        def poison(self, pick: int, then: str) -> None:
-            """Fail one delivery again and again (nacks, or ticks past the ack timeout) until it is poisoned;
-            if that blocks its key, the operator may then skip or release it."""
-            assert self.session is not None
-            checker = self.session.checker
-            deliveries = self.outstanding()
-            _, offset = deliveries[pick % len(deliveries)]
-            config = self.session.config
-            rounds = (int(config.get("max_redeliveries", 5)) + 2) * (int(config.get("backoff_max", 60)) + 3)
-            for _ in range(min(rounds, 80)):
-                message = checker.messages[offset]
-                if message.blocked and then != "nothing" and self.able(then):
-                    self.do({"op": then, "key": message.key})
-                    return
-                if message.resolved or message.blocked or self.session.diverged:
-                    return
-                holder = message.outstanding
-                if holder is not None and self.able("nack"):
-                    self.do({"op": "nack", "consumer": holder.holder.name, "offset": offset})
-                elif self.able("tick"):
-                    self.do({"op": "tick"})
-                else:
-                    return
 
-        @precondition(
-            lambda self: (
-                self.able("add_consumer")
-                and self.session is not None
-                and len(self.members()) < min(capabilities.max_consumers, len(NAMES))
-            )
+    # --- publishing ------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.able("publish"))
+    @rule(key=st.sampled_from(KEYS))
+    def publish(self, key: str) -> None:
+        """Publish a message with a key from the pool."""
+        assert self.session is not None
+        self.do({"op": "publish", "offset": self.session.next_offset(), "key": key})
+
+    @precondition(lambda self: self.able("publish"))
+    @rule(keys=st.lists(st.sampled_from(KEYS), min_size=2, max_size=4))
+    def publish_several(self, keys: list[str]) -> None:
+        """Publish a burst, so that keys queue behind each other."""
+        for key in keys:
+            self.publish(key)
+
+    @precondition(lambda self: self.able("publish") and bool(self.outstanding()))
+    @rule(data=st.data())
+    def publish_to_busy_key(self, data: st.DataObject) -> None:
+        """Publish to a key that has deliveries outstanding (draining, handoffs and queues need it)."""
+        assert self.session is not None
+        _, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
+        self.publish(self.session.checker.messages[offset].key)
+
+    # --- membership ------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.able("add_consumer") and self.session is not None and self.room())
+    @rule(data=st.data(), capacity=st.integers(1, 3), filters=st.sampled_from(FILTER_SETS))
+    def add_consumer(self, data: st.DataObject, capacity: int, filters: tuple[str, ...]) -> None:
+        """A consumer joins (names are reused after a leave: KS-GEN-3)."""
+        self.join(data, capacity, filters)
+
+    def join(self, data: st.DataObject, capacity: int, filters: tuple[str, ...]) -> None:
+        """Add a consumer with a free name; on pulsar-sticky it takes a free slice of the hash range."""
+        assert self.session is not None
+        capabilities = self.capabilities
+        free = [n for n in NAMES if n not in self.members()]
+        if not capabilities.capacity:
+            capacity = UNBOUNDED_CAPACITY  # the adapter declares that capacity never binds: make it so
+        name = data.draw(st.sampled_from(free), label="name")
+        op: dict[str, Any] = {"op": "add_consumer", "consumer": name, "capacity": capacity}
+        selector = self.session.config.get("selector")
+        op["filters"] = list(filters) if capabilities.filters and selector not in _NO_FILTERS else []
+        if selector == "pulsar-sticky":
+            taken = {lo // SLICE for m in self.session.checker.members.values() for lo, _ in m.ranges}
+            slices = [s for s in range(SLICES) if s not in taken]
+            if not slices:
+                return
+            chosen = data.draw(st.sampled_from(slices), label="slice")
+            op["ranges"] = [[chosen * SLICE, chosen * SLICE + SLICE - 1]]
+        self.do(op)
+
+    @precondition(
+        lambda self: self.able("add_consumer") and bool(self.outstanding()) and self.session is not None and self.room()
+    )
+    @rule(data=st.data(), capacity=st.integers(1, 3))
+    def join_while_busy(self, data: st.DataObject, capacity: int) -> None:
+        """A consumer joins while keys are outstanding, then those keys get new messages: draining (KS-DRN-1),
+        bucket handoffs (KS-BKT-4) and the stability of the selector (KS-ASN-2) are all at stake."""
+        assert self.session is not None
+        busy = sorted({self.session.checker.messages[o].key for _, o in self.outstanding()})
+        self.join(data, capacity, ())
+        for key in busy:
+            self.publish(key)
+
+    @precondition(lambda self: self.able("remove_consumer") and bool(self.session and self.members()))
+    @rule(data=st.data())
+    def remove_consumer(self, data: st.DataObject) -> None:
+        """A consumer leaves."""
+        self.do({"op": "remove_consumer", "consumer": data.draw(st.sampled_from(self.members()), label="member")})
+
+    @precondition(lambda self: self.able("disconnect") and bool(self.session and self.members()))
+    @rule(data=st.data())
+    def disconnect(self, data: st.DataObject) -> None:
+        """A member loses its connection."""
+        assert self.session is not None
+        members = self.session.checker.members
+        connected = [n for n in self.members() if n not in members or members[n].connected]
+        if connected:
+            self.do({"op": "disconnect", "consumer": data.draw(st.sampled_from(connected), label="member")})
+
+    # --- answers ---------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.able("ack") and bool(self.outstanding()))
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        """The holder of a delivery acks it."""
+        consumer, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
+        self.do({"op": "ack", "consumer": consumer, "offset": offset})
+
+    @precondition(lambda self: self.able("nack") and bool(self.outstanding()))
+    @rule(data=st.data())
+    def nack(self, data: st.DataObject) -> None:
+        """The holder of a delivery nacks it."""
+        consumer, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
+        self.do({"op": "nack", "consumer": consumer, "offset": offset})
+
+    @precondition(lambda self: self.able("ack") and bool(self.session and self.members()))
+    @rule(data=st.data(), negative=st.booleans())
+    def stale_answer(self, data: st.DataObject, negative: bool) -> None:
+        """A member acks or nacks a message it does not hold (stale, resolved, another's, unknown)."""
+        assert self.session is not None
+        consumer = data.draw(st.sampled_from(self.members()), label="member")
+        published = len(self.session.checker.messages)
+        offset = data.draw(st.integers(0, published), label="offset")  # `published` itself: never published
+        holder = self.session.checker.messages[offset].outstanding if offset < published else None
+        if holder is not None and holder.holder.name == consumer:
+            return
+        kind = "nack" if negative and self.able("nack") else "ack"
+        self.do({"op": kind, "consumer": consumer, "offset": offset})
+
+    @precondition(
+        lambda self: (
+            self.able("ack") and self.session is not None and len(self.members()) >= 2 and bool(self.outstanding())
         )
-        @rule(pick=st.integers(0, 7), capacity=st.integers(1, 3), filters=st.sampled_from(FILTER_SETS))
-        def add_consumer(self, pick: int, capacity: int, filters: tuple[str, ...]) -> None:
-            """A consumer joins (names are reused after a leave: KS-GEN-3)."""
-            assert self.session is not None
-            free = [n for n in NAMES if n not in self.members()]
-            if not capabilities.capacity:
-                capacity = UNBOUNDED_CAPACITY  # the adapter declares that capacity never binds: make it so
-            op: dict[str, Any] = {"op": "add_consumer", "consumer": free[pick % len(free)], "capacity": capacity}
-            selector = self.session.config.get("selector")
-            op["filters"] = list(filters) if capabilities.filters and selector not in _NO_FILTERS else []
-            if selector == "pulsar-sticky":
-                taken = {lo // SLICE for m in self.session.checker.members.values() for lo, _ in m.ranges}
-                slices = [s for s in range(SLICES) if s not in taken]
-                if not slices:
-                    return
-                chosen = slices[pick % len(slices)]
-                op["ranges"] = [[chosen * SLICE, chosen * SLICE + SLICE - 1]]
+    )
+    @rule(data=st.data(), negative=st.booleans())
+    def answer_for_another(self, data: st.DataObject, negative: bool) -> None:
+        """A member acks or nacks a delivery another member holds (e.g. the key's previous owner).
+
+        Drawn over all offsets, such answers would be rare; they are the ones a sloppy implementation accepts.
+        """
+        holder, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
+        others = [name for name in self.members() if name != holder]
+        if not others:
+            return
+        kind = "nack" if negative and self.able("nack") else "ack"
+        self.do({"op": kind, "consumer": data.draw(st.sampled_from(others), label="member"), "offset": offset})
+
+    @precondition(
+        lambda self: (
+            self.session is not None
+            and self.session.profile != "best-effort"
+            and (self.able("nack") or (self.able("tick") and bool(self.session.config.get("ack_timeout"))))
+            and bool(self.outstanding())
+        )
+    )
+    @rule(data=st.data(), then=st.sampled_from(("skip", "release", "nothing")))
+    def poison(self, data: st.DataObject, then: str) -> None:
+        """Fail one delivery again and again (nacks, or ticks past the ack timeout) until it is poisoned;
+        if that blocks its key, the operator may then skip or release it."""
+        assert self.session is not None
+        checker = self.session.checker
+        _, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
+        config = self.session.config
+        rounds = (int(config.get("max_redeliveries", 5)) + 2) * (int(config.get("backoff_max", 60)) + 3)
+        for _ in range(min(rounds, 80)):
+            message = checker.messages[offset]
+            if message.blocked and then != "nothing" and self.able(then):
+                self.do({"op": then, "key": message.key})
+                return
+            if message.resolved or message.blocked or self.session.diverged:
+                return
+            holder = message.outstanding
+            if holder is not None and self.able("nack"):
+                self.do({"op": "nack", "consumer": holder.holder.name, "offset": offset})
+            elif self.able("tick"):
+                self.do({"op": "tick"})
+            else:
+                return
+
+    # --- time, the operator, the dispatcher ------------------------------------------------------
+
+    @precondition(lambda self: self.able("tick"))
+    @rule(count=st.integers(1, 3))
+    def tick(self, count: int) -> None:
+        """Time passes."""
+        for _ in range(count):
+            self.do({"op": "tick"})
+
+    @precondition(lambda self: self.able("release") and bool(self.blocked_keys()))
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        """The operator releases a blocked key."""
+        self.do({"op": "release", "key": data.draw(st.sampled_from(self.blocked_keys()), label="key")})
+
+    @precondition(lambda self: self.able("skip") and bool(self.blocked_keys()))
+    @rule(data=st.data())
+    def skip(self, data: st.DataObject) -> None:
+        """The operator skips a blocked key's message."""
+        self.do({"op": "skip", "key": data.draw(st.sampled_from(self.blocked_keys()), label="key")})
+
+    @precondition(lambda self: self.able("restart") and self.restarts < 2 and self.published_since_restart())
+    @rule()
+    def restart(self) -> None:
+        """The dispatcher crashes and restarts (at most twice, each after a publish); consumers rejoin later."""
+        assert self.session is not None
+        self.do({"op": "restart"})
+        self.restarts += 1
+        self.restarted_at = self.session.next_offset()
+
+    @precondition(
+        lambda self: (
+            self.able("restart")
+            and self.restarts < 2
+            and self.session is not None
+            and bool(self.session.checker.persisted_holes)
+        )
+    )
+    @rule()
+    def restart_with_holes(self) -> None:
+        """The dispatcher crashes while the store records ack holes: nothing in them may come back (KS-CUR-4)."""
+        self.restart()
+
+    @precondition(lambda self: self.able("rollover") and bool(self.active_segments()))
+    @rule(data=st.data())
+    def rollover(self, data: st.DataObject) -> None:
+        """A segment is sealed and succeeded by one with a new bucket count."""
+        assert self.session is not None
+        segment = data.draw(st.sampled_from(self.active_segments()), label="segment")
+        buckets = data.draw(st.integers(1, min(8, int(self.session.config.get("bucket_max", 1024)))), label="buckets")
+        successor = max(self.session.checker.segments) + 1
+        self.do({"op": "rollover", "segment": segment, "successor": successor, "buckets": buckets})
+
+    @precondition(lambda self: self.able("split") and bool(self.active_segments()))
+    @rule(data=st.data())
+    def split(self, data: st.DataObject) -> None:
+        """A segment is sealed and split in two halves."""
+        assert self.session is not None
+        segments = self.session.checker.segments
+        splittable = [n for n in self.active_segments() if segments[n].hi > segments[n].lo]
+        if not splittable:
+            return
+        lower = max(segments) + 1
+        segment = data.draw(st.sampled_from(splittable), label="segment")
+        self.do({"op": "split", "segment": segment, "lower": lower, "upper": lower + 1})
+
+    # --- refusals --------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.session is not None and not self.session.diverged)
+    @rule(data=st.data(), probe=st.sampled_from(REFUSAL_PROBES))
+    def refused_op(self, data: st.DataObject, probe: str) -> None:
+        """An op the spec refuses (KS-GEN-4); skipped when the probe does not apply."""
+        op = self.refusal_probe(data, probe)
+        if op is not None and self.able(op["op"]):
             self.do(op)
 
-        @precondition(lambda self: self.able("remove_consumer") and bool(self.session and self.members()))
-        @rule(pick=st.integers(0, 7))
-        def remove_consumer(self, pick: int) -> None:
-            """A consumer leaves."""
-            names = self.members()
-            self.do({"op": "remove_consumer", "consumer": names[pick % len(names)]})
-
-        @precondition(lambda self: self.able("disconnect") and bool(self.session and self.members()))
-        @rule(pick=st.integers(0, 7))
-        def disconnect(self, pick: int) -> None:
-            """A member loses its connection."""
-            assert self.session is not None
-            members = self.session.checker.members
-            connected = [n for n in self.members() if n not in members or members[n].connected]
-            if connected:
-                self.do({"op": "disconnect", "consumer": connected[pick % len(connected)]})
-
-        @precondition(lambda self: self.able("ack") and bool(self.outstanding()))
-        @rule(pick=st.integers(0, 15))
-        def ack(self, pick: int) -> None:
-            """The holder of a delivery acks it."""
-            deliveries = self.outstanding()
-            consumer, offset = deliveries[pick % len(deliveries)]
-            self.do({"op": "ack", "consumer": consumer, "offset": offset})
-
-        @precondition(lambda self: self.able("nack") and bool(self.outstanding()))
-        @rule(pick=st.integers(0, 15))
-        def nack(self, pick: int) -> None:
-            """The holder of a delivery nacks it."""
-            deliveries = self.outstanding()
-            consumer, offset = deliveries[pick % len(deliveries)]
-            self.do({"op": "nack", "consumer": consumer, "offset": offset})
-
-        @precondition(lambda self: self.able("ack") and bool(self.session and self.members()))
-        @rule(pick=st.integers(0, 15), member=st.integers(0, 7), negative=st.booleans())
-        def stale_answer(self, pick: int, member: int, negative: bool) -> None:
-            """A member acks or nacks a message it does not hold (stale, resolved, another's, unknown)."""
-            assert self.session is not None
-            names = self.members()
-            consumer = names[member % len(names)]
-            published = len(self.session.checker.messages)
-            offset = pick % (published + 1)
-            holder = self.session.checker.messages[offset].outstanding if offset < published else None
-            if holder is not None and holder.holder.name == consumer:
-                return
-            kind = "nack" if negative and self.able("nack") else "ack"
-            self.do({"op": kind, "consumer": consumer, "offset": offset})
-
-        @precondition(
-            lambda self: (
-                self.able("ack") and self.session is not None and len(self.members()) >= 2 and bool(self.outstanding())
-            )
-        )
-        @rule(pick=st.integers(0, 15), member=st.integers(0, 7), negative=st.booleans())
-        def answer_for_another(self, pick: int, member: int, negative: bool) -> None:
-            """A member acks or nacks a delivery another member holds (e.g. the key's previous owner).
-
-            Drawn over all offsets, such answers would be rare; they are the ones a sloppy implementation accepts.
-            """
-            deliveries = self.outstanding()
-            holder, offset = deliveries[pick % len(deliveries)]
-            others = [name for name in self.members() if name != holder]
-            if not others:
-                return
-            kind = "nack" if negative and self.able("nack") else "ack"
-            self.do({"op": kind, "consumer": others[member % len(others)], "offset": offset})
-
-        @precondition(lambda self: self.able("tick"))
-        @rule(count=st.integers(1, 3))
-        def tick(self, count: int) -> None:
-            """Time passes."""
-            for _ in range(count):
-                self.do({"op": "tick"})
-
-        @precondition(lambda self: self.able("release") and bool(self.blocked_keys()))
-        @rule(pick=st.integers(0, 7))
-        def release(self, pick: int) -> None:
-            """The operator releases a blocked key."""
-            keys = self.blocked_keys()
-            self.do({"op": "release", "key": keys[pick % len(keys)]})
-
-        @precondition(lambda self: self.able("skip") and bool(self.blocked_keys()))
-        @rule(pick=st.integers(0, 7))
-        def skip(self, pick: int) -> None:
-            """The operator skips a blocked key's message."""
-            keys = self.blocked_keys()
-            self.do({"op": "skip", "key": keys[pick % len(keys)]})
-
-        @precondition(lambda self: self.able("restart") and self.restarts < 2 and self.published_since_restart())
-        @rule()
-        def restart(self) -> None:
-            """The dispatcher crashes and restarts (at most twice, each after a publish); consumers rejoin later."""
-            assert self.session is not None
-            self.do({"op": "restart"})
-            self.restarts += 1
-            self.restarted_at = self.session.next_offset()
-
-        @precondition(
-            lambda self: (
-                self.able("restart")
-                and self.restarts < 2
-                and self.session is not None
-                and bool(self.session.checker.persisted_holes)
-            )
-        )
-        @rule()
-        def restart_with_holes(self) -> None:
-            """The dispatcher crashes while the store records ack holes: nothing in them may come back (KS-CUR-4)."""
-            self.restart()
-
-        def published_since_restart(self) -> bool:
-            return self.session is not None and self.session.next_offset() > self.restarted_at
-
-        @precondition(lambda self: self.able("rollover") and bool(self.active_segments()))
-        @rule(pick=st.integers(0, 7), buckets=st.integers(1, 8))
-        def rollover(self, pick: int, buckets: int) -> None:
-            """A segment is sealed and succeeded by one with a new bucket count."""
-            assert self.session is not None
-            active = self.active_segments()
+    def refusal_probe(self, data: st.DataObject, probe: str) -> dict[str, Any] | None:
+        """The op of one refusal probe in the current state, or None when it does not apply."""
+        assert self.session is not None
+        checker = self.session.checker
+        selector = self.session.config.get("selector")
+        names = self.members()
+        unbounded = 1 if self.capabilities.capacity else UNBOUNDED_CAPACITY
+        if probe == "ack-unknown-consumer":
+            return {"op": "ack", "consumer": "ghost", "offset": 0}
+        if probe == "remove-unknown-consumer":
+            return {"op": "remove_consumer", "consumer": "ghost"}
+        if probe == "duplicate-consumer" and names:
+            name = data.draw(st.sampled_from(names), label="member")
+            return {"op": "add_consumer", "consumer": name, "capacity": unbounded, "filters": []}
+        if probe == "zero-capacity" and selector != "pulsar-sticky":
+            return {"op": "add_consumer", "consumer": "ghost", "capacity": 0, "filters": []}
+        if probe == "wrong-offset":
+            ahead = data.draw(st.integers(1, 8), label="ahead")
+            return {"op": "publish", "offset": self.session.next_offset() + ahead, "key": KEYS[0]}
+        if probe in ("release-not-blocked", "skip-not-blocked"):
+            free = [k for k in KEYS if k not in self.blocked_keys()] or ["never-published"]
+            return {"op": probe.split("-")[0], "key": data.draw(st.sampled_from(free), label="key")}
+        if probe == "filters-not-allowed" and self.capabilities.filters and selector in _NO_FILTERS:
+            if selector == "pulsar-sticky":
+                return None
+            return {"op": "add_consumer", "consumer": "ghost", "capacity": unbounded, "filters": ["a*"]}
+        if probe == "rollover-bad-count" and selector == "buckets" and self.active_segments():
             maximum = int(self.session.config.get("bucket_max", 1024))
-            successor = max(self.session.checker.segments) + 1
-            op = {"op": "rollover", "segment": active[pick % len(active)], "successor": successor}
-            self.do({**op, "buckets": 1 + (buckets - 1) % maximum})
+            bad = data.draw(st.sampled_from((maximum + 1, 0)), label="buckets")
+            segment = self.active_segments()[0]
+            return {"op": "rollover", "segment": segment, "successor": max(checker.segments) + 1, "buckets": bad}
+        return None
 
-        @precondition(lambda self: self.able("split") and bool(self.active_segments()))
-        @rule(pick=st.integers(0, 7))
-        def split(self, pick: int) -> None:
-            """A segment is sealed and split in two halves."""
-            assert self.session is not None
-            segments = self.session.checker.segments
-            splittable = [n for n in self.active_segments() if segments[n].hi > segments[n].lo]
-            if not splittable:
-                return
-            lower = max(segments) + 1
-            self.do({"op": "split", "segment": splittable[pick % len(splittable)], "lower": lower, "upper": lower + 1})
+    # --- quiescence and judgement ----------------------------------------------------------------
 
-        @precondition(lambda self: self.session is not None and not self.session.diverged)
-        @rule(probe=st.sampled_from(REFUSAL_PROBES), pick=st.integers(0, 7))
-        def refused_op(self, probe: str, pick: int) -> None:
-            """An op the spec refuses (KS-GEN-4); skipped when the probe does not apply."""
-            op = self.refusal_probe(probe, pick)
-            if op is not None and self.able(op["op"]):
-                self.do(op)
+    @precondition(lambda self: bool(self.session and self.session.checker.messages) and not self.tainted)
+    @rule(order=st.sampled_from(ORDERS))
+    def settle(self, order: str) -> None:
+        """Everyone acks, blocked keys are released, time passes: liveness is judged (spec section 19)."""
+        assert self.session is not None
+        with self.ending_the_run_on_fault():
+            self.session.settle(order, seed=len(self.session.steps))
+        self.settled_at = len(self.session.steps)
 
-        def refusal_probe(self, probe: str, pick: int) -> dict[str, Any] | None:
-            assert self.session is not None
-            checker = self.session.checker
-            selector = self.session.config.get("selector")
-            names = self.members()
-            if probe == "ack-unknown-consumer":
-                return {"op": "ack", "consumer": "ghost", "offset": 0}
-            if probe == "remove-unknown-consumer":
-                return {"op": "remove_consumer", "consumer": "ghost"}
-            if probe == "duplicate-consumer" and names:
-                capacity = 1 if capabilities.capacity else UNBOUNDED_CAPACITY
-                return {"op": "add_consumer", "consumer": names[pick % len(names)], "capacity": capacity, "filters": []}
-            if probe == "zero-capacity" and selector != "pulsar-sticky":
-                return {"op": "add_consumer", "consumer": "ghost", "capacity": 0, "filters": []}
-            if probe == "wrong-offset":
-                return {"op": "publish", "offset": self.session.next_offset() + 1 + pick, "key": KEYS[0]}
-            if probe in ("release-not-blocked", "skip-not-blocked"):
-                free = [k for k in KEYS if k not in self.blocked_keys()] or ["never-published"]
-                return {"op": probe.split("-")[0], "key": free[pick % len(free)]}
-            if probe == "filters-not-allowed" and capabilities.filters and selector in _NO_FILTERS:
-                capacity = 1 if capabilities.capacity else UNBOUNDED_CAPACITY
-                op: dict[str, Any] = {"op": "add_consumer", "consumer": "ghost", "capacity": capacity}
-                op["filters"] = ["a*"]
-                if selector == "pulsar-sticky":
-                    op["ranges"] = [[0, 0]]
-                return None if selector == "pulsar-sticky" else op
-            if probe == "rollover-bad-count" and selector == "buckets" and self.active_segments():
-                maximum = int(self.session.config.get("bucket_max", 1024))
-                segment = self.active_segments()[0]
-                bad = 0 if pick % 2 else maximum + 1
-                return {"op": "rollover", "segment": segment, "successor": max(checker.segments) + 1, "buckets": bad}
-            return None
+    @rule()
+    def idle(self) -> None:
+        """Nothing happens (a rule that is always enabled, so that every state has a next step)."""
 
-        @precondition(lambda self: bool(self.session and self.session.checker.messages) and not self.tainted)
-        @rule(order=st.sampled_from(ORDERS))
-        def settle(self, order: str) -> None:
-            """Everyone acks, blocked keys are released, time passes: liveness is judged (spec section 19)."""
-            assert self.session is not None
-            with self.ending_the_run_on_fault():
-                self.session.settle(order, seed=len(self.session.steps))
-            self.settled_at = len(self.session.steps)
+    @invariant()
+    def judged(self) -> None:
+        """Every step is judged: an anomaly of a kind not found yet fails the example; one of a kind found
+        already is recorded, and the example goes on looking for the others."""
+        session = self.session
+        if session is None or self.tainted:
+            return
+        found = session.new_anomalies()
+        if not found:
+            return
+        self.context.observe(session, found)
+        if any(a.name not in self.context.suppressed for a in found):
+            self.tainted = True  # teardown must not settle on top of the failure it is unwinding from
+            raise Violation(found, session)
 
-        @rule()
-        def idle(self) -> None:
-            """Nothing happens (lets shrinking replace steps that do not matter)."""
+    def teardown(self) -> None:
+        """Settle once more if the last step was not a settle, judge, and count what was exercised."""
+        session = self.session
+        if session is None:
+            return
+        try:
+            if not self.tainted:
+                with self.ending_the_run_on_fault():
+                    session.flush()  # a batch session replays what it still holds: the example is judged whole
+                self.judged()
+            if not self.tainted and session.checker.messages and self.settled_at != len(session.steps):
+                with self.ending_the_run_on_fault():
+                    session.settle("oldest", seed=len(session.steps))
+                self.judged()
+        finally:
+            self.context.collect(session)
 
-        @invariant()
-        def judged(self) -> None:
-            """Every step is judged: an anomaly of a kind not found yet fails the example; one of a kind found
-            already is recorded, and the example goes on looking for the others."""
-            session = self.session
-            if session is None or self.tainted:
-                return
-            found = session.new_anomalies()
-            if not found:
-                return
-            context.observe(session, found)
-            if any(a.name not in context.suppressed for a in found):
-                self.tainted = True  # teardown must not settle on top of the failure it is unwinding from
-                raise Violation(found, session)
 
-        def teardown(self) -> None:
-            """Settle once more if the last step was not a settle, judge, and count what was exercised."""
-            session = self.session
-            if session is None:
-                return
-            try:
-                if not self.tainted:
-                    with self.ending_the_run_on_fault():
-                        session.flush()  # a batch session replays what it still holds: the example is judged whole
-                    self.judged()
-                if not self.tainted and session.checker.messages and self.settled_at != len(session.steps):
-                    with self.ending_the_run_on_fault():
-                        session.settle("oldest", seed=len(session.steps))
-                    self.judged()
-            finally:
-                context.collect(session)
+def machine_for(context: RunContext) -> type[KeySharedMachine]:
+    """The machine bound to one run's context: a subclass, because Hypothesis builds machines without arguments."""
 
-    return KeySharedMachine
+    class Bound(KeySharedMachine):
+        """KeySharedMachine for one run."""
+
+    Bound.context = context
+    return Bound
 
 
 _NO_FILTERS = ("pulsar-auto-split", "pulsar-sticky", "buckets")

@@ -1,20 +1,21 @@
 """A conformance run: the suite against one adapter, from `start` to a verdict per requirement.
 
 `run_suite` probes the configuration refusals (KS-CFG-1), runs the Hypothesis state machine in rounds
-(each round looks for violations of anomaly kinds not found yet, and shrinks the first it finds to a
-minimal scenario; kinds found before are recorded and looked past, never allowed to end an example), keeps
-every anomaly kind seen anywhere (a kind seen but never shrunk still fails its requirement, with the
-example it was seen in as its scenario), replays the passing examples with the most events on the adapter and on a newly
-started one to check determinism (KS-GEN-5), and turns it all into one status per requirement: passed,
-failed, warning, vacuous, skipped or untested (spec/report-format.md).
+(each round looks for violations of anomaly kinds not found yet and ends at the first example that shows
+one; kinds found before are recorded and looked past, never allowed to end an example), shrinks each new
+kind of that example to its own minimal scenario (shrink.py: counted replays, no Hypothesis shrinking),
+then shrinks every other kind seen anywhere the same way (a kind seen in any example or replay fails its
+requirement), replays the passing examples with the most events on the adapter and on a newly started one
+to check determinism (KS-GEN-5), and turns it all into one status per requirement: passed, failed,
+warning, vacuous, skipped or untested (spec/report-format.md).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,22 @@ from ks_spec.requirements import load_index
 
 from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
+from ks_conformance.batch import AnySession
 from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
-from ks_conformance.harness import Session
-from ks_conformance.machine import FaultAbort, RunContext, Stratum, Violation, make_machine, strata, usable_values
+from ks_conformance.harness import Session, Step
+from ks_conformance.machine import (
+    FaultAbort,
+    Observation,
+    RunContext,
+    Stratum,
+    Violation,
+    machine_for,
+    strata,
+    usable_values,
+)
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
 from ks_conformance.scenario import Scenario, events_signature, replay, write_scenario
+from ks_conformance.shrink import Witness, shrink
 
 
 @dataclass(frozen=True)
@@ -49,9 +61,9 @@ class RunSettings:
     """Extra rounds over every stratum while a MUST requirement's checks were never exercised."""
     determinism_replays: int = 3
     shrinks: int = 100
-    """Accepted shrinks per finding: a count, never seconds, so that one seed gives one result."""
+    """Replays per witness when shrinking (shrink.py): a count, never seconds, so that one seed gives one result."""
     shrink_cap_seconds: int = 600
-    """A wall-clock safety cap on one round's shrinking; the report says so when it ever fires."""
+    """A wall-clock safety cap on shrinking one witness; the report lists it under `limits` if it ever fires."""
 
     def examples_per_stratum(self, strata: int) -> int:
         """`max_examples`, or more when few strata share the `examples_total` budget."""
@@ -95,12 +107,12 @@ class Finding:
     config: dict[str, Any]
     scenario: Scenario
     trace: list[dict[str, Any]]
-    program: str = ""
     path: Path | None = None
     earlier: list[Anomaly] = field(default_factory=list)
     """Anomalies of kinds found before that the same example showed first: this one may be their consequence."""
     shrunk: bool = True
-    """False for a kind seen in an example (or a shrink attempt) that no round shrank: its scenario is that example."""
+    """False when replaying the example did not show the kind again, so it could not be shrunk: the scenario is
+    the example as it ran."""
 
 
 @dataclass
@@ -157,7 +169,7 @@ def run_suite(
     `batch` drives the adapter through `replay` (spec/adapter-protocol.md section 1): by default exactly
     when it declares `interactive: false`. Stats are not compared in batch mode (no replay stops between ops).
 
-    `on_finding` is called with each finding of a round as soon as it is made; whatever it raises ends the run.
+    `on_finding` is called with each finding as soon as it is shrunk; whatever it raises ends the run.
     """
     started, clock = report.now_iso(), time.perf_counter()
     say = on_progress or (lambda message: None)
@@ -177,24 +189,43 @@ def run_suite(
         searched = strata(declared)
         per_stratum = settings.examples_per_stratum(len(searched))
 
+        def add(finding: Finding) -> None:
+            """Save a finding's scenario, record it, and tell the caller."""
+            if finding.path is None and scenarios is not None:
+                finding.path = write_scenario(finding.scenario, scenarios)
+            result.findings.append(finding)
+            if on_finding is not None:
+                on_finding(finding)
+
         def search(index: int, stratum: Stratum, number: int, label: str) -> bool:
-            """One round; True when it found something new (a finding or a fault)."""
+            """One round: `per_stratum` examples, however many of them end at a new kind; True when it found
+            something new (a finding or a fault). An example that shows a new kind ends (its kinds are shrunk),
+            and the round goes on with the examples it has left, looking past the kinds found so far."""
             context.stratum = stratum
-            found = _round(context, settings, per_stratum, index * 100 + number, label, say, result.limits)
-            if found is None:
-                return False
-            if isinstance(found, Finding):
-                found.path = write_scenario(found.scenario, scenarios) if scenarios is not None else None
-                result.findings.append(found)
-                context.suppressed.update(a.name for a in found.anomalies)
-                say(f"{stratum.label}: found {', '.join(sorted({a.name for a in found.anomalies}))}")
-                if on_finding is not None:
-                    on_finding(found)
-            else:
-                path = write_scenario(found[1], scenarios) if scenarios is not None and found[1] else None
-                result.faults.append((found[0], path))
-                say(f"{stratum.label}: adapter fault ({found[0].kind}): {found[0].message}")
-            return True
+            left, part, new = per_stratum, 0, False
+            while left > 0 and not result.faults:
+                before = context.examples
+                found = _round(context, settings, left, index * 100 + number, part, label, say)
+                left -= max(context.examples - before, 1)
+                part += 1
+                if found is None:
+                    break
+                new = True
+                if isinstance(found, AdapterFault):
+                    result.faults.append((found, None))
+                    say(f"{stratum.label}: adapter fault ({found.kind}): {found.message}")
+                elif isinstance(found, Finding):
+                    add(found)
+                else:
+                    kinds = sorted({a.name for a in found.anomalies} - context.suppressed)  # the step's new kinds
+                    context.suppressed.update(kinds)
+                    say(f"{stratum.label}: found {', '.join(kinds)}")
+                    base = _example(found.session)
+                    for kind in kinds:
+                        add(_witness(context, result, base, kind, _Seen.of_violation(found, kind), label, say))
+                        if result.faults:
+                            break
+            return new
 
         for index, stratum in enumerate(searched):
             for number in range(settings.rounds):
@@ -212,7 +243,8 @@ def run_suite(
                 search(index, stratum, 50 + extra, f"{stratum.label} coverage round {extra + 1}")
                 if result.faults or not _vacuous(result, context):
                     break
-        _add_unshrunk_observations(context, result, say)
+        if not result.faults:
+            _shrink_observations(context, result, add, say)
         if not result.faults and declared.deterministic:
             try:
                 _check_determinism(context, result)
@@ -234,28 +266,128 @@ def run_suite(
     return result
 
 
-def _add_unshrunk_observations(context: RunContext, result: RunResult, say: Callable[[str], None]) -> None:
-    """A finding for every anomaly kind some example showed that no round shrank: a requirement violated
-    anywhere in the run is never reported passed, and its first example is its replayable scenario."""
-    found = {a.name for f in result.findings for a in f.anomalies}
+@dataclass(frozen=True)
+class _Seen:
+    """An anomaly kind as an example first showed it: what a finding reports if replays cannot shrink it."""
+
+    anomalies: list[Anomaly]
+    config: dict[str, Any]
+    steps: list[Step]
+    trace: list[dict[str, Any]]
+    earlier: list[Anomaly]
+    tolerates: list[str]
+
+    @classmethod
+    def of_violation(cls, violation: Violation, kind: str) -> _Seen:
+        """`kind` as the example that raised `violation` showed it."""
+        session = violation.session
+        anomalies = [a for a in violation.anomalies if a.name == kind]
+        earlier = [a for a in session.anomalies if a.name != kind and not any(a is new for new in anomalies)]
+        trace, steps = list(session.trace), list(session.steps)
+        return cls(anomalies, dict(session.config), steps, trace, earlier, sorted(session.tolerated))
+
+    @classmethod
+    def of_observation(cls, seen: Observation) -> _Seen:
+        """A kind recorded while the run searched for others."""
+        config, steps, trace = dict(seen.config), list(seen.steps), list(seen.trace)
+        return cls([seen.anomaly], config, steps, trace, list(seen.earlier), list(seen.tolerates))
+
+
+def _example(session: AnySession) -> Scenario:
+    """The steps an example ran, as a scenario to shrink."""
+    return Scenario(dict(session.config), list(session.steps), tolerates=sorted(session.tolerated))
+
+
+def _witness(
+    context: RunContext,
+    result: RunResult,
+    base: Scenario,
+    kind: str,
+    seen: _Seen,
+    label: str,
+    say: Callable[[str], None],
+) -> Finding:
+    """Shrink `base` to a witness of `kind` by counted replays (shrink.py) and make it a finding.
+
+    Every replay's anomalies are recorded (a kind first shown by a replay is shrunk later in its turn). If
+    the example's replay no longer shows the kind, the finding keeps the example as it ran (`shrunk` False).
+    """
+    settings = result.settings
+    replayed, record = partial(_replayed, context), partial(_record, context)
+    witness = shrink(base, kind, replayed, settings.shrinks, cap_seconds=settings.shrink_cap_seconds, on_replay=record)
+    _report_shrink(witness, result, label, say)
     adapter = context.connection.adapter if context.connection else ""
-    for name, seen in sorted(context.observed.items()):
-        if name in found:
-            continue
-        shown = [*seen.earlier, seen.anomaly]
+    origin = {"seed": settings.seed, "round": label, "adapter": adapter}
+    session = witness.session
+    if session is None:
+        shown = [*seen.earlier, *seen.anomalies]
         scenario = Scenario(
             config=dict(seen.config),
             steps=list(seen.steps),
             covers=sorted({a.requirement for a in shown}),
             anomalies=sorted({a.name for a in shown}),
-            description=f"{name} seen while the suite searched for other kinds (not shrunk)",
-            found={"seed": result.settings.seed, "round": "observed", "adapter": adapter},
+            description=f"{kind} found by the conformance suite (not shrunk: its replay did not show it again)",
+            found=origin,
             tolerates=list(seen.tolerates),
         )
-        finding = Finding([seen.anomaly], dict(seen.config), scenario, list(seen.trace), earlier=list(seen.earlier))
-        finding.shrunk = False
-        result.findings.append(finding)
-        say(f"seen but not shrunk: {name}")
+        finding = Finding(list(seen.anomalies), dict(seen.config), scenario, list(seen.trace))
+        finding.earlier, finding.shrunk = list(seen.earlier), False
+        return finding
+    position = next(i for i, a in enumerate(session.anomalies) if a.name == kind)
+    found = session.anomalies[position]
+    scenario = witness.scenario
+    scenario.covers = sorted({a.requirement for a in session.anomalies})
+    scenario.anomalies = sorted({a.name for a in session.anomalies})
+    scenario.description = f"{kind} found by the conformance suite"
+    scenario.found = origin
+    finding = Finding([found], dict(scenario.config), scenario, list(session.trace))
+    finding.earlier = [a for a in session.anomalies[:position] if a.name != kind]
+    return finding
+
+
+def _replayed(context: RunContext, scenario: Scenario) -> AnySession | None:
+    """Replay a scenario on the run's adapter as `keyshared conformance replay` would; None if its config is refused."""
+    connection, capabilities = context.live_connection(), context.capabilities
+    shown = replay(scenario, connection, capabilities, context.implementation, context.check_stats, batch=context.batch)
+    return shown.session
+
+
+def _record(context: RunContext, session: AnySession) -> None:
+    """A replay is an example of the run: what it shows and exercises counts like any other example's."""
+    context.observe(session, list(session.anomalies))
+    context.collect(session)
+
+
+def _report_shrink(witness: Witness, result: RunResult, label: str, say: Callable[[str], None]) -> None:
+    """Say how shrinking went; a fault joins the run's faults, and a cap that fired its `limits`."""
+    say(f"{label}: {witness.kind} shrunk in {witness.attempts} replays ({witness.accepted} kept)")
+    if witness.fault is not None:
+        result.faults.append((witness.fault, None))
+        say(f"{label}: adapter fault while shrinking ({witness.fault.kind}): {witness.fault.message}")
+    if witness.stopped == "cap":
+        result.limits.append(
+            f"{label}: shrinking {witness.kind} stopped at the wall-clock cap of "
+            f"{result.settings.shrink_cap_seconds} s after {witness.attempts} replays (its scenario may not be "
+            "minimal, and another run of the same seed may shrink further)"
+        )
+
+
+def _shrink_observations(
+    context: RunContext, result: RunResult, add: Callable[[Finding], None], say: Callable[[str], None]
+) -> None:
+    """A shrunk finding for every anomaly kind some example (or replay) showed that no round ended on:
+    a requirement violated anywhere in the run is never reported passed, and each kind has its own witness."""
+    found = {a.name for f in result.findings for a in f.anomalies}
+    while not result.faults:
+        pending = sorted(name for name in context.observed if name not in found)
+        if not pending:
+            return
+        name = pending[0]
+        seen = context.observed[name]
+        base = Scenario(dict(seen.config), list(seen.steps), tolerates=list(seen.tolerates))
+        say(f"seen while searching for other kinds: {name}")
+        add(_witness(context, result, base, name, _Seen.of_observation(seen), "observed", say))
+        found.add(name)
 
 
 def _vacuous(result: RunResult, context: RunContext) -> list[str]:
@@ -272,15 +404,15 @@ def _round(
     settings: RunSettings,
     examples: int,
     number: int,
+    part: int,
     label: str,
     say: Callable[[str], None],
-    limits: list[str],
-) -> Finding | tuple[AdapterFault, Scenario | None] | None:
-    """One Hypothesis run; the shrunk finding, an adapter fault, or None when nothing new was found.
+) -> Violation | Finding | AdapterFault | None:
+    """One Hypothesis run: the first example that showed new anomaly kinds, a fault, or None.
 
-    Shrinking is bounded by counts (`settings.shrinks` accepted shrinks, and Hypothesis's own limit on attempts
-    in a row that shrink nothing), so a seed gives one result; the wall-clock cap, a safety net only, is added
-    to `limits` when it fires.
+    Hypothesis only searches (no shrink phase): it stops at the first failing example and runs it once
+    more to report it; the kit shrinks each kind it shows itself (`_witness`), by counted replays. A Finding
+    is returned only when that second run passed: the same operations gave different results (KS-GEN-5).
     """
     from hypothesis import HealthCheck, Phase, seed
     from hypothesis import settings as hypothesis_settings
@@ -288,51 +420,28 @@ def _round(
     from hypothesis.reporting import with_reporter
     from hypothesis.stateful import run_state_machine_as_test
 
-    machine = make_machine(context)
-    seeded = seed(settings.seed * 1000 + number)(machine)
+    machine = seed(settings.seed * 1000 + number + 1_000_000 * part)(machine_for(context))
     options = hypothesis_settings(
         max_examples=examples,
         stateful_step_count=settings.steps,
-        deadline=None,
-        database=None,
-        derandomize=False,
+        deadline=None,  # a per-example time limit: examples of a real adapter are as slow as the adapter
+        database=None,  # a run depends on its seed only, never on examples saved by an earlier run
+        derandomize=False,  # the seed decides (`seed` above): each round gets its own
         report_multiple_bugs=False,
         print_blob=False,
-        phases=(Phase.explicit, Phase.generate, Phase.shrink),
-        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.generate),
+        # too_slow is the one health check judged by the clock: one seed must give one result on any machine.
+        # The others (filter_too_much, data_too_large, large_base_example, ...) stay on.
+        suppress_health_check=[HealthCheck.too_slow],
     )
-    printed: list[str] = []
-
-    def keep(value: object) -> None:
-        printed.append(str(value))
-
     say(f"{label}: {examples} examples of up to {settings.steps} steps")
     try:
-        with with_reporter(keep), _shrink_limits(settings.shrinks, settings.shrink_cap_seconds):
-            run_state_machine_as_test(seeded, settings=options)
+        with with_reporter(lambda value: None):  # the program Hypothesis prints: the scenario says it better
+            run_state_machine_as_test(machine, settings=options)
     except Violation as violation:
-        session = violation.session
-        anomalies = violation.anomalies
-        earlier = [a for a in session.anomalies if not any(a is new for new in anomalies)]
-        shown = [*earlier, *anomalies]
-        scenario = Scenario(
-            config=dict(session.config),
-            steps=list(session.steps),
-            covers=sorted({a.requirement for a in shown}),
-            anomalies=sorted({a.name for a in shown}),
-            description="; ".join(sorted({a.name for a in anomalies})) + " found by the conformance suite",
-            found={
-                "seed": settings.seed,
-                "round": label,
-                "adapter": context.connection.adapter if context.connection else "",
-            },
-            tolerates=sorted(session.tolerated),
-        )
-        finding = Finding(anomalies, dict(session.config), scenario, list(session.trace), "\n".join(printed))
-        finding.earlier = earlier
-        return finding
+        return violation
     except FaultAbort as abort:  # the run ends at the first fault: nothing to shrink
-        return abort.fault, None
+        return abort.fault
     except Flaky as flaky:
         anomaly = Anomaly(
             "nondeterministic",
@@ -345,35 +454,7 @@ def _round(
             ),
         )
         return Finding([anomaly], {}, Scenario({}, [], covers=["KS-GEN-5"], anomalies=["nondeterministic"]), [])
-    finally:
-        if any(_CAP_FIRED in line for line in printed):
-            limits.append(
-                f"{label}: shrinking stopped at the wall-clock cap of {settings.shrink_cap_seconds} s "
-                "(its scenario may not be minimal, and another run of the same seed may shrink further)"
-            )
     return None
-
-
-_CAP_FIRED = "stopped because it is making very slow progress"
-"""What Hypothesis reports when its shrinking deadline (our wall-clock cap) ends a shrink."""
-
-
-@contextmanager
-def _shrink_limits(shrinks: int, seconds: int) -> Iterator[None]:
-    """Bound shrinking by a count of accepted shrinks (deterministic), with a wall-clock safety cap above it.
-
-    Hypothesis has no public setting for either (its own limits are 500 shrinks and five minutes); they are
-    module constants of its engine, which the pinned version (pyproject.toml) keeps under these names.
-    Restored afterwards.
-    """
-    from hypothesis.internal.conjecture import engine
-
-    previous = engine.MAX_SHRINKS, engine.MAX_SHRINKING_SECONDS
-    engine.MAX_SHRINKS, engine.MAX_SHRINKING_SECONDS = shrinks, seconds
-    try:
-        yield
-    finally:
-        engine.MAX_SHRINKS, engine.MAX_SHRINKING_SECONDS = previous
 
 
 INVALID_CONFIGS: tuple[tuple[str, dict[str, Any]], ...] = (
