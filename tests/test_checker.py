@@ -637,6 +637,44 @@ def _bucket_misassigned(bad: bool) -> TraceBuilder:
     return t
 
 
+def _sticky(**config: object) -> TraceBuilder:
+    return TraceBuilder(profile="owner", selector="buckets", bucket_budget=4, bucket_assignment="sticky", **config)
+
+
+def _entry(t: TraceBuilder, key: str, bucket: int) -> int:
+    """Publish an entry of segment 0's bucket `bucket` (N = 4: hashB = bucket * 0x4000)."""
+    return t.publish(key, hash=bucket * 0x4000, segment=0, bucket=bucket)
+
+
+@case("bucket-misassigned")
+def _bucket_with_two_owners(bad: bool) -> TraceBuilder:
+    """KS-BKT-3 under a policy the checker cannot predict: still one target per bucket within an epoch."""
+    t = _sticky().add("c1").add("c2")
+    t.deliver(_entry(t, "a", 0), "c1").ack(0, "c1").persisted(1)
+    t.deliver(_entry(t, "b", 0), "c2" if bad else "c1")
+    return t
+
+
+@case("unstable-buckets")
+def _bucket_moved_between_stayers(bad: bool) -> TraceBuilder:
+    t = _sticky().add("c1").add("c2")
+    t.deliver(_entry(t, "a", 2), "c2").ack(0, "c2").persisted(1)
+    t.add("c3")  # only c3 joined: bucket 2 may stay with c2 or move to c3, not to c1
+    t.deliver(_entry(t, "b", 2), "c1" if bad else "c3")
+    return t
+
+
+@case("unstable-buckets")
+def _joiner_takes_more_than_its_share(bad: bool) -> TraceBuilder:
+    t = _sticky().add("c1")
+    for bucket in range(4):
+        t.deliver(_entry(t, f"k{bucket}", bucket), "c1").ack(bucket, "c1").persisted(bucket + 1)
+    t.add("c2")  # k = 2: the joiner's share is ceil(4/2) = 2 buckets
+    for bucket in range(4):
+        t.deliver(_entry(t, f"j{bucket}", bucket), "c2" if bad or bucket >= 2 else "c1")
+    return t
+
+
 @case("bucket-split-owner")
 def _bucket_split_owner(bad: bool) -> TraceBuilder:
     t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c2")

@@ -522,3 +522,94 @@ def test_stats_agree_with_the_events() -> None:
     held = [e for e in h.events if e["event"] == "held"]
     assert len({e["offset"] for e in held}) == len(held)  # reported once per message while the reason holds
     assert sum(v["held"] for v in stats["consumers"].values()) == len(stats["held_by_key"])
+
+
+# --- section 17: bucket assignment policies ---
+
+
+@pytest.mark.parametrize("buckets", [1, 4, 7])
+def test_the_sticky_policy_moves_only_what_a_membership_change_must(buckets: int) -> None:
+    # req: KS-BKT-3, KS-BKT-8 (a join moves buckets only to the joiner, at most ceil(N/k); a leave only the leaver's)
+    import random
+
+    from ks_reference.buckets import BucketLayout
+
+    rng = random.Random(buckets)
+    layout = BucketLayout(buckets, 64, policy="sticky")
+    members: list[str] = []
+    pool = [f"c{i}" for i in range(9)]
+    for _ in range(60):
+        before = {b: layout.owners.get((0, b)) for b in range(buckets)}
+        joining = not members or (len(members) < len(pool) and rng.random() < 0.6)
+        if joining:
+            changed = rng.choice([name for name in pool if name not in members])
+            members.append(changed)
+        else:
+            changed = rng.choice(members)
+            members.remove(changed)
+        if not members:
+            continue
+        layout.members_changed(sorted(members))
+        after = {b: layout.owner_of((0, b), sorted(members)) for b in range(buckets)}
+        moved = [b for b in range(buckets) if before[b] is not None and before[b] != after[b]]
+        if joining:
+            assert all(after[b] == changed for b in moved)
+            assert len(moved) <= -(-buckets // len(members))
+        else:
+            assert all(before[b] == changed for b in moved)
+        counts = [sum(owner == name for owner in after.values()) for name in members]
+        assert max(counts) - min(counts) <= 1  # balanced: every member within one bucket of the others
+
+
+def test_the_sorted_policy_can_move_buckets_between_members_that_stay() -> None:
+    # req: KS-BKT-3 (why `sorted` is exempt from KS-BKT-8: a joiner sorting first shifts every position)
+    from ks_reference.buckets import BucketLayout
+
+    layout = BucketLayout(6, 64)
+    before = {b: layout.owner_of((0, b), ["b", "c"]) for b in range(6)}
+    after = {b: layout.owner_of((0, b), ["a", "b", "c"]) for b in range(6)}
+    assert any(before[b] != after[b] and after[b] != "a" for b in range(6))
+
+
+@pytest.mark.parametrize("policy", ["sorted", "sticky"])
+def test_a_bucket_policy_passes_the_checker_under_churn(policy: str) -> None:
+    # req: KS-BKT-3, KS-BKT-4, KS-BKT-8
+    h = Harness(profile="owner", selector="buckets", bucket_budget=4, bucket_assignment=policy)
+    h.d.add_consumer("b", 3)
+    h.d.add_consumer("d", 3)
+    h.publish(*[f"k{i}" for i in range(12)])
+    h.d.add_consumer("a", 3)  # sorts first: under `sorted` it shifts every position
+    h.d.add_consumer("c", 3)
+    h.d.remove_consumer("d")  # its buckets move while it still holds some: they drain first (KS-BKT-4)
+    for _ in range(6):
+        for name, member in list(h.d.members.items()):
+            for offset in sorted(member.outstanding)[:2]:
+                h.d.ack(name, offset)
+        h.publish("x", "y")
+    assert sum(e["event"] == "deliver" for e in h.events) >= 12
+    assert h.anomalies() == []
+
+
+@pytest.mark.parametrize("policy", ["sorted", "sticky"])
+def test_only_the_sticky_policy_keeps_the_stability_bound(policy: str) -> None:
+    # req: KS-BKT-8: the same churn, judged as if each policy had promised the bound
+    import json
+
+    from ks_conformance.checker import check_events
+
+    h = Harness(profile="owner", selector="buckets", bucket_budget=6, bucket_assignment=policy)
+    h.d.add_consumer("b", 30)
+    h.d.add_consumer("c", 30)
+    keys = [f"k{i}" for i in range(40)]
+    h.publish(*keys)
+    for name, member in list(h.d.members.items()):
+        for offset in sorted(member.outstanding):
+            h.d.ack(name, offset)
+    h.d.add_consumer("a", 30)  # sorts first: `sorted` moves buckets between b and c too
+    h.publish(*keys)
+    events = [dict(e) for e in h.events]
+    detail = json.loads(events[0]["detail"])
+    detail["config"]["bucket_assignment"] = "sticky"
+    events[0]["detail"] = json.dumps(detail)
+    found = {a.name for a in check_events(events).anomalies}
+    assert found == ({"unstable-buckets"} if policy == "sorted" else set())

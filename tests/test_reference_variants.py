@@ -174,9 +174,10 @@ def test_defaults_are_the_spec_defaults() -> None:
     assert Config.parse({}).as_dict() == {
         "profile": "strict", "selector": "ring", "points": 100, "window": 10000, "ack_timeout": 0,
         "max_redeliveries": 5, "backoff_base": 1, "backoff_max": 60, "poison_policy": "block", "evict_after": 6,
-        "persist_interval": 0, "persist_ack_holes": False,
+        "persist_interval": 0, "persist_ack_holes": False, "drain_granularity": "key", "tick_order": "standard",
     }  # fmt: skip
-    assert Config.parse({"selector": "buckets"}).as_dict()["bucket_budget"] == 4
+    buckets = Config.parse({"selector": "buckets"}).as_dict()
+    assert (buckets["bucket_budget"], buckets["bucket_assignment"]) == (4, "sorted")
 
 
 # --- pure helpers, against independent oracles ---

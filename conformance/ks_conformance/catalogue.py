@@ -356,9 +356,21 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "bucket-misassigned",
         "KS-BKT-3",
         _E,
-        "selector buckets: a delivery of a bucket to a consumer other than its owner among the members sorted by name",
-        "the delivery",
+        "selector buckets: with bucket_assignment sorted, a delivery of a bucket to a consumer other than its owner "
+        "among the members sorted by name; with another policy, deliveries of a bucket to two consumers within one "
+        "epoch",
+        "the delivery (another policy: both deliveries)",
         "a delivery",
+    ),
+    _kind(
+        "unstable-buckets",
+        "KS-BKT-8",
+        _E,
+        "selector buckets, bucket_assignment sticky or controller: a bucket delivered before one join or leave and "
+        "after it to another consumer, other than to the joiner or away from the leaver, or more than ceil(N/k) "
+        "buckets of a segment moving to a joiner",
+        "the earlier delivery, the membership change, the delivery",
+        "a delivery of a bucket after a join or leave",
     ),
     _kind(
         "bucket-split-owner",

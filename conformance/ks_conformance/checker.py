@@ -287,6 +287,10 @@ class Checker:
         self.bucket_outstanding: dict[tuple[int, int], dict[int, Delivery]] = {}
         self.bucket_unresolved: dict[tuple[int, int], OrderedOffsets] = {}
         self.checkpoints: dict[tuple[int, int], tuple[int, int]] = {}
+        self.bucket_last: dict[tuple[int, int], tuple[int, Incarnation, int]] = {}
+        """Per bucket, (epoch, incarnation, seq) of its last delivery (policies other than `sorted`)."""
+        self._buckets_moved: dict[tuple[int, int], set[int]] = {}
+        """Per (epoch, segment) begun by a join, the buckets seen moving to the joiner (KS-BKT-8)."""
         self.op: OpState | None = None
         self.op_count = 0
         self._expect_ack_class = False
@@ -1219,6 +1223,66 @@ class Checker:
                     other=previous.name,
                 )
 
+    def _check_bucket_owner(self, message: Message, seq: int, incarnation: Incarnation | None, name: str) -> None:
+        """Policies other than `sorted`: one owner per bucket within an epoch (KS-BKT-3), and a join or leave
+        moves only what it must (KS-BKT-8), judged on buckets delivered on both sides of one membership change."""
+        assert message.segment is not None and message.bucket is not None and incarnation is not None
+        bucket = (message.segment, message.bucket)
+        last = self.bucket_last.get(bucket)
+        self.bucket_last[bucket] = (self.epoch, incarnation, seq)
+        if last is None or last[1] is incarnation:
+            return
+        epoch, previous, previous_seq = last
+        where = f"bucket {message.bucket} of segment {message.segment}"
+        if epoch == self.epoch:
+            # req: KS-BKT-3
+            self._exercise("bucket-misassigned")
+            self._report(
+                "bucket-misassigned",
+                seq,
+                [previous_seq, seq],
+                [f"{where} was delivered to {previous.name} at seq {previous_seq}", "no membership change since"],
+                f"m{message.offset} of it went to {name} [seq {seq}], but a bucket has one target at a time (KS-BKT-3)",
+                offset=message.offset,
+                consumer=name,
+                owner=previous.name,
+            )
+            return
+        if epoch != self.epoch - 1:
+            return
+        change, changed, change_seq = self.epoch_change[self.epoch]
+        if change not in ("join", "leave") or changed is None:
+            return
+        # req: KS-BKT-8
+        self._exercise("unstable-buckets")
+        moved_to = self._buckets_moved.setdefault((self.epoch, message.segment), set())
+        if change == "join" and changed is incarnation:
+            moved_to.add(message.bucket)
+            segment = self.segments[message.segment]
+            share = -(-segment.buckets // max(1, len(self.members)))
+            if len(moved_to) <= share:
+                return
+            why = (
+                f"{len(moved_to)} buckets of segment {message.segment} moved to {name}, more than ceil(N/k) = "
+                f"ceil({segment.buckets}/{len(self.members)}) = {share}"
+            )
+        elif change == "leave" and changed is previous:
+            return
+        else:
+            what = "joined" if change == "join" else "left"
+            why = f"only {changed.name} {what} [seq {change_seq}], yet {where} moved from {previous.name} to {name}"
+        self._report(
+            "unstable-buckets",
+            seq,
+            [previous_seq, change_seq, seq],
+            [f"{where} was delivered to {previous.name} at seq {previous_seq}", f"m{message.offset} went to {name}"],
+            f"{why}, but a join moves buckets only to the joiner, at most ceil(N/k), and a leave only the leaver's "
+            f"(KS-BKT-8, bucket_assignment {self.config['bucket_assignment']!r})",
+            offset=message.offset,
+            consumer=name,
+            other=previous.name,
+        )
+
     def _check_retry(self, message: Message, seq: int) -> None:
         if self.best_effort:
             return
@@ -1264,7 +1328,9 @@ class Checker:
             return
         bucket = (message.segment, message.bucket)
         names = sorted(self.members)
-        if names:
+        if names and self.config["bucket_assignment"] != "sorted":
+            self._check_bucket_owner(message, seq, incarnation, name)
+        elif names:
             # req: KS-BKT-3
             self._exercise("bucket-misassigned")
             owner = bucket_owner(message.bucket, segment.buckets, names)

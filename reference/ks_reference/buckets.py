@@ -60,8 +60,14 @@ class LayoutRefusal(ValueError):
 class BucketLayout:
     """Segments, bucket ownership and handoffs, and checkpoints."""
 
-    def __init__(self, budget: int, maximum: int, segments: list[SegmentRecord] | None = None) -> None:
+    def __init__(
+        self, budget: int, maximum: int, segments: list[SegmentRecord] | None = None, policy: str = "sorted"
+    ) -> None:
         self.maximum = maximum
+        self.policy = policy
+        """`sorted` or `sticky` (`controller` runs as `sticky`): who owns each bucket (KS-BKT-3, KS-BKT-8)."""
+        self.owners: dict[BucketId, str] = {}
+        """The sticky policy's bucket owners (volatile: rebuilt from the joins after a restart)."""
         if segments:
             self.segments = {
                 s.number: Segment(s.number, s.range_lo, s.range_hi, s.buckets, s.predecessor, s.sealed)
@@ -137,12 +143,55 @@ class BucketLayout:
     # --- ownership and handoffs (KS-BKT-3, KS-BKT-4) ---
 
     def target(self, placement: Placement, members_by_name: list[str]) -> str | None:
-        """The bucket's owner by position among the members sorted by name (KS-BKT-3)."""
+        """The bucket's owner under the assignment policy (KS-BKT-3)."""
         if not members_by_name:
             return None
-        buckets = self.segments[placement.segment].buckets
-        # req: KS-BKT-3
-        return members_by_name[bucket_owner_index(placement.bucket, buckets, len(members_by_name))]
+        return self.owner_of((placement.segment, placement.bucket), members_by_name)
+
+    def owner_of(self, bucket: BucketId, members_by_name: list[str]) -> str:
+        """`sorted`: by position among the members sorted by name; `sticky`: the owner the policy keeps."""
+        segment = self.segments[bucket[0]]
+        if self.policy == "sorted":
+            # req: KS-BKT-3
+            return members_by_name[bucket_owner_index(bucket[1], segment.buckets, len(members_by_name))]
+        if self.owners.get(bucket) not in members_by_name:
+            self.rebalance(segment, members_by_name)
+        return self.owners[bucket]
+
+    def rebalance(self, segment: Segment, members_by_name: list[str]) -> None:
+        """The sticky policy for one segment: owners kept; orphans to the least loaded; then even out by one.
+
+        A join moves buckets only to the joiner, at most ceil(N/k), and a leave only the leaver's (KS-BKT-8).
+        """
+        buckets = [(segment.number, b) for b in range(segment.buckets)]
+        load = {name: 0 for name in members_by_name}
+        for bucket in buckets:
+            owner = self.owners.get(bucket)
+            if owner in load:
+                load[owner] += 1
+        for bucket in buckets:
+            if self.owners.get(bucket) not in load:
+                # req: KS-BKT-8 (an orphaned bucket goes to the least loaded member, nobody else moves)
+                least = min(members_by_name, key=lambda name: (load[name], name))
+                self.owners[bucket] = least
+                load[least] += 1
+        while True:
+            most = max(members_by_name, key=lambda name: (load[name], name))
+            least = min(members_by_name, key=lambda name: (load[name], name))
+            if load[most] - load[least] <= 1:
+                return
+            # req: KS-BKT-8 (only the member below its share gains: after a join, the joiner)
+            moving = max(bucket for bucket in buckets if self.owners[bucket] == most)
+            self.owners[moving] = least
+            load[most] -= 1
+            load[least] += 1
+
+    def members_changed(self, members_by_name: list[str]) -> None:
+        """Recompute the sticky owners of every live segment for the new membership."""
+        if self.policy == "sorted" or not members_by_name:
+            return
+        for number in sorted({bucket[0] for bucket in self.live_buckets()}):
+            self.rebalance(self.segments[number], members_by_name)
 
     def live_buckets(self) -> list[BucketId]:
         """Buckets that can still receive or deliver: every bucket of active segments and of undrained ones."""
@@ -164,8 +213,7 @@ class BucketLayout:
         if not members_by_name:
             return events
         for bucket in self.live_buckets():
-            segment = self.segments[bucket[0]]
-            target = members_by_name[bucket_owner_index(bucket[1], segment.buckets, len(members_by_name))]
+            target = self.owner_of(bucket, members_by_name)
             prior = self.assigned.get(bucket)
             if prior == target:
                 if self.withheld.pop(bucket, None) is not None:

@@ -11,7 +11,8 @@ from ks_spec.errors import UserError
 PROFILES = ("strict", "owner", "best-effort")
 SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
 POISON_POLICIES = ("drop", "dead-letter", "block")
-BUCKET_FIELDS = ("bucket_budget", "bucket_max")
+BUCKET_FIELDS = ("bucket_budget", "bucket_max", "bucket_assignment")
+BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
 DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
 SLOT_SELECTORS = ("pulsar-consistent", "pulsar-auto-split", "pulsar-sticky")
@@ -45,6 +46,7 @@ class Config:
     tick_order: str = "standard"
     bucket_budget: int = 4
     bucket_max: int = 1024
+    bucket_assignment: str = "sorted"
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None = None) -> Config:
@@ -60,6 +62,7 @@ class Config:
         _choice(raw, "poison_policy", POISON_POLICIES)
         _choice(raw, "drain_granularity", DRAIN_GRANULARITIES)
         _choice(raw, "tick_order", TICK_ORDERS)
+        _choice(raw, "bucket_assignment", BUCKET_ASSIGNMENTS)
         for field in ("points", "window", "bucket_budget", "bucket_max"):
             _integer(raw, field, minimum=1)
         for field in ("ack_timeout", "max_redeliveries", "backoff_base", "backoff_max", "evict_after"):

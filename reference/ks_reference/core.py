@@ -131,7 +131,9 @@ class Core:
         self.reset_counters()
         self.layout = None
         if self.config.selector == "buckets":
-            self.layout = BucketLayout(self.config.bucket_budget, self.config.bucket_max, snapshot.segments)
+            self.layout = BucketLayout(
+                self.config.bucket_budget, self.config.bucket_max, snapshot.segments, self.config.bucket_assignment
+            )
             if not snapshot.segments:
                 self.store.save_segments(self.layout.records())
             self.layout.checkpoints = dict(snapshot.checkpoints)
@@ -168,6 +170,7 @@ class Core:
         self.members_by_name = sorted(self.members)
         self.any_filters = any(member.filters for member in self.members.values())
         if self.layout is not None:
+            self.layout.members_changed(self.members_by_name)
             self.layout.needs_reconcile = True
 
     def eligible(self, key: str) -> tuple[str, ...] | None:

@@ -17,6 +17,7 @@ SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", 
 POISON_POLICIES = ("drop", "dead-letter", "block")
 DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
+BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ FIELDS: tuple[Field, ...] = (
     Field("tick_order", "standard", choices=TICK_ORDERS),
     Field("bucket_budget", 4, minimum=1, buckets_only=True),
     Field("bucket_max", 1024, minimum=1, buckets_only=True),
+    Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, buckets_only=True),
 )
 BY_NAME = {field.name: field for field in FIELDS}
 CONFIG_DEFAULTS: dict[str, Any] = {field.name: field.default for field in FIELDS}
