@@ -254,10 +254,17 @@ def test_a_moved_key_drains_before_its_new_owner_gets_it() -> None:
     h.d.add_consumer("c2", 10)
     events = h.publish(key)
     assert [(e["event"], e.get("reason")) for e in events] == [("held", "draining")]
-    assert h.d.stats()["draining_hashes"] == 1 and h.d.stats()["draining_unacked"] == 1
+    stats = h.d.stats()  # PIP-379's names (spec section 16)
+    assert stats["draining_hashes_count"] == 1 and stats["draining_hashes_pending_messages"] == 1
+    from ks_reference.hashing import murmur3_32
+
+    assert stats["consumers"]["c1"]["draining_hashes"] == [{"hash": murmur3_32(key), "pending": 1}]
+    assert stats["consumers"]["c2"]["draining_hashes"] == [] and stats["held_keys"] == 1
     outcome = h.d.ack("c1", 0)
     assert [(e["event"], e.get("consumer")) for e in outcome.events][:2] == [("ack", "c1"), ("deliver", "c2")]
-    assert h.d.stats()["draining_cleared_total"] == 1 and h.d.stats()["draining_hashes"] == 0
+    stats = h.d.stats()
+    assert stats["draining_hashes_cleared_total"] == 1 and stats["draining_hashes_count"] == 0
+    assert stats["consumers"]["c1"]["draining_hashes"] == [] and stats["held_keys"] == 0
     assert h.anomalies() == []
 
 

@@ -38,15 +38,18 @@ def collect_stats(state: Core) -> dict[str, Any]:
         held = state.messages[offset].held
         if held is not None and held[1] in held_at:
             held_at[held[1]] += 1
+    draining, by_consumer = _draining(state)
     for name, member in state.members.items():
         stats["consumers"][name] = {
             "capacity": member.capacity,
             "unacked": len(member.outstanding),
             "connected": member.connected,
             "held": held_at[name],
+            "draining_hashes": by_consumer.get(name, []),
         }
     stats["held_by_key"], stats["stuck_keys"] = _held_and_stuck(state)
-    stats.update(_draining(state))
+    stats["held_keys"] = len(stats["held_by_key"])
+    stats.update(draining)
     if state.layout is not None:
         # req: KS-BKT-7
         stats["buckets_withheld"] = len(state.layout.withheld)
@@ -91,18 +94,27 @@ def _held_and_stuck(state: Core) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return held_by_key, stuck
 
 
-def _draining(state: Core) -> dict[str, int]:
-    hashes = unacked = 0
-    for key, holders in state.key_holders.items():
-        queue = state.queues.get(key)
-        placement = state.messages[queue[0]].placement if queue else None
-        target = state.target_name(key, placement)
-        away = sum(count for holder, count in holders.items() if holder.name != target)
-        if away:
-            hashes += 1
-            unacked += away
+def _draining(state: Core) -> tuple[dict[str, int], dict[str, list[dict[str, int]]]]:
+    """PIP-379's draining stats: the subscription's counts, and per old owner its draining hashes.
+
+    A hash is the selector's position of a draining key (its slot, or its 32-bit hash); keys of one slot
+    drain as one hash. `pending` counts the owner's outstanding deliveries of it.
+    """
+    pending: dict[tuple[str, int], int] = {}
+    if state.config.selector != "any":
+        for key, holders in state.key_holders.items():
+            queue = state.queues.get(key)
+            placement = state.messages[queue[0]].placement if queue else None
+            target = state.target_name(key, placement)
+            position = placement.hash if placement is not None else state.selector.position(key)
+            for holder, count in holders.items():
+                if holder.name != target:
+                    pending[holder.name, position] = pending.get((holder.name, position), 0) + count
+    by_consumer: dict[str, list[dict[str, int]]] = {}
+    for (name, position), count in sorted(pending.items()):
+        by_consumer.setdefault(name, []).append({"hash": position, "pending": count})
     return {
-        "draining_hashes": hashes,
-        "draining_unacked": unacked,
-        "draining_cleared_total": state.draining_cleared_total,
-    }
+        "draining_hashes_count": len({position for _, position in pending}),
+        "draining_hashes_pending_messages": sum(pending.values()),
+        "draining_hashes_cleared_total": state.draining_cleared_total,
+    }, by_consumer
