@@ -151,7 +151,7 @@ def test_the_determinism_check_keeps_the_passing_examples_with_the_most_events()
     """Hypothesis tries tiny examples first; replaying those twice shows no order that depends on the run."""
     from types import SimpleNamespace
 
-    from ks_conformance.machine import RunContext
+    from ks_conformance.search import RunContext
 
     def session(events: int, anomalies: list[str] | None = None) -> Any:
         checker = SimpleNamespace(exercised={}, applies=lambda name: True)

@@ -27,18 +27,10 @@ from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
 from ks_conformance.batch import AnySession
 from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
 from ks_conformance.harness import Session, Step
-from ks_conformance.machine import (
-    FaultAbort,
-    Observation,
-    RunContext,
-    Stratum,
-    Violation,
-    machine_for,
-    strata,
-    usable_values,
-)
+from ks_conformance.machine import FaultAbort, Violation, machine_for
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
 from ks_conformance.scenario import Scenario, events_signature, replay, write_scenario
+from ks_conformance.search import Observation, RunContext, Stratum, strata, usable_values
 from ks_conformance.shrink import Witness, shrink
 
 
@@ -214,8 +206,9 @@ def run_suite(
                 if isinstance(found, AdapterFault):
                     result.faults.append((found, None))
                     say(f"{stratum.label}: adapter fault ({found.kind}): {found.message}")
-                elif isinstance(found, Finding):
+                elif isinstance(found, Finding):  # an example that failed once only: the rest of the round is moot
                     add(found)
+                    break
                 else:
                     kinds = sorted({a.name for a in found.anomalies} - context.suppressed)  # the step's new kinds
                     context.suppressed.update(kinds)
