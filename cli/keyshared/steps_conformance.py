@@ -62,7 +62,7 @@ def _stdio(args: argparse.Namespace) -> StepResult:
 
 
 def steps() -> list[Step]:
-    """The suite's `ci` profile against the reference, in process and over the stdio protocol."""
+    """The suite's `ci` profile against the reference, in process and over the stdio protocol, and its presets."""
     return [
         Step("conformance (in-process)", "the reference is conformant to the ci profile", _in_process, order=40),
         Step(
@@ -71,4 +71,31 @@ def steps() -> list[Step]:
             _stdio,
             order=41,
         ),
+        Step(
+            "conformance (seed presets)",
+            "pulsar-379, danube and pip-486 are conformant; danube-at-most-once shows exactly Danube's admitted loss",
+            _presets,
+            order=42,
+        ),
     ]
+
+
+def _presets(args: argparse.Namespace) -> StepResult:
+    """Each seed-faithful preset gets the verdict its seed's design calls for (reference/ks_reference/presets.py)."""
+    from ks_reference.presets import PRESETS
+
+    said: list[str] = []
+    for name, preset in PRESETS.items():
+        result = _run(f"py:ks_reference.presets:{name.replace('-', '_')}")
+        failed = {line["id"] for line in result.requirements if line["status"] == "failed"}
+        if result.faults:
+            return StepResult(False, f"{name}: adapter fault: {result.faults[0][0].message}")
+        if preset.expected:
+            if not set(preset.expected) <= failed <= set(preset.expected) | set(preset.consequences):
+                return StepResult(False, f"{name}: expected {sorted(preset.expected)} failed, got {sorted(failed)}")
+            said.append(f"{name} finds {', '.join(sorted(failed))} as documented")
+        elif result.verdict != "conformant":
+            return StepResult(False, f"{name}: {_problem(result)}")
+        else:
+            said.append(f"{name} conformant")
+    return StepResult(True, "; ".join(said))

@@ -1230,13 +1230,15 @@ class Checker:
         bucket = (message.segment, message.bucket)
         last = self.bucket_last.get(bucket)
         self.bucket_last[bucket] = (self.epoch, incarnation, seq)
-        if last is None or last[1] is incarnation:
+        if last is None:
             return
         epoch, previous, previous_seq = last
         where = f"bucket {message.bucket} of segment {message.segment}"
         if epoch == self.epoch:
             # req: KS-BKT-3
             self._exercise("bucket-misassigned")
+            if previous is incarnation:
+                return
             self._report(
                 "bucket-misassigned",
                 seq,
@@ -1255,6 +1257,8 @@ class Checker:
             return
         # req: KS-BKT-8
         self._exercise("unstable-buckets")
+        if previous is incarnation:
+            return
         moved_to = self._buckets_moved.setdefault((self.epoch, message.segment), set())
         if change == "join" and changed is incarnation:
             moved_to.add(message.bucket)

@@ -266,6 +266,16 @@ class KeySharedMachine(RuleBasedStateMachine):
         if connected:
             self.do({"op": "disconnect", "consumer": data.draw(st.sampled_from(connected), label="member")})
 
+    @precondition(lambda self: self.able("reconnect") and bool(self.session and self.members()))
+    @rule(data=st.data())
+    def reconnect(self, data: st.DataObject) -> None:
+        """A disconnected member comes back before its eviction (KS-MEM-4)."""
+        assert self.session is not None
+        members = self.session.checker.members
+        away = [n for n in self.members() if n in members and not members[n].connected]
+        if away:
+            self.do({"op": "reconnect", "consumer": data.draw(st.sampled_from(away), label="member")})
+
     # --- answers ---------------------------------------------------------------------------------
 
     @precondition(lambda self: self.able("ack") and bool(self.outstanding()))

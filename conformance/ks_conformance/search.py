@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
+from ks_spec.slots import SLOT_SELECTORS
 
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.batch import AnySession
@@ -229,6 +230,14 @@ def configs(
         if selector == "buckets":
             config["bucket_budget"] = values("bucket_budget", st.integers(1, 4))
             config["bucket_max"] = values("bucket_max", st.integers(4, 8))
+        # Options drawn only from the values an adapter declares (spec section 20, protocol v2 `config_values`).
+        for name, applies in (
+            ("drain_granularity", selector in SLOT_SELECTORS),
+            ("tick_order", profile != "best-effort"),
+            ("bucket_assignment", selector == "buckets"),
+        ):
+            if applies and name in declared:
+                config[name] = values(name, st.nothing())
         return {name: value for name, value in config.items() if value is not None}
 
     return draw_config()

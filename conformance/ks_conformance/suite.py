@@ -43,7 +43,8 @@ class RunSettings:
     """Hypothesis examples per stratum (profile x poison policy) and round, at least."""
     steps: int
     rounds: int
-    """At most this many rounds per stratum: each looks for anomaly kinds not found yet."""
+    """At most this many rounds per stratum, each of its examples (however many end at a new kind); the next
+    round runs only if this one found something."""
     examples_total: int = 0
     """Examples per round over all strata: an implementation declaring few strata gets more per stratum."""
     seed: int = 0
@@ -607,6 +608,7 @@ def _needs(
         "missed-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect")
         or need(positive("evict_after"), supported("evict_after")),
         "inactive-delivery": need("disconnect" in ops, "op disconnect"),
+        "reconnect-ignored": need("reconnect" in ops and "disconnect" in ops, "op reconnect"),
         "filter-violation": need(capabilities.filters, "capability filters"),
         "unjustified-filter": need(capabilities.filters, "capability filters"),
         "unfiltered-wait": need(capabilities.filters and fixed_target, "capability filters"),
@@ -630,7 +632,12 @@ def _needs(
             capabilities.held_events,
             "held events (capability held_events); a drain that never clears shows as stuck-key (KS-LIV-1)",
         )
-        or need(bool(selectors - {"any"}), "a selector with key affinity (with any, a held key never moves: no drain)"),
+        or need(bool(selectors - {"any"}), "a selector with key affinity (with any, a held key never moves: no drain)")
+        or need(
+            "owner" in capabilities.profiles and bool(selectors - {"any", "buckets"}),
+            "the owner profile with a selector other than any and buckets (in strict a key's next message waits for "
+            "the previous one, and under buckets a moving bucket is withheld instead, KS-BKT-4: no key drains)",
+        ),
         "key-moved": need(bool(selectors - {"any"}), "a selector with key affinity (not any)"),
         "phase-order": need("tick" in ops, "op tick"),
         "lost": need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
@@ -639,6 +646,11 @@ def _needs(
         "idle-while-ready": need(fixed_target, "a selector with a fixed target, or any"),
         "misrouted-bucket": need("buckets" in selectors, "selector buckets"),
         "bucket-misassigned": need("buckets" in selectors, "selector buckets"),
+        "unstable-buckets": need("buckets" in selectors, "selector buckets")
+        or need(
+            bool(set(capabilities.config_values.get("bucket_assignment", ())) - {"sorted"}),
+            "bucket_assignment sticky or controller declared in config_values (sorted is exempt from KS-BKT-8)",
+        ),
         "bucket-split-owner": need("buckets" in selectors, "selector buckets"),
         "checkpoint-skip": need("buckets" in selectors, "selector buckets"),
         "successor-first": need("buckets" in selectors and bool({"rollover", "split"} & ops), "op rollover or split"),

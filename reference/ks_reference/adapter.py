@@ -14,7 +14,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ks_reference.config import POISON_POLICIES, PROFILES, SELECTORS, Config, ConfigError
+from ks_reference.config import (
+    BUCKET_ASSIGNMENTS,
+    DRAIN_GRANULARITIES,
+    POISON_POLICIES,
+    PROFILES,
+    SELECTORS,
+    TICK_ORDERS,
+    Config,
+    ConfigError,
+)
 from ks_reference.core import Refusal
 from ks_reference.dispatcher import IMPLEMENTATION, OPS, Dispatcher
 from ks_reference.store import MemoryStore, SqliteStore, Store
@@ -33,6 +42,12 @@ CAPABILITIES: dict[str, Any] = {
     "stats": True,
     "batch": True,
     "deterministic": True,
+    # The options the kit draws only when declared (spec section 20): the reference has every value.
+    "config_values": {
+        "drain_granularity": list(DRAIN_GRANULARITIES),
+        "tick_order": list(TICK_ORDERS),
+        "bucket_assignment": list(BUCKET_ASSIGNMENTS),
+    },
 }
 
 
