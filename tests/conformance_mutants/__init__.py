@@ -122,6 +122,31 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("stale_nack_accepted", "KS-RTY-1", bugs.StaleNackAccepted, **BASE),
     # section 12: a disconnected member is still a member; its holder's ack resolves the message
     _mutant("disconnected_acks_ignored", "KS-ACK-1", bugs.DisconnectedAcksIgnored, **BASE),
+    _mutant(
+        "reconnect_ignored",
+        "KS-MEM-4",
+        bugs.ReconnectIgnored,
+        warns="KS-OBS-1",  # the stats say the member is disconnected
+        may="KS-ISO-1 KS-DRN-2 KS-LIV-1 KS-MEM-1",  # its keys wait for a member the checker sees connected
+        **BASE,
+    ),
+    _mutant(
+        "danube_order_undeclared",
+        "KS-GEN-7",
+        bugs.DanubeOrderUndeclared,
+        may="KS-MEM-2",  # a phase-3 delivery read as phase 5 puts an eviction due in phase 4 behind it
+        **BASE,
+        config_values={"tick_order": ["standard"]},
+    ),
+    _mutant(
+        "hash_drain_everything",
+        "KS-ISO-1",
+        bugs.HashDrainEverything,
+        **OWNER,
+        selectors=["pulsar-consistent"],
+        poison_policies=["drop"],
+        config_values={"drain_granularity": ["hash"]},
+    ),
     _mutant("early_timeout", "KS-RTY-2", bugs.EarlyTimeout, **BASE),
     _mutant("late_timeout", "KS-RTY-3", bugs.LateTimeout, **BASE),
     _mutant("no_backoff", "KS-RTY-4", bugs.NoBackoff, **BASE),
@@ -224,6 +249,15 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("blocked_keys_hidden", "KS-OBS-2", bugs.BlockedKeysHidden, **OWNER, **RING, poison_policies=["block"]),
     # buckets (section 17)
     _mutant("bucket_off_by_one", "KS-BKT-1", bugs.BucketOffByOne, **OWNER, **BUCKETS, poison_policies=["drop"]),
+    _mutant(
+        "sticky_in_name",
+        "KS-BKT-8",
+        bugs.StickyInName,
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+        config_values={"bucket_assignment": ["sticky"]},
+    ),
     _mutant("owners_reversed", "KS-BKT-3", bugs.OwnersReversed, **OWNER, **BUCKETS, poison_policies=["drop"]),
     _mutant("no_handoff", "KS-BKT-4", bugs.NoHandoff, **OWNER, **BUCKETS, poison_policies=["drop"]),
     _mutant("successor_first", "KS-BKT-5", bugs.SuccessorFirst, **OWNER, **BUCKETS, poison_policies=["drop"]),

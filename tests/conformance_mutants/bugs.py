@@ -938,3 +938,42 @@ class StartSeededAdapter(ReferenceAdapter):
         if isinstance(self._dispatcher, HashOrderedPass):
             self._dispatcher.shuffler = random.Random(self.seed)  # breaks KS-GEN-5 across starts only
         return response
+
+
+class ReconnectIgnored(Dispatcher):
+    """A reconnect is acknowledged but changes nothing: the member stays inactive and is evicted on schedule."""
+
+    def on_reconnect(self, member: Member) -> None:
+        return  # breaks KS-MEM-4
+
+
+class StickyInName(Dispatcher):
+    """Declares the sticky bucket policy, but assigns buckets by position among the sorted names."""
+
+    def load_from_store(self) -> None:
+        super().load_from_store()
+        if self.layout is not None:
+            self.layout.policy = "sorted"  # breaks KS-BKT-8: a join shifts buckets between members that stay
+
+
+class HashDrainEverything(Dispatcher):
+    """Hash-granularity draining that holds a key while any other key drains, retries or is blocked, whatever
+    its slot."""
+
+    def slot_mate_draining(self, key: str, target: Member) -> bool:
+        for other, offsets in self.queues.items():
+            if other == key:
+                continue
+            if other in self.blocked or any(holder is not target for holder in self.key_holders.get(other, ())):
+                return True  # breaks KS-ISO-1: no slot-mate explains the hold
+            if any(self.messages[o].state is MessageState.RETRYING for o in offsets):
+                return True
+        return False
+
+
+class DanubeOrderUndeclared(Dispatcher):
+    """Delivers ready retries before eviction (Danube's order) while the configuration says `standard`."""
+
+    def phase_retry_ready(self) -> None:
+        super().phase_retry_ready()
+        self.deliver_step()  # breaks KS-GEN-7 unless tick_order is danube
