@@ -107,6 +107,13 @@ def _validator(definition: str) -> Any:
     return jsonschema.Draft7Validator({"$ref": f"{schema['$id']}#/definitions/{definition}"}, registry=registry)
 
 
+def _most_specific(error: Any) -> Any:
+    """For a line that fits none of a `oneOf`'s branches, the deepest error among them (the field that is wrong)."""
+    while error.context:
+        error = max(error.context, key=lambda e: len(list(e.absolute_path)))
+    return error
+
+
 def read_scenario(path: Path) -> Scenario:
     """Read and validate a scenario file; UserError names the line and field of a problem."""
     if not path.is_file():
@@ -126,7 +133,7 @@ def read_scenario(path: Path) -> Scenario:
         definition = "header" if number == lines[0][0] else "step"
         errors = list(_validator(definition).iter_errors(line))
         if errors:
-            first = min(errors, key=lambda e: len(list(e.absolute_path)))
+            first = _most_specific(min(errors, key=lambda e: len(list(e.absolute_path))))
             place = ".".join(str(p) for p in first.absolute_path) or "(line)"
             raise UserError(f"{path}:{number}: field '{place}': {first.message}")
     head = lines[0][1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -179,7 +179,10 @@ class VectorResult:
 
 def missing_capabilities(vector: Vector, capabilities: Capabilities) -> list[str]:
     """Why the adapter cannot take this vector: the scenario's needs it lacks, or no check of it can run."""
-    missing = unmet(vector.scenario, capabilities)
+    scenario = vector.scenario
+    if vector.refused_config is not None:  # the refused field is the point, not a need
+        scenario = replace(scenario, config={k: v for k, v in scenario.config.items() if k != vector.refused_config})
+    missing = unmet(scenario, capabilities)
     if missing:
         return [f"needs {', '.join(missing)}"]
     needs = [KIND_NEEDS[kind] for kind in vector.kinds if kind in KIND_NEEDS]
