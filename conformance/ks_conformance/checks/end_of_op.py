@@ -1,0 +1,401 @@
+"""spec/checking.md section 2.2: the checks at the end of an op and at the phase boundaries of a tick
+(timeouts due, evictions due, persistence, isolation), and the op boundaries themselves.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from ks_spec.slots import SLOT_SELECTORS, slot_of
+
+from ks_conformance.checks.records import Message, OpState
+from ks_conformance.checks.state import CheckerState, Event, ranges_text
+from ks_conformance.glob import accepts
+
+
+class EndOfOpChecks(CheckerState):
+    """Op boundaries, tick phases, and the checks at the end of an op (section 2.2)."""
+
+    def _open_op(self, kind: str, seq: int) -> None:
+        self.op_count += 1
+        self.op = OpState(kind=kind, seq=seq, index=self.op_count, cursor_at_start=self.cursor())
+
+    def _close_op(self) -> None:
+        op = self.op
+        if op is None:
+            return
+        self._expect_ack_class = False
+        if op.kind == "tick":
+            self._advance_phase(7)
+        if op.kind == "key_skipped":
+            self._check_skip(op)
+        if op.published is not None and self.best_effort:
+            self._check_outcome(op)
+        if op.kind not in ("config", "quiescent"):
+            self._check_persistence(op)
+            self._check_idle(op)
+            self._count_temptations()
+        self.op = None
+
+    def _count_temptations(self) -> None:
+        """Count the ordering checks as exercised when an op ends where a dispatcher could have broken them.
+
+        For a correct implementation the situations in checking.md's "exercised when" column of
+        key-reorder (strict profile) and retry-overtaken never occur: they are the violation itself. An op
+        that ends with a later message of a key undelivered behind an undelivered, held or awaiting
+        earlier one is where these checks could fail, so it counts too (see the module doc).
+        """
+        reorder = held = False
+        for key in self._idle_heads:
+            state = self.keys[key]
+            if len(state.undelivered) >= 2 and not state.blocked:
+                reorder = True
+                head = state.undelivered.first()
+                held = held or (head is not None and self.messages[head].held)
+            if reorder and held:
+                break
+        if reorder:
+            self._exercise("key-reorder")
+        if held:
+            self._exercise("overtaken-hold")
+        for key in list(self._awaiting_keys):
+            state = self.keys[key]
+            if not state.awaiting:
+                self._awaiting_keys.discard(key)
+                continue
+            earliest = min(state.awaiting)
+            if any(o > earliest and self.messages[o].outstanding is None for o in state.unresolved):
+                self._exercise("retry-overtaken")
+                break
+        if self.best_effort:
+            return
+        for key in list(self._blocked_keys):
+            state = self.keys[key]
+            if not state.blocked:
+                self._blocked_keys.discard(key)
+            elif any(self.messages[o].outstanding is None and o not in state.blocked for o in state.unresolved):
+                self._exercise("blocked-key-leak")
+                break
+        moved = False
+        for key in list(self._holding_keys):
+            state = self.keys[key]
+            if not state.outstanding:
+                self._holding_keys.discard(key)
+            elif len(state.unresolved) > len(state.outstanding):
+                if any(d.epoch < self.epoch for d in state.outstanding.values()):
+                    moved = True
+                    break
+        if moved:
+            self._exercise("split-owner")
+            if self.buckets:
+                self._exercise("bucket-split-owner")
+
+    def _tick_phase(self, event: Event, phase: int) -> None:
+        op = self.op
+        assert op is not None
+        if op.phase_event_seq is not None and phase != op.phase and not op.phases_counted:
+            self._exercise("phase-order")
+            op.phases_counted = True
+        if phase < op.phase:
+            self._report(
+                "phase-order",
+                int(event["seq"]),
+                [op.phase_event_seq, event["seq"]],
+                [f"t = the tick at seq {op.seq}"],
+                f"an effect of phase {phase} ({event['event']}, seq {event['seq']}) came after an effect of phase "
+                f"{op.phase} (seq {op.phase_event_seq}) within t, but the phases of a tick run in order (KS-GEN-7)",
+                phase=phase,
+                after_phase=op.phase,
+            )
+            return
+        self._advance_phase(phase)
+        op.phase = phase
+        op.phase_event_seq = int(event["seq"])
+
+    def _advance_phase(self, phase: int) -> None:
+        """Run the checks due at the phase boundaries crossed on the way to `phase` within a tick."""
+        op = self.op
+        assert op is not None
+        current = op.phase
+        if current < 2 <= phase:
+            self._after_phase_1(op)
+        if current < 3 <= phase:
+            self._after_phase_2(op)
+            self._phase_3_point()
+        if current < 5 <= phase:
+            self._after_phase_4(op)
+        op.phase = max(op.phase, min(phase, 6))
+
+    def _after_phase_1(self, op: OpState) -> None:
+        timeout = int(self.config["ack_timeout"])
+        for delivery in op.due_timeouts:
+            message = self.messages[delivery.offset]
+            if message.outstanding is delivery and timeout > 0:
+                # req: KS-RTY-3
+                self._report(
+                    "missed-timeout",
+                    op.seq,
+                    [delivery.seq, op.seq],
+                    [
+                        f"d = deliver(offset={delivery.offset}) to {delivery.holder.name} at tick {delivery.tick} "
+                        f"[seq {delivery.seq}]",
+                        f"ack_timeout = {timeout}",
+                    ],
+                    f"d is still outstanding after phase 1 of tick {self.now} [seq {op.seq}], but a delivery times out "
+                    f"when tick {delivery.tick + timeout} begins (KS-RTY-3)",
+                    offset=delivery.offset,
+                    consumer=delivery.holder.name,
+                )
+
+    def _after_phase_2(self, op: OpState) -> None:
+        maximum = int(self.config["max_redeliveries"])
+        for offset in sorted(self._over_budget):
+            message = self.messages[offset]
+            if message.resolved or message.blocked or message.failures <= maximum:
+                continue
+            marker = (offset, len(message.failure_seqs))
+            if marker in self._poison_reported:
+                continue
+            self._poison_reported.add(marker)
+            # req: KS-RTY-6
+            self._report(
+                "poison-ignored",
+                op.seq,
+                [*message.failure_seqs, op.seq],
+                [
+                    self._m(message) + f", failed {message.failures} times (seqs "
+                    f"{', '.join(map(str, message.failure_seqs))})",
+                    f"max_redeliveries = {maximum}, policy {self.config['poison_policy']!r}",
+                ],
+                f"after phase 2 of tick {self.now} [seq {op.seq}] it is neither resolved nor blocked, but a message "
+                "that failed too often is poisoned in the first phase 2 after its failure (KS-RTY-6)",
+                offset=offset,
+            )
+
+    def _phase_3_point(self) -> None:
+        while self._readiness and self._readiness[0][0] <= self.now:
+            _, offset, serial = heapq.heappop(self._readiness)
+            message = self.messages[offset]
+            if message.retrying and message.failure_serial == serial:
+                # req: KS-RTY-4
+                message.ready = True
+
+    def _after_phase_4(self, op: OpState) -> None:
+        for incarnation in op.due_evictions:
+            if self.members.get(incarnation.name) is incarnation:
+                # req: KS-MEM-2
+                self._report(
+                    "missed-eviction",
+                    op.seq,
+                    [incarnation.disconnected_seq, op.seq],
+                    [
+                        f"{incarnation.name} disconnected at tick {incarnation.disconnected_at} "
+                        f"[seq {incarnation.disconnected_seq}]",
+                        f"evict_after = {self.config['evict_after']}",
+                    ],
+                    f"it is still a member after phase 4 of tick {self.now} [seq {op.seq}], but it must be evicted "
+                    f"then (KS-MEM-2)",
+                    consumer=incarnation.name,
+                )
+
+    def _check_skip(self, op: OpState) -> None:
+        for offset in op.skip_targets:
+            message = self.messages[offset]
+            if message.resolved:
+                continue
+            # req: KS-POI-5
+            self._report(
+                "skip-ignored",
+                op.seq,
+                [message.blocked_seq, op.seq],
+                [self._m(message) + f", which blocked its key at seq {message.blocked_seq}"],
+                f"the operator skipped key {message.key!r} [seq {op.seq}] but m{message.offset} was not resolved, "
+                "and a skip resolves the blocked message as dropped (KS-POI-5)",
+                key=message.key,
+                offset=message.offset,
+            )
+            return
+
+    def _check_outcome(self, op: OpState) -> None:
+        assert op.published is not None
+        message = self.messages[op.published]
+        if message.outcome_seq is None:
+            # req: KS-BEF-1
+            self._report(
+                "missing-outcome",
+                op.seq,
+                [message.publish_seq],
+                [self._m(message)],
+                f"the op that published it ended without delivering, dropping or filtering m{message.offset}, but in "
+                "best-effort each message's outcome happens at its publish (KS-BEF-1)",
+                offset=message.offset,
+            )
+
+    def _check_persistence(self, op: OpState) -> None:
+        if self.best_effort:
+            return
+        cursor = self.cursor()
+        if cursor > op.cursor_at_start or (op.resolved and self.config["persist_ack_holes"]):
+            self._exercise("persist-late")
+        if self.state_version == self.synced_version:
+            return
+        holes_enabled = bool(self.config["persist_ack_holes"])
+        holes = self.resolved_above_cursor() if holes_enabled else None
+        if cursor == self.persisted_cursor and (holes is None or holes == self.persisted_holes):
+            self.synced_version = self.state_version
+            return
+        if self.persisted_cursor > cursor:
+            return  # ahead, not late: cursor-skip reported it when it was persisted
+        interval = int(self.config["persist_interval"])
+        if interval == 0:
+            due = True
+        else:
+            due = op.kind == "tick" and (self.persist_tick is None or self.now - self.persist_tick >= interval)
+        if not due or self.late_version == self.state_version:
+            return
+        self.late_version = self.state_version
+        # req: KS-CUR-5, KS-RES-3
+        what = f"the cursor is {cursor}" + (f" with holes {ranges_text(holes)}" if holes is not None else "")
+        persisted = f"{self.persisted_cursor}" + (
+            f" with holes {ranges_text(self.persisted_holes)}" if holes is not None else ""
+        )
+        rule = (
+            "with persist_interval = 0 it is persisted after every op that changed it"
+            if interval == 0
+            else f"with persist_interval = {interval} it is persisted in phase 6 of the first tick at which it is due"
+        )
+        self._report(
+            "persist-late",
+            op.seq,
+            [self.last_resolution_seq, op.seq],
+            [f"the op at seq {op.seq}", f"the last resolution at seq {self.last_resolution_seq}"],
+            f"at the end of the op {what}, but the persisted cursor is {persisted}; {rule} (KS-CUR-5)",
+            cursor=cursor,
+            persisted=self.persisted_cursor,
+        )
+
+    def _check_idle(self, op: OpState) -> None:
+        if self.best_effort or self.config["selector"] in ("pulsar-sticky", "buckets") or not self._idle_heads:
+            return
+        window = int(self.config["window"])
+        in_window = (
+            key for key in self._idle_heads if self.unresolved.rank(self.keys[key].unresolved.first() or 0) <= window
+        )
+        if next(in_window, None) is None:
+            return
+        # req: KS-ISO-2 (the window's messages are the `window` smallest unresolved offsets)
+        self._exercise("idle-while-ready")
+        if any(m.filters for m in self.members.values()):
+            self._exercise("unfiltered-wait")
+        ready = [m for m in self.members.values() if m.connected and len(m.outstanding) < m.capacity]
+        # A fixed-target selector's target is not known here: judge only when every member could take the key.
+        # With selector `any` (no key affinity) one eligible member with room is enough.
+        fixed_target = not self.any_selector
+        if fixed_target and len(ready) < len(self.members) and not any(m.filters for m in self.members.values()):
+            return
+        for key in sorted(self._idle_heads, key=lambda k: self.keys[k].unresolved.first() or 0):
+            state = self.keys[key]
+            head = state.unresolved.first()
+            if head is None or self.unresolved.rank(head) > window:
+                continue
+            message = self.messages[head]
+            if message.outstanding is not None or state.outstanding or state.blocked:
+                continue
+            if any(self.messages[o].retrying and not self.messages[o].ready for o in state.awaiting):
+                continue
+            if self._slot_mate_explains(key):
+                continue
+            eligible = [m for m in self.members.values() if accepts(m.filters, key)]
+            marker = (head, self.state_version)
+            if not eligible and self.members:
+                if marker not in self._idle_reported:
+                    self._idle_reported.add(marker)
+                    self._report_unfiltered(message, op)
+                continue
+            able = [m for m in eligible if m.connected and len(m.outstanding) < m.capacity]
+            if fixed_target and (not eligible or len(able) < len(eligible)):
+                continue
+            if not fixed_target and not able:
+                continue
+            if marker in self._idle_reported:
+                continue
+            self._idle_reported.add(marker)
+            if message.restored_seq is not None:
+                self._report_restart_skip(message, op.seq)
+                continue
+            # req: KS-ISO-1, KS-GEN-6, KS-ISO-2
+            names = ", ".join(f"{m.name} ({len(m.outstanding)}/{m.capacity})" for m in (able or eligible))
+            who = "some members that accept it are" if not fixed_target else "the members that accept it are"
+            self._report(
+                "idle-while-ready",
+                op.seq,
+                [message.publish_seq, op.seq],
+                [
+                    self._m(message) + f", the earliest unresolved message of its key, within the window of {window}",
+                    f"no message of {key!r} is outstanding, retrying or blocked",
+                    f"{who} connected and below capacity: {names}",
+                ],
+                f"the op at seq {op.seq} ended with m{head} undelivered, but no rule allows holding it: a stuck key "
+                "blocks only itself (KS-ISO-1)",
+                offset=head,
+                key=key,
+            )
+
+    def _slot_mate_explains(self, key: str) -> bool:
+        """With hash-granularity draining (KS-DRN-3): another key of the same slot may hold this one back.
+
+        A slot-mate explains a hold when it awaits redelivery, is blocked, or holds an outstanding delivery that may
+        sit at another consumer than the slot's target: one from an earlier epoch (the target may have moved since), or
+        any one while members have filters (keys of one slot may then have different targets). A slot-mate delivered
+        in this epoch without filters is at the slot's target (KS-ASN-1), so it explains nothing.
+        """
+        if self.config["drain_granularity"] != "hash" or self.config["selector"] not in SLOT_SELECTORS:
+            return False
+        selector = str(self.config["selector"])
+        slot = slot_of(selector, key)
+        filtered = any(m.filters for m in self.members.values())
+        for other in self._keys_of_slot.get(slot, ()):
+            if other == key:
+                continue
+            mate = self.keys[other]
+            if mate.blocked or mate.awaiting:
+                return True  # req: KS-DRN-3
+            if any(filtered or delivery.epoch < self.epoch for delivery in mate.outstanding.values()):
+                return True  # req: KS-DRN-3
+        return False
+
+    def _report_restart_skip(self, message: Message, seq: int) -> None:
+        # req: KS-CUR-3
+        restart = message.restored_seq
+        persisted_before = self.loaded[2] if self.loaded is not None else None
+        self._report(
+            "restart-skip",
+            seq,
+            [message.publish_seq, persisted_before, restart, seq],
+            [
+                self._m(message) + ", resolved before the restart, at or above the persisted cursor and not a "
+                "persisted ack hole",
+                f"the restart at seq {restart} loaded cursor {self.loaded[0] if self.loaded else 0}",
+            ],
+            f"m{message.offset} was not dispatched again [seq {seq}] although nothing holds it back, but a restart "
+            "resumes from the store: every offset it did not record is dispatched again (KS-CUR-3)",
+            offset=message.offset,
+            key=message.key,
+        )
+
+    def _report_unfiltered(self, message: Message, op: OpState) -> None:
+        # req: KS-FLT-3
+        filters = "; ".join(f"{m.name} {list(m.filters)}" for m in self.members.values())
+        self._report(
+            "unfiltered-wait",
+            op.seq,
+            [message.publish_seq, op.seq],
+            [
+                self._m(message) + ", the earliest unresolved message of its key, within the window",
+                f"no member accepts key {message.key!r}: {filters}",
+            ],
+            f"the op at seq {op.seq} ended with m{message.offset} still waiting, but a message whose key no member "
+            "accepts is resolved as filtered when the dispatch pass reaches it (KS-FLT-3)",
+            offset=message.offset,
+            key=message.key,
+        )

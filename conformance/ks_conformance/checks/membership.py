@@ -1,0 +1,279 @@
+"""spec/checking.md section 2.1, op events: the configuration, publishes, membership, ticks, restarts,
+operator actions and layout changes, each judged as it arrives.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+
+from ks_spec.config import CONFIG_DEFAULTS
+from ks_spec.slots import SLOT_SELECTORS, slot_of
+from pyroaring import BitMap
+
+from ks_conformance.checks.quiescence import QuiescenceChecks
+from ks_conformance.checks.records import Incarnation, KeyState, Message, OrderedOffsets, Segment
+from ks_conformance.checks.state import SLOTS, Event
+
+
+class OpEventChecks(QuiescenceChecks):
+    """The op events and their checks (section 2.1)."""
+
+    def _on_config(self, event: Event) -> None:
+        try:
+            detail = json.loads(event["detail"])
+            config = detail["config"]
+        except (ValueError, KeyError, TypeError):
+            self._problem(int(event["seq"]), "the config event's detail is not {'config': {...}}")
+            return
+        if not isinstance(config, dict):
+            self._problem(int(event["seq"]), "the config event's 'config' is not an object")
+            return
+        self.config = {**CONFIG_DEFAULTS, **config}
+        declared = detail.get("declared", {})
+        if not isinstance(declared, dict) or not isinstance(declared.get("terminal_outcomes", {}), dict):
+            self._problem(
+                int(event["seq"]), "the config event's 'declared' is not {'cursor': ..., 'terminal_outcomes': {...}}"
+            )
+            declared = {}
+        self.declared = declared
+        if self.config["profile"] not in ("strict", "owner", "best-effort"):
+            self._problem(int(event["seq"]), f"unknown profile {self.config['profile']!r}")
+        self._configure()
+
+    def _on_publish(self, event: Event) -> None:
+        seq = int(event["seq"])
+        offset = int(event["offset"])
+        if offset != len(self.messages):
+            self._problem(seq, f"publish of offset {offset}, expected {len(self.messages)}")
+            return
+        assert self.op is not None
+        message = Message(offset, str(event["key"]), seq, self.op.index, last_event_seq=seq)
+        self.messages.append(message)
+        self.unresolved.add(offset)
+        self.state_version += 1
+        state = self.keys.get(message.key)
+        if state is None:
+            state = self.keys[message.key] = KeyState()
+            if self.config["drain_granularity"] == "hash" and self.config["selector"] in SLOT_SELECTORS:
+                slot = slot_of(str(self.config["selector"]), message.key)
+                self._keys_of_slot.setdefault(slot, []).append(message.key)
+        state.unresolved.add(offset)
+        state.undelivered.add(offset)
+        self._refresh_head(message.key)
+        self.op.published = offset
+        if self.best_effort:
+            self._exercise("best-effort-redelivery")
+            self._exercise("missing-outcome")
+        if state.blocked:
+            self._exercise("blocked-key-leak")
+        if self.buckets:
+            self._publish_placement(message, event)
+
+    def _publish_placement(self, message: Message, event: Event) -> None:
+        seq = message.publish_seq
+        if event.get("hash") is None or event.get("segment") is None or event.get("bucket") is None:
+            self._problem(seq, "a publish with selector 'buckets' must carry hash, segment and bucket")
+            return
+        message.hash, message.segment, message.bucket = int(event["hash"]), int(event["segment"]), int(event["bucket"])
+        high, low = message.hash >> 16, message.hash & 0xFFFF
+        self._exercise("misrouted-bucket")
+        right = next((s for s in self.segments.values() if not s.sealed and s.lo <= high <= s.hi), None)
+        segment = self.segments.get(message.segment)
+        if right is None:
+            self._problem(seq, f"no active segment contains hash >> 16 = {high}")
+        elif segment is not right:
+            self._report(
+                "misrouted-bucket",
+                seq,
+                [right.created_seq, seq],
+                [self._m(message) + f" with hash {message.hash} (hash >> 16 = {high})"],
+                f"the active segment containing {high} is {right.number} [seq {right.created_seq}], yet "
+                f"m{message.offset} was placed in segment {message.segment} (KS-BKT-1)",
+                offset=message.offset,
+            )
+        elif message.bucket != low * segment.buckets // SLOTS:
+            self._report(
+                "misrouted-bucket",
+                seq,
+                [segment.created_seq, seq],
+                [
+                    self._m(message) + f" with hashB = hash & 0xFFFF = {low}",
+                    f"N = {segment.buckets} [seq {segment.created_seq}]",
+                ],
+                f"its bucket must be floor({low} * {segment.buckets} / 65536) = {low * segment.buckets // SLOTS}, yet "
+                f"it was placed in bucket {message.bucket} (KS-BKT-1)",
+                offset=message.offset,
+            )
+        if segment is not None:
+            segment.unresolved.add(message.offset)
+            self.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(message.offset)
+
+    def _on_consumer_added(self, event: Event) -> None:
+        seq = int(event["seq"])
+        name = str(event["consumer"])
+        if name in self.members:
+            self._problem(seq, f"consumer {name!r} joined while already a member")
+            return
+        self._incarnations += 1
+        ranges = tuple((int(r[0]), int(r[1])) for r in event.get("ranges") or ())
+        incarnation = Incarnation(
+            self._incarnations, name, int(event["capacity"]), tuple(event.get("filters") or ()), ranges, seq
+        )
+        self.members[name] = incarnation
+        self._phantoms.pop(name, None)
+        self._new_epoch("join", incarnation, seq)
+
+    def _on_consumer_removed(self, event: Event) -> None:
+        seq = int(event["seq"])
+        incarnation = self.members.get(str(event["consumer"]))
+        if incarnation is None:
+            self._problem(seq, f"consumer {event['consumer']!r} left but is not a member")
+            return
+        self._end_incarnation(incarnation, seq, returned=True)
+        self._new_epoch("leave", incarnation, seq)
+
+    def _on_consumer_disconnected(self, event: Event) -> None:
+        seq = int(event["seq"])
+        incarnation = self.members.get(str(event["consumer"]))
+        if incarnation is None:
+            self._problem(seq, f"consumer {event['consumer']!r} disconnected but is not a member")
+            return
+        if not incarnation.connected:
+            return
+        incarnation.connected = False
+        incarnation.disconnected_at = self.now
+        incarnation.disconnected_seq = seq
+        incarnation.reconnected_seq = None
+        if int(self.config["evict_after"]) > 0:
+            self._disconnected[incarnation.number] = incarnation
+
+    def _on_consumer_reconnected(self, event: Event) -> None:
+        seq = int(event["seq"])
+        incarnation = self.members.get(str(event["consumer"]))
+        if incarnation is None:
+            self._problem(seq, f"consumer {event['consumer']!r} reconnected but is not a member")
+            return
+        if incarnation.connected:
+            return
+        # req: KS-MEM-4 (connected again with all it holds; its eviction clock is off)
+        self._exercise("reconnect-ignored")
+        incarnation.connected = True
+        incarnation.reconnected_seq = seq
+        self._disconnected.pop(incarnation.number, None)
+        self.state_version += 1
+
+    def _on_tick(self, event: Event) -> None:
+        op = self.op
+        assert op is not None
+        timeout = int(self.config["ack_timeout"])
+        while self._timeouts and self._timeouts[0][0] <= self.now:
+            _, _, delivery = heapq.heappop(self._timeouts)
+            message = self.messages[delivery.offset]
+            if message.outstanding is delivery:
+                op.due_timeouts.append(delivery)
+        if timeout > 0:
+            self._exercise("missed-timeout", len(op.due_timeouts))
+        evict_after = int(self.config["evict_after"])
+        for incarnation in list(self._disconnected.values()):
+            if incarnation.disconnected_at + evict_after <= self.now:
+                op.due_evictions.append(incarnation)
+                del self._disconnected[incarnation.number]
+        self._exercise("missed-eviction", len(op.due_evictions))
+
+    def _on_restart(self, event: Event) -> None:
+        seq = int(event["seq"])
+        for incarnation in list(self.members.values()):
+            self._end_incarnation(incarnation, seq, returned=False)
+        if not self.has_cursor:
+            # Without a cursor the implementation keeps each message's resolution (KS-CUR-4 judged against them).
+            self.persisted_cursor = self.cursor()
+            self.persisted_holes = self.resolved_above_cursor()
+            self.persist_seq = self.last_resolution_seq
+        self.loaded = (self.persisted_cursor, BitMap(self.persisted_holes), self.persist_seq, seq)
+        holes = self.persisted_holes
+        for message in self.messages:
+            self._reset_volatile(message)
+            if self.best_effort:
+                continue  # best-effort outcomes are final (KS-BEF-1): there is no cursor to resume from
+            if message.resolved and message.offset >= self.persisted_cursor and message.offset not in holes:
+                # req: KS-CUR-3 (resolved after the last persistence: volatile, so it must be dispatched again)
+                self._exercise("restart-skip")
+                message.resolved = False
+                message.resolution = None
+                message.resolution_seq = None
+                message.restored_seq = seq
+                self.unresolved.add(message.offset)
+        self.state_version += 1
+        self._rebuild_indexes()
+        self._new_epoch("restart", None, seq)
+
+    def _on_key_released(self, event: Event) -> None:
+        seq = int(event["seq"])
+        state = self.keys.get(str(event["key"]))
+        if state is None or not state.blocked:
+            self._problem(seq, f"key {event['key']!r} was released but is not blocked")
+            return
+        # req: KS-POI-4 (every blocked message of the key: see the module doc)
+        for offset in sorted(state.blocked):
+            message = self.messages[offset]
+            message.blocked = False
+            message.failures = 0
+            message.failure_seqs = []
+            message.released_seq = seq
+            message.awaiting_seq = seq
+            message.last_event_seq = seq
+            state.awaiting.add(offset)
+        state.blocked = set()
+        self._awaiting_keys.add(str(event["key"]))
+        self._refresh_head(str(event["key"]))
+
+    def _on_key_skipped(self, event: Event) -> None:
+        seq = int(event["seq"])
+        op = self.op
+        assert op is not None
+        state = self.keys.get(str(event["key"]))
+        op.key = str(event["key"])
+        self._exercise("skip-ignored")
+        if state is None or not state.blocked:
+            self._problem(seq, f"key {event['key']!r} was skipped but is not blocked")
+            return
+        op.skip_targets = sorted(state.blocked)
+
+    def _on_segment_created(self, event: Event) -> None:
+        number = int(event["segment"])
+        predecessor = event.get("predecessor")
+        if predecessor is not None:
+            # A layout change re-routes keys (new N, new buckets) although membership is unchanged: for
+            # KS-ASN-1 it starts a new routing epoch, as a membership change does (see the module doc).
+            self._new_epoch("layout", None, int(event["seq"]))
+        self.segments[number] = Segment(
+            number,
+            int(event["buckets"]),
+            int(event["range_lo"]),
+            int(event["range_hi"]),
+            None if predecessor is None else int(predecessor),
+            int(event["seq"]),
+        )
+
+    def _on_segment_sealed(self, event: Event) -> None:
+        segment = self.segments.get(int(event["segment"]))
+        if segment is None:
+            self._problem(int(event["seq"]), f"segment {event['segment']} was sealed but never created")
+            return
+        segment.sealed = True
+
+    def _report_reconnect_ignored(self, incarnation: Incarnation, seq: int, what: str) -> None:
+        # req: KS-MEM-4
+        self._report(
+            "reconnect-ignored",
+            seq,
+            [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
+            [
+                f"{incarnation.name} disconnected at seq {incarnation.disconnected_seq}",
+                f"{incarnation.name} reconnected at seq {incarnation.reconnected_seq} and has not disconnected since",
+            ],
+            f"{what}, but a reconnected member is connected again with all it holds, and its eviction is off "
+            "(KS-MEM-4)",
+            consumer=incarnation.name,
+        )

@@ -1,0 +1,179 @@
+"""The records of the reconstructed state (spec/checking.md section 1): what the checker knows about each
+message, key, consumer incarnation, delivery, segment and op.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+
+class OrderedOffsets:
+    """A set of offsets appended in increasing order, with O(1) smallest element and lazy removal."""
+
+    __slots__ = ("_live", "_queue")
+
+    def __init__(self, offsets: Iterable[int] = ()) -> None:
+        self._queue: deque[int] = deque(sorted(offsets))
+        self._live: set[int] = set(self._queue)
+
+    def add(self, offset: int) -> None:
+        """Add an offset larger than every offset ever added."""
+        if self._queue and offset <= self._queue[-1]:
+            raise ValueError(f"offset {offset} added out of order")
+        self._queue.append(offset)
+        self._live.add(offset)
+
+    def discard(self, offset: int) -> None:
+        """Remove an offset if present."""
+        self._live.discard(offset)
+        while self._queue and self._queue[0] not in self._live:
+            self._queue.popleft()
+
+    def first(self) -> int | None:
+        """The smallest offset, or None."""
+        return self._queue[0] if self._queue else None
+
+    def __contains__(self, offset: object) -> bool:
+        return offset in self._live
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __iter__(self) -> Iterator[int]:
+        return (offset for offset in self._queue if offset in self._live)
+
+
+@dataclass(eq=False, slots=True)
+class Incarnation:
+    """One consumer incarnation: a name between its join and its leave, eviction or a restart."""
+
+    number: int
+    name: str
+    capacity: int
+    filters: tuple[str, ...]
+    ranges: tuple[tuple[int, int], ...]
+    added_seq: int
+    member: bool = True
+    connected: bool = True
+    disconnected_at: int = 0
+    disconnected_seq: int | None = None
+    reconnected_seq: int | None = None
+    """The reconnect since its last disconnection, if any (KS-MEM-4)."""
+    ended_seq: int | None = None
+    outstanding: dict[int, Delivery] = field(default_factory=dict)
+
+
+@dataclass(eq=False, slots=True)
+class Delivery:
+    """One delivery of a message to an incarnation."""
+
+    serial: int
+    offset: int
+    holder: Incarnation
+    attempt: int
+    tick: int
+    seq: int
+    epoch: int
+
+
+@dataclass(eq=False, slots=True)
+class Message:
+    """What the checker knows about one published message (checking.md section 1)."""
+
+    offset: int
+    key: str
+    publish_seq: int
+    publish_op: int
+    hash: int | None = None
+    segment: int | None = None
+    bucket: int | None = None
+    resolved: bool = False
+    resolution_seq: int | None = None
+    resolution: str | None = None
+    deliveries: int = 0
+    delivered_ever: bool = False
+    last_delivery_seq: int | None = None
+    failures: int = 0
+    failure_seqs: list[int] = field(default_factory=list)
+    last_failure: str | None = None
+    failure_tick: int = 0
+    failure_serial: int = 0
+    outstanding: Delivery | None = None
+    retrying: bool = False
+    ready: bool = False
+    returned: bool = False
+    awaiting_seq: int | None = None
+    returned_delivery_seq: int | None = None
+    blocked: bool = False
+    blocked_seq: int | None = None
+    held: bool = False
+    held_seq: int | None = None
+    last_hold_reason: str | None = None
+    last_hold_seq: int | None = None
+    last_event_seq: int = 0
+    restored_seq: int | None = None
+    """The restart that made this resolved message unresolved again (KS-CUR-3), until it is delivered again."""
+    returns: int = 0
+    """Deliveries that ended because the holder left or was evicted, since the last restart (KS-RTY-7)."""
+    return_seq: int | None = None
+    """The leave or eviction that ended the last of those deliveries."""
+    released_seq: int | None = None
+    """The operator release that last unblocked this message (its failure budget starts again there)."""
+    outcome_seq: int | None = None
+
+
+@dataclass(slots=True)
+class KeyState:
+    """Per routing key: its unresolved and never-delivered messages in offset order, holders, blocks."""
+
+    unresolved: OrderedOffsets = field(default_factory=OrderedOffsets)
+    undelivered: OrderedOffsets = field(default_factory=OrderedOffsets)
+    outstanding: dict[int, Delivery] = field(default_factory=dict)
+    awaiting: set[int] = field(default_factory=set)
+    blocked: set[int] = field(default_factory=set)
+    """Its blocked messages (more than one when several prefetched messages are poisoned together)."""
+    last_delivery: tuple[int, Incarnation, int, int | None] | None = None
+    """(epoch, incarnation, seq) of the key's last delivery."""
+
+
+@dataclass(slots=True)
+class Segment:
+    """A bucket layout segment (spec section 17)."""
+
+    number: int
+    buckets: int
+    lo: int
+    hi: int
+    predecessor: int | None
+    created_seq: int
+    sealed: bool = False
+    unresolved: OrderedOffsets = field(default_factory=OrderedOffsets)
+
+
+@dataclass(slots=True)
+class OpState:
+    """The op whose effects are being fed: its kind, where it began, and (for ticks) the phase reached."""
+
+    kind: str
+    seq: int
+    index: int
+    cursor_at_start: int
+    phase: int = 0
+    phase_event_seq: int | None = None
+    phases_counted: bool = False
+    resolved: bool = False
+    key: str | None = None
+    skip_targets: list[int] = field(default_factory=list)
+    published: int | None = None
+    due_timeouts: list[Delivery] = field(default_factory=list)
+    due_evictions: list[Incarnation] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A place where the trace contradicts itself, so that it cannot be judged there (verdict unknown)."""
+
+    seq: int
+    message: str

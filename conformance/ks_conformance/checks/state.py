@@ -1,0 +1,410 @@
+"""The reconstructed state of spec/checking.md section 1: messages, keys, incarnations, the cursor, and
+the transitions every check relies on. The checks themselves are in the sibling modules, one per part of
+section 2.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ks_spec.config import CONFIG_DEFAULTS
+from pyroaring import BitMap
+
+from ks_conformance.anomalies import Anomaly, Explanation, Verdict, requirement_profiles, verdict_of
+from ks_conformance.catalogue import CATALOGUE
+from ks_conformance.checks.records import (
+    Delivery,
+    Incarnation,
+    KeyState,
+    Message,
+    OpState,
+    OrderedOffsets,
+    Problem,
+    Segment,
+)
+
+Event = dict[str, Any]
+
+ACK_CLASS = frozenset({"ack", "ack_ignored", "nack", "nack_ignored"})
+"""Effects that only an ack or nack op causes, and always first: they mark an op boundary."""
+
+RING_SELECTORS = frozenset({"ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube"})
+CURSOR_KINDS = frozenset({"cursor-skip", "cursor-regress", "persist-early", "persist-late", "cursor-stall"})
+"""Anomalies about the persisted cursor: they do not apply to a system declared without one (`cursor: false`)."""
+AFFINITY_KINDS = frozenset({"key-moved", "unstable-assignment"})
+"""Anomalies about where a selector sends a key: they do not apply to selector `any` (no key affinity)."""
+OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_letter", "filtered": "filter"}
+"""The event a declared terminal outcome is judged as (`terminal_outcomes` of adapter protocol v2)."""
+DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
+"""The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
+BEST_EFFORT_DROPS = frozenset({"saturated", "inactive", "no-consumer"})
+SLOTS = 65536
+
+
+def phase_of(event: Mapping[str, Any]) -> int | None:
+    """The phase of a tick (KS-GEN-7) an effect event belongs to, or None for events outside the phases."""
+    kind = event["event"]
+    if kind == "timeout":
+        return 1
+    if kind in ("dead_letter", "key_blocked") or (kind == "drop" and event.get("reason") == "poison"):
+        return 2
+    if kind == "consumer_evicted":
+        return 4
+    if kind in ("deliver", "held", "filter", "drop", "bucket_withheld", "bucket_assigned"):
+        return 5
+    if kind in ("cursor_persisted", "checkpoint"):
+        return 6
+    return None
+
+
+class CheckerState:
+    """The reconstructed state of spec/checking.md section 1, its transitions, and how anomalies are reported.
+
+    The checks of section 2 are the subclasses of the `ks_conformance.checks` modules; `Checker` is the last.
+    """
+
+    def __init__(self) -> None:
+        self.anomalies: list[Anomaly] = []
+        self.problems: list[Problem] = []
+        self.exercised: Counter[str] = Counter({kind.name: 0 for kind in CATALOGUE})
+        self.config: dict[str, Any] = dict(CONFIG_DEFAULTS)
+        self.events_seen = 0
+        self.now = 0
+        self.last_seq = -1
+        self.messages: list[Message] = []
+        self.keys: dict[str, KeyState] = {}
+        self._keys_of_slot: dict[int, list[str]] = {}
+        """Per slot, its keys (only with hash-granularity draining, KS-DRN-3)."""
+        self.unresolved = BitMap()
+        self.members: dict[str, Incarnation] = {}
+        self.left: dict[str, int] = {}
+        """Name -> seq of the event that ended its last incarnation (for witnesses)."""
+        self.epoch = 0
+        self.epoch_change: dict[int, tuple[str, Incarnation | None, int]] = {}
+        self.persisted_cursor = 0
+        self.persisted_holes = BitMap()
+        self.persist_seq: int | None = None
+        self.persist_tick: int | None = None
+        self.loaded: tuple[int, BitMap, int | None, int] | None = None
+        """After a restart: (persisted cursor, persisted holes, their seq, the restart's seq)."""
+        self.state_version = 0
+        self.synced_version = 0
+        self.late_version = -1
+        self.last_resolution_seq: int | None = None
+        self.segments: dict[int, Segment] = {}
+        self.bucket_outstanding: dict[tuple[int, int], dict[int, Delivery]] = {}
+        self.bucket_unresolved: dict[tuple[int, int], OrderedOffsets] = {}
+        self.checkpoints: dict[tuple[int, int], tuple[int, int]] = {}
+        self.bucket_last: dict[tuple[int, int], tuple[int, Incarnation, int]] = {}
+        """Per bucket, (epoch, incarnation, seq) of its last delivery (policies other than `sorted`)."""
+        self._buckets_moved: dict[tuple[int, int], set[int]] = {}
+        """Per (epoch, segment) begun by a join, the buckets seen moving to the joiner (KS-BKT-8)."""
+        self.op: OpState | None = None
+        self.op_count = 0
+        self._expect_ack_class = False
+        self._serial = 0
+        self._incarnations = 0
+        self._timeouts: list[tuple[int, int, Delivery]] = []
+        self._readiness: list[tuple[int, int, int]] = []
+        self._disconnected: dict[int, Incarnation] = {}
+        self._over_budget: set[int] = set()
+        self._poison_reported: set[tuple[int, int]] = set()
+        self._idle_heads: set[str] = set()
+        self._awaiting_keys: set[str] = set()
+        self._blocked_keys: set[str] = set()
+        self._holding_keys: set[str] = set()
+        """Keys that had outstanding deliveries when last looked at (pruned lazily), so no op scans every key."""
+        self._idle_reported: set[tuple[int, int]] = set()
+        self._phantoms: dict[str, Incarnation] = {}
+        """Non-members that received deliveries, one per name until a member of that name joins."""
+        self.declared: dict[str, Any] = {}
+        """What the implementation declared beyond the config (the config event's `declared`: cursor, outcomes)."""
+        self.explicit_ops = False
+        """True when the driver marks every op (the harness): an ack-class effect then never opens an op."""
+        self._applies: dict[str, bool] = {}
+        self._configure()
+
+    def _configure(self) -> None:
+        profiles = requirement_profiles()
+        profile = self.config["profile"]
+        self.profile = profile
+        self.best_effort = profile == "best-effort"
+        self.buckets = self.config["selector"] == "buckets"
+        self._applies = {kind.name: profile in profiles.get(kind.requirement, ()) for kind in CATALOGUE}
+        self.has_cursor = self.declared.get("cursor", True) is not False
+        self.durable_attempts = self.declared.get("durable_attempts") is True
+        self.any_selector = self.config["selector"] == "any"
+        self.danube_ticks = self.config["tick_order"] == "danube"
+        excluded = (CURSOR_KINDS if not self.has_cursor else frozenset()) | (
+            AFFINITY_KINDS if self.any_selector else frozenset()
+        )
+        for name in excluded:
+            self._applies[name] = False
+
+    def applies(self, name: str) -> bool:
+        """True if the anomaly's requirement applies to the trace's profile."""
+        return self._applies.get(name, False)
+
+    @property
+    def verdict(self) -> Verdict:
+        """invalid if any MUST anomaly was found, unknown if the trace contradicts itself, else valid."""
+        return verdict_of(self.anomalies, undecidable=bool(self.problems))
+
+    def _exercise(self, name: str, count: int = 1) -> None:
+        if self._applies.get(name, False):
+            self.exercised[name] += count
+
+    def _report(
+        self, name: str, seq: int, witness: Iterable[int | None], let: list[str], then: str, **details: Any
+    ) -> None:
+        if not self._applies.get(name, False) or self.problems:
+            # After a contradiction the reconstructed state is not trustworthy: judge nothing more.
+            return
+        seqs = tuple(sorted({s for s in witness if s is not None}))
+        self.anomalies.append(Anomaly(name, seq, seqs, Explanation(tuple(let), then), details))
+
+    def _problem(self, seq: int, message: str) -> None:
+        self.problems.append(Problem(seq, message))
+
+    def _m(self, message: Message) -> str:
+        return f"m{message.offset} = publish(offset={message.offset}, key={message.key!r}) [seq {message.publish_seq}]"
+
+    def cursor(self) -> int:
+        """The smallest unresolved published offset, or the number of published messages."""
+        return self.unresolved.min() if self.unresolved else len(self.messages)
+
+    def resolved_above_cursor(self) -> BitMap:
+        """The ack holes: resolved offsets above the cursor."""
+        cursor = self.cursor()
+        holes = BitMap()
+        if cursor < len(self.messages):
+            holes.add_range(cursor + 1, len(self.messages))
+            holes -= self.unresolved
+        return holes
+
+    def _message_of(self, event: Event) -> Message | None:
+        """The message an effect names, or None (a problem) when the offset or key cannot be placed."""
+        offset = int(event["offset"])
+        seq = int(event["seq"])
+        if not 0 <= offset < len(self.messages):
+            self._problem(seq, f"{event['event']} names offset {offset}, which was not published")
+            return None
+        message = self.messages[offset]
+        key = event.get("key")
+        if key is not None and key != message.key:
+            self._problem(seq, f"{event['event']} of offset {offset} names key {key!r}, but its key is {message.key!r}")
+            return None
+        message.last_event_seq = seq
+        return message
+
+    def _new_epoch(self, change: str, incarnation: Incarnation | None, seq: int) -> None:
+        self.epoch += 1
+        self.epoch_change[self.epoch] = (change, incarnation, seq)
+        self.epoch_change.pop(self.epoch - 2, None)
+
+    def _end_incarnation(self, incarnation: Incarnation, seq: int, returned: bool) -> None:
+        """A leave, eviction or restart: the incarnation's deliveries end without resolving their messages."""
+        if returned and incarnation.outstanding and not self.best_effort:
+            self._exercise("lost")
+        for offset in list(incarnation.outstanding):
+            message = self.messages[offset]
+            delivery = message.outstanding
+            self._end_delivery(message)
+            if returned and not self.best_effort and not message.resolved and delivery is not None:
+                # req: KS-MEM-1, KS-RTY-7
+                message.returned = True
+                message.returns += 1
+                message.return_seq = seq
+                message.returned_delivery_seq = delivery.seq
+                message.awaiting_seq = seq
+                self.keys[message.key].awaiting.add(offset)
+                self._awaiting_keys.add(message.key)
+            self._refresh_head(message.key)
+        incarnation.outstanding.clear()
+        incarnation.member = False
+        incarnation.ended_seq = seq
+        self.members.pop(incarnation.name, None)
+        self._disconnected.pop(incarnation.number, None)
+        self.left[incarnation.name] = seq
+
+    def _end_delivery(self, message: Message) -> None:
+        delivery = message.outstanding
+        if delivery is None:
+            return
+        message.outstanding = None
+        delivery.holder.outstanding.pop(message.offset, None)
+        self.keys[message.key].outstanding.pop(message.offset, None)
+        if message.segment is not None and message.bucket is not None:
+            self.bucket_outstanding.get((message.segment, message.bucket), {}).pop(message.offset, None)
+
+    def _retry_due(self, message: Message) -> int:
+        base, cap = int(self.config["backoff_base"]), int(self.config["backoff_max"])
+        failures = max(message.failures, 1)
+        return message.failure_tick + min(base << min(failures - 1, 64), cap)
+
+    def _fail(self, message: Message, kind: str, seq: int) -> None:
+        """A failed delivery (nack or timeout): the message is retrying until its back-off ends (section 10)."""
+        state = self.keys[message.key]
+        self._end_delivery(message)
+        message.failures += 1
+        message.failure_seqs.append(seq)
+        message.last_failure = kind
+        message.failure_serial += 1
+        message.failure_tick = self.now
+        message.retrying = True
+        message.ready = False
+        message.returned = False
+        message.awaiting_seq = seq
+        state.awaiting.add(message.offset)
+        self._awaiting_keys.add(message.key)
+        heapq.heappush(self._readiness, (self._retry_due(message), message.offset, message.failure_serial))
+        maximum = int(self.config["max_redeliveries"])
+        if message.failures == maximum + 1:
+            self._exercise("retry-overrun")
+            self._exercise("poison-ignored")
+        if message.failures > maximum:
+            self._over_budget.add(message.offset)
+        self._refresh_head(message.key)
+
+    def _clear_awaiting(self, message: Message, state: KeyState) -> None:
+        message.retrying = False
+        message.ready = False
+        message.returned = False
+        message.awaiting_seq = None
+        state.awaiting.discard(message.offset)
+
+    def _resolve(self, message: Message, resolution: str, seq: int) -> None:
+        # req: KS-RES-1
+        self._exercise("double-resolution")
+        if message.resolved and message.resolution != "delivered":
+            self._report(
+                "double-resolution",
+                seq,
+                [message.resolution_seq, seq],
+                [self._m(message) + f", resolved as {message.resolution} at seq {message.resolution_seq}"],
+                f"it was resolved again as {resolution} [seq {seq}], but a message leaves the subscription at most "
+                "once between restarts (KS-RES-1)",
+                offset=message.offset,
+            )
+            return
+        if message.resolved:
+            message.resolution = resolution
+            return
+        self._end_delivery(message)
+        self._resolve_silently(message, resolution, seq)
+
+    def _resolve_silently(self, message: Message, resolution: str, seq: int) -> None:
+        state = self.keys[message.key]
+        message.resolved = True
+        message.resolution = resolution
+        message.resolution_seq = seq
+        message.restored_seq = None
+        self.last_resolution_seq = seq
+        if self.op is not None:
+            self.op.resolved = True
+        self.unresolved.discard(message.offset)
+        self.state_version += 1
+        state.unresolved.discard(message.offset)
+        state.undelivered.discard(message.offset)
+        self._clear_awaiting(message, state)
+        self._over_budget.discard(message.offset)
+        if message.offset in state.blocked:
+            state.blocked.discard(message.offset)
+            message.blocked = False
+        if message.segment is not None:
+            segment = self.segments.get(message.segment)
+            if segment is not None:
+                segment.unresolved.discard(message.offset)
+            if message.bucket is not None:
+                pending = self.bucket_unresolved.get((message.segment, message.bucket))
+                if pending is not None:
+                    pending.discard(message.offset)
+        self._refresh_head(message.key)
+
+    def _reset_volatile(self, message: Message) -> None:
+        """What a restart forgets about a message (section 14): deliveries, failures, retries, blocks, holds.
+
+        An implementation that declares `durable_attempts` keeps its delivery and failure counts (KS-RTY-5)."""
+        if not self.durable_attempts:
+            message.deliveries = 0
+            message.failures = 0
+            message.returns = 0
+            message.released_seq = None
+            message.failure_seqs = []
+            message.last_failure = None
+        message.outstanding = None
+        message.retrying = False
+        message.ready = False
+        message.returned = False
+        message.awaiting_seq = None
+        message.blocked = False
+        message.held = False
+        message.last_hold_reason = None
+
+    def _rebuild_indexes(self) -> None:
+        """After a restart: every per-key and per-bucket index from the messages' state."""
+        unresolved: dict[str, list[int]] = {}
+        for offset in self.unresolved:
+            unresolved.setdefault(self.messages[offset].key, []).append(offset)
+        for key, state in self.keys.items():
+            offsets = unresolved.get(key, [])
+            state.unresolved = OrderedOffsets(offsets)
+            state.undelivered = OrderedOffsets(offsets)
+            state.outstanding = {}
+            state.awaiting = set()
+            state.blocked = set()
+        self.bucket_outstanding = {}
+        self.bucket_unresolved = {}
+        for segment in self.segments.values():
+            segment.unresolved = OrderedOffsets()
+        for offset in self.unresolved:
+            message = self.messages[offset]
+            if message.segment is not None and message.bucket is not None:
+                self.segments[message.segment].unresolved.add(offset)
+                self.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(offset)
+        self._timeouts = []
+        self._readiness = []
+        self._disconnected = {}
+        self._over_budget = set()
+        self._idle_heads = set()
+        self._awaiting_keys = set()
+        self._blocked_keys = set()
+        for key in self.keys:
+            self._refresh_head(key)
+
+    def _refresh_head(self, key: str) -> None:
+        """Keep the set of keys whose earliest unresolved message has no outstanding delivery (KS-ISO-1)."""
+        head = self.keys[key].unresolved.first()
+        if head is not None and self.messages[head].outstanding is None:
+            self._idle_heads.add(key)
+        else:
+            self._idle_heads.discard(key)
+
+
+def bucket_owner(bucket: int, buckets: int, names: list[str]) -> str:
+    """KS-BKT-3: the member (by sorted name) that is the target of a bucket of a segment with N buckets."""
+    count = len(names)
+    for j, name in enumerate(names):
+        if j * buckets // count <= bucket < (j + 1) * buckets // count:
+            return name
+    return names[-1]
+
+
+def ranges_text(bitmap: BitMap | None) -> str:
+    """A set of offsets as at most five ranges, for explanations: `{3, 5-9, ...}`."""
+    if bitmap is None or not bitmap:
+        return "{}"
+    ranges: list[str] = []
+    start = previous = -2
+    for value in bitmap:
+        if value != previous + 1:
+            if start >= 0:
+                ranges.append(f"{start}" if start == previous else f"{start}-{previous}")
+            start = value
+        previous = value
+    ranges.append(f"{start}" if start == previous else f"{start}-{previous}")
+    shown = ranges[:5] + (["..."] if len(ranges) > 5 else [])
+    return "{" + ", ".join(shown) + "}"
