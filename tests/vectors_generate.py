@@ -193,6 +193,9 @@ def variants(scenario: Scenario, mutant: Mutant, target: str) -> Iterator[Scenar
     others = sorted(allowed(mutant) - own)
     settled = plain.steps if plain.steps and plain.steps[-1].settle else [*plain.steps, Step(settle="oldest")]
     yield replace(plain, steps=settled, tolerates=others)
+    for name in plain.config:  # a field whose drawn value shows another bug as well (left at its default)
+        if name not in KEPT_CONFIG:
+            yield replace(plain, config={k: v for k, v in plain.config.items() if k != name})
 
 
 def returned_once() -> Scenario:
