@@ -340,13 +340,13 @@ def by_requirement(results: Sequence[VectorResult]) -> list[RequirementRow]:
             counts[result.status] = counts.get(result.status, 0) + 1
         ran = [r for r in mine if r.status != "skipped"]
         status = min((r.status for r in ran), key=STATUSES.index) if ran else "skipped"
-        notes = []
+        notes: dict[str, None] = {}
         for result in mine:
             if result.status in ("failed", "warning"):
-                notes.append(f"{result.vector.name}: {', '.join(result.kinds)}")
-            elif result.status in ("error", "skipped") and (result.status == status or status == "skipped"):
-                notes.append(f"{result.vector.name}: {result.reason}")
-        rows.append(RequirementRow(requirement, levels.get(requirement, "MUST"), status, counts, notes))
+                notes[f"{result.vector.name}: {', '.join(result.kinds)}"] = None
+            elif result.status == "error" or status == "skipped":
+                notes[result.reason] = None
+        rows.append(RequirementRow(requirement, levels.get(requirement, "MUST"), status, counts, list(notes)))
     return rows
 
 
