@@ -9,12 +9,14 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conformance_mutants import DOUBLE_MUTANTS, MUTANTS, Mutant
 from keyshared.cli import main
 from ks_conformance.catalogue import CATALOGUE, checked_requirements, checks_of
 from ks_conformance.protocol import Connection, InProcessConnection
+from ks_conformance.scenario import events_signature
 from ks_conformance.tracefile import check_trace
 from ks_conformance.vectors import VECTORS_DIR, Vector, VectorResult, find_vectors, run_vectors
 from ks_reference.adapter import create as create_reference
@@ -91,6 +93,9 @@ def test_mutant_fails_the_vectors_of_its_requirements(mutant: Mutant) -> None:
         assert result.status in ("failed", "warning"), f"{mutant.name} passes {result.vector.name}"
         assert set(result.kinds) <= allowed(mutant), f"{mutant.name} on {result.vector.name}: {result.kinds}"
         assert recorded <= set(result.kinds), f"{mutant.name} on {result.vector.name}: {result.kinds}, not {recorded}"
+        for trace in result.vector.traces:
+            if trace.implementation == f"mutant {mutant.name}":  # the failing trace is this replay's
+                assert _same_events(trace.path, result.trace), f"{mutant.name}: {trace.path} differs from its replay"
 
 
 def test_the_exceptions_are_exactly_the_requirements_no_vector_catches() -> None:
@@ -143,15 +148,17 @@ def test_check_trace_cli_on_a_vector_pair(capsys: pytest.CaptureFixture[str]) ->
     assert all(kind in capsys.readouterr().out for kind in failing.anomalies)
 
 
+def _same_events(path: Path, replayed: list[dict[str, Any]]) -> bool:
+    """Whether a recorded trace has the events of a replay (the config event, naming the version, aside)."""
+    return events_signature([event for _, event in read_events(path)]) == events_signature(replayed)
+
+
 def test_traces_are_the_reference_replay(on_reference: dict[str, VectorResult]) -> None:
     """The recorded passing trace is what replaying the vector on the reference gives now."""
     for vector in VECTORS:
         for trace in vector.traces:
-            if trace.implementation != "reference":
-                continue
-            recorded = [event for _, event in read_events(trace.path)]
-            replayed = on_reference[vector.name].trace
-            assert [e["event"] for e in recorded[1:]] == [e["event"] for e in replayed[1:]], vector.name
+            if trace.implementation == "reference":
+                assert _same_events(trace.path, on_reference[vector.name].trace), vector.name
 
 
 # --- the CLI -------------------------------------------------------------------------------------------
