@@ -1,7 +1,7 @@
 """The anomaly catalogue of spec/checking.md as data: every anomaly's name, requirement and when it is judged.
 
 This module is the single place that names anomalies. The trace checker, the conformance harness, the
-reports and (later) the Spark validator all import it, so it must stay free of heavy dependencies:
+reports and the Spark validator all import it, so it must stay free of heavy dependencies:
 standard library only. tests/test_checker_catalogue.py keeps it equal to the tables of checking.md.
 """
 
