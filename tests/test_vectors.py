@@ -33,6 +33,9 @@ UNREACHABLE: dict[tuple[str, str], str] = {
 """(mutant, must requirement) pairs that no vector shows the mutant breaking, each with the reason."""
 
 
+REGENERATE = "regenerate the corpus: tests/vectors_generate.py search --mutants NAME, then build (spec/vectors)"
+
+
 def _reference() -> Connection:
     return InProcessConnection(create_reference(), "reference")
 
@@ -78,7 +81,7 @@ def test_every_vector_is_failed_by_a_mutant_on_its_target_unless_it_is_a_probe()
 @pytest.mark.parametrize("mutant", ALL_MUTANTS, ids=lambda m: m.name)
 def test_mutant_fails_the_vectors_of_its_requirements(mutant: Mutant) -> None:
     listed = {v.name: c for v in VECTORS for c in v.caught if c.mutant == mutant.name}
-    assert listed, f"{mutant.name}: fails no vector"
+    assert listed, f"{mutant.name}: fails no vector (a new mutant? {REGENERATE})"
     mine = [v for v in VECTORS if v.name in listed]
     for requirement in sorted(mutant.catches):
         if (mutant.name, requirement) in UNREACHABLE:
@@ -110,13 +113,15 @@ def test_the_exceptions_are_exactly_the_requirements_no_vector_catches() -> None
                 for c in v.caught
             ):
                 unreached.add((mutant.name, requirement))
-    assert unreached == set(UNREACHABLE)
+    assert unreached == set(UNREACHABLE), f"list each with its reason in UNREACHABLE, or {REGENERATE}"
 
 
 def test_unreachable_exceptions_name_real_mutants_and_requirements() -> None:
     by_name = {m.name: m for m in ALL_MUTANTS}
     for (name, requirement), reason in UNREACHABLE.items():
-        assert name in by_name and requirement in by_name[name].catches and reason
+        assert name in by_name and requirement in by_name[name].catches and reason, (
+            f"UNREACHABLE lists ({name}, {requirement}), no longer a must requirement of a shipped mutant: remove it"
+        )
 
 
 @pytest.mark.parametrize("vector", [v for v in VECTORS if v.traces], ids=lambda v: v.name)
