@@ -25,11 +25,7 @@ from ks_spec.trace import read_events
 VECTORS = find_vectors(VECTORS_DIR)
 ALL_MUTANTS = (*MUTANTS, *DOUBLE_MUTANTS)
 
-UNREACHABLE: dict[tuple[str, str], str] = {
-    ("stale_cursor_write", "KS-CUR-5"): "since spec 1.2 a write persistence did not call for is persist-early "
-    "(KS-CUR-7, a SHOULD), and the stale write is followed at once by the right one, so the cursor is never late: "
-    "no replay shows persist-late, the suite's neither (the mutant's declaration predates the split)",
-}
+UNREACHABLE: dict[tuple[str, str], str] = {}
 """(mutant, must requirement) pairs that no vector shows the mutant breaking, each with the reason."""
 
 
