@@ -328,13 +328,13 @@ def test_reference_is_conformant(keyshared_suite):
     assert result.parseoutcomes().get("passed") == 1
 
 
-def _judge_in_process(name: str, folder: Path | None = None, **overrides: Any) -> Any:
+def _judge_in_process(name: str, folder: Path | None = None, seed: int = 0, **overrides: Any) -> Any:
     """Run the suite in process against one mutant of tests/conformance_mutants."""
     from conformance_mutants import BY_NAME
     from ks_conformance.protocol import InProcessConnection
 
     mutant = BY_NAME[name]
-    settings = settings_for("ci", seed=0, **overrides)
+    settings = settings_for("ci", seed=seed, **overrides)
     return run_suite(lambda: InProcessConnection(mutant.create(), name), settings, scenarios=folder)
 
 
@@ -351,7 +351,9 @@ def test_a_kind_seen_while_searching_for_another_gets_its_own_shrunk_witness(tmp
     from ks_reference.adapter import create
 
     name = "per_message_routing"
-    result = _judge_in_process(name, tmp_path, rounds=1, coverage_rounds=0, examples_total=0)
+    # A seed whose small round meets unstable-assignment only while searching for another kind (the search
+    # path depends on the machine's rules: when they change, pick a seed that shows the path again).
+    result = _judge_in_process(name, tmp_path, seed=6, rounds=1, coverage_rounds=0, examples_total=0)
     observed = [f for f in result.findings if f.scenario.found.get("round") == "observed"]
     assert [f.anomalies[0].name for f in observed] == ["unstable-assignment"]
     finding = observed[0]
