@@ -58,3 +58,20 @@ def test_every_must_requirement_is_checked_or_explained() -> None:
     for req in parse_spec():
         if req.level == "MUST":
             assert checks_of(req.id) or req.id in INDIRECT, req.id
+
+
+def test_every_trace_anomaly_has_its_explanation_in_catalogue_order() -> None:
+    """ks_conformance.explain words each kind a trace shows (one function per kind, or per situation of it)."""
+    import inspect
+
+    from ks_conformance import explain
+
+    kinds = [k.name.replace("-", "_") for k in CATALOGUE if k.stage is not Stage.HARNESS]
+    found: list[str] = []
+    for name, function in sorted(
+        inspect.getmembers(explain, inspect.isfunction), key=lambda item: item[1].__code__.co_firstlineno
+    ):
+        kind = next((k for k in kinds if name == k or name.startswith(k + "_")), None)
+        if kind is not None and function.__module__ == explain.__name__ and kind not in found:
+            found.append(kind)
+    assert found == kinds

@@ -6,8 +6,9 @@ is local to a key. This module is plain Python so that it can be tested without 
 on every partition of keys in parallel (`ks_spark.keypass`).
 
 It follows the Python checker (`ks_conformance.checker`) rule for rule on the anomalies it computes,
-and emits what the global checks need: each delivery's interval (for capacity) and, per message and
-restart era, when it stopped being unresolved and when it was first delivered (window and cursor).
+explains them in the checker's own words (`ks_conformance.explain`), and emits what the global
+checks need: each delivery's interval (for capacity) and, per message and restart era, when it
+stopped being unresolved and when it was first delivered (window and cursor).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 
-from ks_spark import explain
+from ks_conformance import explain
 
 NEVER = (1 << 62) - 1
 """A seq later than any event: 'not resolved in this era', 'the incarnation never ended'."""

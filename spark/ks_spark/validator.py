@@ -22,12 +22,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ks_conformance import explain
 from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.tracefile import config_problem
 from ks_spec.errors import MissingInput, UserError
 from ks_spec.trace import JSON_BLANK, is_parquet, line_problem
 
-from ks_spark import catalogue, explain
+from ks_spark import catalogue
 from ks_spark.globalchecks import UNIFIED_COLUMNS, capacity_findings, window_and_cursor
 from ks_spark.keypass import run_key_pass
 from ks_spark.keystate import (
@@ -612,7 +613,7 @@ def _complete(
         elif name == "capacity-overrun":
             inc = incs[int(r["x"])]
             held = outstanding.get((inc.inc_id, seq), [])
-            explained = explain.capacity_overrun(key, offset, pub, inc.name, inc.capacity, inc.added, held, seq)
+            explained = explain.capacity_overrun(offset, inc.name, inc.capacity, inc.added, held, seq)
             witness = tuple(sorted({inc.added, *held, seq}))
         elif name == "cursor-regress":
             explained = explain.cursor_regress(int(r["x"]), int(r["y"]), witness[0], seq)

@@ -4,6 +4,7 @@ handoffs, successors after a layout change, and the stability of the bucket poli
 
 from __future__ import annotations
 
+from ks_conformance import explain
 from ks_conformance.checks.membership import OpEventChecks
 from ks_conformance.checks.records import Incarnation, Message
 from ks_conformance.checks.state import bucket_owner
@@ -30,16 +31,9 @@ class BucketChecks(OpEventChecks):
                     "bucket-misassigned",
                     seq,
                     [seq],
-                    [
-                        self._m(message)
-                        + f" in segment {segment.number} (N = {segment.buckets}), bucket {message.bucket}",
-                        f"the members sorted by name are {names}",
-                    ],
-                    f"bucket {message.bucket} belongs to {owner}, yet m{message.offset} was delivered to {name} "
-                    f"[seq {seq}] (KS-BKT-3)",
-                    offset=message.offset,
-                    consumer=name,
-                    owner=owner,
+                    explain.bucket_misassigned_sorted(
+                        *message.facts, segment.number, segment.buckets, message.bucket, names, owner, name, seq
+                    ),
                 )
         outstanding = self.bucket_outstanding.get(bucket, {})
         if any(d.epoch < self.epoch for d in outstanding.values()):
@@ -51,11 +45,9 @@ class BucketChecks(OpEventChecks):
                 "bucket-split-owner",
                 seq,
                 [other.seq, seq],
-                [f"{other.holder.name} holds m{other.offset} of bucket {bucket} [seq {other.seq}]", self._m(message)],
-                f"m{message.offset} of the same bucket was delivered to {name} [seq {seq}], but a moving bucket is "
-                "withheld until its prior owner drains (KS-BKT-4)",
-                offset=message.offset,
-                bucket=list(bucket),
+                explain.bucket_split_owner(
+                    *message.facts, bucket, other.holder.name, other.offset, other.seq, name, seq
+                ),
             )
         if segment.predecessor is not None:
             # req: KS-BKT-5
@@ -69,13 +61,15 @@ class BucketChecks(OpEventChecks):
                             "successor-first",
                             seq,
                             [earlier.publish_seq, seq],
-                            [
-                                self._m(earlier) + f" in segment {predecessor.number}, unresolved",
-                                f"segment {segment.number} succeeds it over [{segment.lo}, {segment.hi}]",
-                            ],
-                            f"m{message.offset} of segment {segment.number} was delivered [seq {seq}] before the "
-                            "predecessor drained that range (KS-BKT-5)",
-                            offset=message.offset,
+                            explain.successor_first(
+                                message.offset,
+                                segment.number,
+                                segment.lo,
+                                segment.hi,
+                                predecessor.number,
+                                *earlier.facts,
+                                seq,
+                            ),
                         )
                         break
 
@@ -89,7 +83,6 @@ class BucketChecks(OpEventChecks):
         if last is None:
             return
         epoch, previous, previous_seq = last
-        where = f"bucket {message.bucket} of segment {message.segment}"
         if epoch == self.epoch:
             # req: KS-BKT-3
             self._exercise("bucket-misassigned")
@@ -99,11 +92,9 @@ class BucketChecks(OpEventChecks):
                 "bucket-misassigned",
                 seq,
                 [previous_seq, seq],
-                [f"{where} was delivered to {previous.name} at seq {previous_seq}", "no membership change since"],
-                f"m{message.offset} of it went to {name} [seq {seq}], but a bucket has one target at a time (KS-BKT-3)",
-                offset=message.offset,
-                consumer=name,
-                owner=previous.name,
+                explain.bucket_misassigned_moved(
+                    message.offset, message.bucket, message.segment, previous.name, previous_seq, name, seq
+                ),
             )
             return
         if epoch != self.epoch - 1:
@@ -122,23 +113,28 @@ class BucketChecks(OpEventChecks):
             share = -(-segment.buckets // max(1, len(self.members)))
             if len(moved_to) <= share:
                 return
-            why = (
-                f"{len(moved_to)} buckets of segment {message.segment} moved to {name}, more than ceil(N/k) = "
-                f"ceil({segment.buckets}/{len(self.members)}) = {share}"
+            why = explain.buckets_over_share(
+                len(moved_to), message.segment, name, segment.buckets, len(self.members), share
             )
         elif change == "leave" and changed is previous:
             return
         else:
-            what = "joined" if change == "join" else "left"
-            why = f"only {changed.name} {what} [seq {change_seq}], yet {where} moved from {previous.name} to {name}"
+            why = explain.bucket_moved_by(
+                changed.name, change, change_seq, message.bucket, message.segment, previous.name, name
+            )
         self._report(
             "unstable-buckets",
             seq,
             [previous_seq, change_seq, seq],
-            [f"{where} was delivered to {previous.name} at seq {previous_seq}", f"m{message.offset} went to {name}"],
-            f"{why}, but a join moves buckets only to the joiner, at most ceil(N/k), and a leave only the leaver's "
-            f"(KS-BKT-8, bucket_assignment {self.config['bucket_assignment']!r})",
-            offset=message.offset,
-            consumer=name,
-            other=previous.name,
+            explain.unstable_buckets(
+                message.offset,
+                message.bucket,
+                message.segment,
+                previous.name,
+                previous_seq,
+                name,
+                self.config["bucket_assignment"],
+                why,
+                seq,
+            ),
         )

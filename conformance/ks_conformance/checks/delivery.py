@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 from itertools import takewhile
 
+from ks_conformance import explain
 from ks_conformance.checks.buckets import BucketChecks
 from ks_conformance.checks.records import Delivery, Incarnation, KeyState, Message
 from ks_conformance.checks.state import RING_SELECTORS, Event
@@ -65,12 +66,7 @@ class DeliveryChecks(BucketChecks):
                     "key-reorder",
                     seq,
                     [previous.publish_seq, message.publish_seq, seq],
-                    [self._m(previous), self._m(message)],
-                    f"m{earlier} precedes m{offset} in key {message.key!r} and was never delivered, yet m{offset} was "
-                    f"delivered for the first time [seq {seq}] while m{earlier} is unresolved (KS-ORD-1)",
-                    offset=offset,
-                    key=message.key,
-                    earlier=earlier,
+                    explain.key_reorder(*message.facts, earlier, previous.publish_seq, seq),
                 )
                 # req: KS-FLW-3
                 held = next(
@@ -82,12 +78,7 @@ class DeliveryChecks(BucketChecks):
                         "overtaken-hold",
                         seq,
                         [overtaken.held_seq, message.publish_seq, seq],
-                        [self._m(overtaken) + f", held at seq {overtaken.held_seq}", self._m(message)],
-                        f"m{offset} was delivered for the first time [seq {seq}] while the held m{held} of the same "
-                        "key is unresolved and undelivered, but a held message keeps its place (KS-FLW-3)",
-                        offset=offset,
-                        key=message.key,
-                        earlier=held,
+                        explain.overtaken_hold(*message.facts, held, overtaken.publish_seq, overtaken.held_seq, seq),
                     )
         if self.profile == "strict":
             # req: KS-ORD-2
@@ -101,13 +92,7 @@ class DeliveryChecks(BucketChecks):
                     "strict-overlap",
                     seq,
                     [previous.publish_seq, seq],
-                    [self._m(previous), self._m(message)],
-                    f"m{earliest_unresolved} precedes m{offset} in key {message.key!r} and is unresolved, yet "
-                    f"m{offset} was delivered [seq {seq}]; the strict profile delivers nothing of a key while an "
-                    "earlier message of it is unresolved (KS-ORD-2)",
-                    offset=offset,
-                    key=message.key,
-                    earlier=earliest_unresolved,
+                    explain.strict_overlap(*message.facts, earliest_unresolved, previous.publish_seq, seq),
                 )
         if not self.best_effort:
             # req: KS-ORD-3
@@ -119,12 +104,9 @@ class DeliveryChecks(BucketChecks):
                     "retry-overtaken",
                     seq,
                     [waiting.awaiting_seq, seq],
-                    [self._m(waiting) + f", awaiting redelivery since seq {waiting.awaiting_seq}", self._m(message)],
-                    f"m{offset} was delivered [seq {seq}] before m{waiting.offset}, an earlier message of its key that "
-                    "awaits redelivery (KS-ORD-3)",
-                    offset=offset,
-                    key=message.key,
-                    earlier=waiting.offset,
+                    explain.retry_overtaken(
+                        *message.facts, waiting.offset, waiting.publish_seq, waiting.awaiting_seq, seq
+                    ),
                 )
 
     def _check_exclusive(
@@ -141,17 +123,7 @@ class DeliveryChecks(BucketChecks):
                 "split-owner",
                 seq,
                 [other.seq, seq],
-                [
-                    f"d = deliver(offset={other.offset}, key={message.key!r}) to {other.holder.name} "
-                    f"[seq {other.seq}], still outstanding",
-                    self._m(message),
-                ],
-                f"m{message.offset} of the same key was delivered to {name} [seq {seq}] while "
-                f"{other.holder.name} holds d, but a key has one holder at a time (KS-DRN-1)",
-                offset=message.offset,
-                key=message.key,
-                consumer=name,
-                other=other.holder.name,
+                explain.split_owner(*message.facts, other.offset, other.holder.name, other.seq, name, seq),
             )
         if state.blocked:
             # req: KS-POI-3
@@ -160,11 +132,7 @@ class DeliveryChecks(BucketChecks):
                 "blocked-key-leak",
                 seq,
                 [blocked.blocked_seq, seq],
-                [self._m(blocked) + f", which blocked its key at seq {blocked.blocked_seq}", self._m(message)],
-                f"m{message.offset} was delivered [seq {seq}] while its key is blocked, but nothing of a blocked key "
-                "may be delivered until an operator releases or skips it (KS-POI-3)",
-                offset=message.offset,
-                key=message.key,
+                explain.blocked_key_leak(*message.facts, blocked.offset, blocked.publish_seq, blocked.blocked_seq, seq),
             )
 
     def _check_reason(self, message: Message, seq: int) -> None:
@@ -176,35 +144,23 @@ class DeliveryChecks(BucketChecks):
                 "duplicate",
                 seq,
                 [message.resolution_seq, seq],
-                [self._m(message) + f", resolved as {message.resolution} at seq {message.resolution_seq}"],
-                f"m{message.offset} was delivered again [seq {seq}] after it was resolved, with no restart that "
-                "lost the resolution (KS-RES-2)",
-                offset=message.offset,
+                explain.duplicate_resolved(*message.facts, message.resolution, message.resolution_seq, seq),
             )
         elif message.outstanding is not None:
             d = message.outstanding
             self._report(
-                "duplicate",
-                seq,
-                [d.seq, seq],
-                [self._m(message) + f", delivered to {d.holder.name} at seq {d.seq} and still outstanding"],
-                f"m{message.offset} was delivered again [seq {seq}] while that delivery is outstanding (KS-RES-2)",
-                offset=message.offset,
+                "duplicate", seq, [d.seq, seq], explain.duplicate_outstanding(*message.facts, d.holder.name, d.seq, seq)
             )
         if self.loaded is not None:
             # req: KS-CUR-4
             self._exercise("resurrected")
             cursor, holes, persist_seq, restart_seq = self.loaded
             if message.offset < cursor or message.offset in holes:
-                where = f"below the persisted cursor {cursor}" if message.offset < cursor else "a persisted ack hole"
                 self._report(
                     "resurrected",
                     seq,
                     [persist_seq, restart_seq, seq],
-                    [self._m(message), f"the store recorded cursor {cursor} at seq {persist_seq}"],
-                    f"after the restart [seq {restart_seq}] m{message.offset}, {where}, was delivered [seq {seq}], but "
-                    "what the store recorded is not delivered again (KS-CUR-4)",
-                    offset=message.offset,
+                    explain.resurrected(*message.facts, cursor, persist_seq, restart_seq, seq),
                 )
 
     def _check_consumer(self, message: Message, seq: int, incarnation: Incarnation | None, name: str) -> None:
@@ -216,14 +172,7 @@ class DeliveryChecks(BucketChecks):
                     "filter-violation",
                     seq,
                     [incarnation.added_seq, seq],
-                    [
-                        f"{name} joined with filters {list(incarnation.filters)} [seq {incarnation.added_seq}]",
-                        self._m(message),
-                    ],
-                    f"no filter of {name} matches {message.key!r}, yet m{message.offset} was delivered to {name} "
-                    f"[seq {seq}] (KS-FLT-2)",
-                    offset=message.offset,
-                    consumer=name,
+                    explain.filter_violation(*message.facts, name, incarnation.filters, incarnation.added_seq, seq),
                 )
         # req: KS-MEM-3
         if incarnation is None or any(not member.connected for member in self.members.values()):
@@ -234,25 +183,14 @@ class DeliveryChecks(BucketChecks):
                 "inactive-delivery",
                 seq,
                 [ended, seq],
-                [
-                    f"{name} is not a member" + (f" (its last incarnation ended at seq {ended})" if ended else ""),
-                    self._m(message),
-                ],
-                f"m{message.offset} was delivered to {name} [seq {seq}], but only connected members receive messages "
-                "(KS-MEM-3)",
-                offset=message.offset,
-                consumer=name,
+                explain.inactive_delivery_to_non_member(*message.facts, name, ended, seq),
             )
         elif not incarnation.connected:
             self._report(
                 "inactive-delivery",
                 seq,
                 [incarnation.disconnected_seq, seq],
-                [f"{name} disconnected at seq {incarnation.disconnected_seq}", self._m(message)],
-                f"m{message.offset} was delivered to {name} [seq {seq}] while it is disconnected, but only connected "
-                "members receive messages (KS-MEM-3)",
-                offset=message.offset,
-                consumer=name,
+                explain.inactive_delivery_to_disconnected(*message.facts, name, incarnation.disconnected_seq, seq),
             )
         if incarnation is not None:
             # req: KS-FLW-1
@@ -265,14 +203,9 @@ class DeliveryChecks(BucketChecks):
                     "capacity-overrun",
                     seq,
                     [incarnation.added_seq, *seqs, seq],
-                    [
-                        f"{name} joined with capacity {incarnation.capacity} [seq {incarnation.added_seq}]",
-                        f"{name} holds {held} outstanding deliveries (seqs {', '.join(map(str, seqs))})",
-                    ],
-                    f"m{message.offset} was delivered to {name} [seq {seq}], leaving it {held + 1} outstanding "
-                    f"deliveries, more than its capacity (KS-FLW-1)",
-                    offset=message.offset,
-                    consumer=name,
+                    explain.capacity_overrun(
+                        message.offset, name, incarnation.capacity, incarnation.added_seq, seqs, seq
+                    ),
                 )
 
     def _check_flow(self, message: Message, seq: int, first: bool) -> None:
@@ -284,16 +217,7 @@ class DeliveryChecks(BucketChecks):
         if below >= window - 1:
             self._exercise("window-overrun")
         if below >= window:
-            self._report(
-                "window-overrun",
-                seq,
-                [seq],
-                [self._m(message), f"window = {window}"],
-                f"m{message.offset} was delivered for the first time [seq {seq}] while {below} earlier offsets are "
-                "unresolved, but a first delivery needs fewer than window of them (KS-FLW-2)",
-                offset=message.offset,
-                unresolved_below=below,
-            )
+            self._report("window-overrun", seq, [seq], explain.window_overrun(*message.facts, window, below, seq))
 
     def _check_attempt(self, message: Message, seq: int, attempt: int) -> None:
         if self.best_effort:
@@ -306,12 +230,7 @@ class DeliveryChecks(BucketChecks):
                 "attempt-miscount",
                 seq,
                 [message.last_delivery_seq, seq],
-                [self._m(message) + f", delivered {message.deliveries} times since the last restart"],
-                f"its delivery at seq {seq} carries attempt {attempt}, but attempts count deliveries: it must be "
-                f"{message.deliveries + 1} (KS-RTY-5)",
-                offset=message.offset,
-                attempt=attempt,
-                expected=message.deliveries + 1,
+                explain.attempt_miscount(*message.facts, message.deliveries, attempt, seq),
             )
 
     def _check_assignment(
@@ -331,12 +250,7 @@ class DeliveryChecks(BucketChecks):
                     "key-moved",
                     seq,
                     [previous_seq, seq],
-                    [f"key {message.key!r} was delivered to {previous.name} at seq {previous_seq}", self._m(message)],
-                    f"m{message.offset} was delivered to {name} [seq {seq}] with no membership change since, but a key "
-                    "has one target per membership epoch (KS-ASN-1)",
-                    key=message.key,
-                    consumer=name,
-                    other=previous.name,
+                    explain.key_moved(*message.facts, previous.name, previous_seq, name, seq),
                 )
         elif epoch == self.epoch - 1 and self.config["selector"] in RING_SELECTORS:
             change, changed, change_seq = self.epoch_change[self.epoch]
@@ -348,20 +262,22 @@ class DeliveryChecks(BucketChecks):
             allowed = (change == "join" and changed is incarnation) or (change == "leave" and changed is previous)
             if moved and not allowed:
                 assert changed is not None
-                what = "joined" if change == "join" else "left"
                 self._report(
                     "unstable-assignment",
                     seq,
                     [previous_seq, change_seq, seq],
-                    [
-                        f"key {message.key!r} was delivered to {previous.name} at seq {previous_seq}",
-                        f"then only {changed.name} {what} [seq {change_seq}]",
-                    ],
-                    f"m{message.offset} went to {name} [seq {seq}], but with selector {self.config['selector']!r} a "
-                    f"membership change moves a key only to a joining consumer or away from a leaving one (KS-ASN-2)",
-                    key=message.key,
-                    consumer=name,
-                    other=previous.name,
+                    explain.unstable_assignment(
+                        message.key,
+                        message.offset,
+                        previous.name,
+                        previous_seq,
+                        changed.name,
+                        change,
+                        change_seq,
+                        name,
+                        self.config["selector"],
+                        seq,
+                    ),
                 )
 
     def _check_retry(self, message: Message, seq: int) -> None:
@@ -377,13 +293,9 @@ class DeliveryChecks(BucketChecks):
                     "early-retry",
                     seq,
                     [message.awaiting_seq, seq],
-                    [
-                        self._m(message) + f", failure {message.failures} at seq {message.awaiting_seq}",
-                        f"its back-off ends at tick {self._retry_due(message)}",
-                    ],
-                    f"m{message.offset} was delivered again at tick {self.now} [seq {seq}] before a phase 3 at or "
-                    "after the end of its back-off made it pending (KS-RTY-4)",
-                    offset=message.offset,
+                    explain.early_retry(
+                        *message.facts, message.failures, message.awaiting_seq, self._retry_due(message), self.now, seq
+                    ),
                 )
         maximum = int(self.config["max_redeliveries"])
         if message.failures > maximum:
@@ -392,14 +304,7 @@ class DeliveryChecks(BucketChecks):
                 "retry-overrun",
                 seq,
                 [*message.failure_seqs, seq],
-                [
-                    self._m(message)
-                    + f", failed {message.failures} times (seqs {', '.join(map(str, message.failure_seqs))})"
-                ],
-                f"it was delivered again [seq {seq}], but after more than max_redeliveries = {maximum} failures a "
-                "message is poisoned, not delivered (KS-RTY-6)",
-                offset=message.offset,
-                failures=message.failures,
+                explain.retry_overrun(*message.facts, message.failures, message.failure_seqs, maximum, seq),
             )
 
     def _check_best_effort_outcome(self, message: Message, seq: int) -> None:
@@ -410,19 +315,14 @@ class DeliveryChecks(BucketChecks):
                 "best-effort-redelivery",
                 seq,
                 [message.outcome_seq, seq],
-                [self._m(message) + f", whose outcome was seq {message.outcome_seq}"],
-                f"it got a second outcome at seq {seq}, but in best-effort each message has exactly one (KS-BEF-1)",
-                offset=message.offset,
+                explain.best_effort_redelivery_second(*message.facts, message.outcome_seq, seq),
             )
         elif self.op.index != message.publish_op:
             self._report(
                 "best-effort-redelivery",
                 seq,
                 [message.publish_seq, seq],
-                [self._m(message)],
-                f"its outcome came at seq {seq}, in a later op than its publish, but in best-effort a message's "
-                "outcome happens at the operation that published it (KS-BEF-1)",
-                offset=message.offset,
+                explain.best_effort_redelivery_late(*message.facts, seq),
             )
         message.outcome_seq = seq
 
@@ -463,8 +363,6 @@ class DeliveryChecks(BucketChecks):
         if event["reason"] == "inactive" and event.get("consumer") is not None:
             target = self.members.get(str(event["consumer"]))
             if target is not None and target.connected and target.reconnected_seq is not None:
-                self._report_reconnect_ignored(
-                    target, seq, f"m{message.offset} was held [seq {seq}] because {target.name} is inactive"
-                )
+                self._report_reconnect_ignored(target, seq, explain.held_inactive(message.offset, target.name, seq))
         if event["reason"] == "draining":
             self._exercise("drain-stuck")

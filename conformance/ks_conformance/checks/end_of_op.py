@@ -8,8 +8,9 @@ import heapq
 
 from ks_spec.slots import SLOT_SELECTORS, slot_of
 
+from ks_conformance import explain
 from ks_conformance.checks.records import Message, OpState
-from ks_conformance.checks.state import CheckerState, Event, ranges_text
+from ks_conformance.checks.state import CheckerState, Event
 from ks_conformance.glob import accepts
 
 
@@ -97,15 +98,12 @@ class EndOfOpChecks(CheckerState):
             self._exercise("phase-order")
             op.phases_counted = True
         if phase < op.phase:
+            seq = int(event["seq"])
             self._report(
                 "phase-order",
-                int(event["seq"]),
-                [op.phase_event_seq, event["seq"]],
-                [f"t = the tick at seq {op.seq}"],
-                f"an effect of phase {phase} ({event['event']}, seq {event['seq']}) came after an effect of phase "
-                f"{op.phase} (seq {op.phase_event_seq}) within t, but the phases of a tick run in order (KS-GEN-7)",
-                phase=phase,
-                after_phase=op.phase,
+                seq,
+                [op.phase_event_seq, seq],
+                explain.phase_order(op.seq, phase, str(event["event"]), seq, op.phase, op.phase_event_seq),
             )
             return
         self._advance_phase(phase)
@@ -136,15 +134,9 @@ class EndOfOpChecks(CheckerState):
                     "missed-timeout",
                     op.seq,
                     [delivery.seq, op.seq],
-                    [
-                        f"d = deliver(offset={delivery.offset}) to {delivery.holder.name} at tick {delivery.tick} "
-                        f"[seq {delivery.seq}]",
-                        f"ack_timeout = {timeout}",
-                    ],
-                    f"d is still outstanding after phase 1 of tick {self.now} [seq {op.seq}], but a delivery times out "
-                    f"when tick {delivery.tick + timeout} begins (KS-RTY-3)",
-                    offset=delivery.offset,
-                    consumer=delivery.holder.name,
+                    explain.missed_timeout(
+                        delivery.offset, delivery.holder.name, delivery.tick, delivery.seq, timeout, self.now, op.seq
+                    ),
                 )
 
     def _after_phase_2(self, op: OpState) -> None:
@@ -162,14 +154,15 @@ class EndOfOpChecks(CheckerState):
                 "poison-ignored",
                 op.seq,
                 [*message.failure_seqs, op.seq],
-                [
-                    self._m(message) + f", failed {message.failures} times (seqs "
-                    f"{', '.join(map(str, message.failure_seqs))})",
-                    f"max_redeliveries = {maximum}, policy {self.config['poison_policy']!r}",
-                ],
-                f"after phase 2 of tick {self.now} [seq {op.seq}] it is neither resolved nor blocked, but a message "
-                "that failed too often is poisoned in the first phase 2 after its failure (KS-RTY-6)",
-                offset=offset,
+                explain.poison_ignored(
+                    *message.facts,
+                    message.failures,
+                    message.failure_seqs,
+                    maximum,
+                    self.config["poison_policy"],
+                    self.now,
+                    op.seq,
+                ),
             )
 
     def _phase_3_point(self) -> None:
@@ -188,14 +181,14 @@ class EndOfOpChecks(CheckerState):
                     "missed-eviction",
                     op.seq,
                     [incarnation.disconnected_seq, op.seq],
-                    [
-                        f"{incarnation.name} disconnected at tick {incarnation.disconnected_at} "
-                        f"[seq {incarnation.disconnected_seq}]",
-                        f"evict_after = {self.config['evict_after']}",
-                    ],
-                    f"it is still a member after phase 4 of tick {self.now} [seq {op.seq}], but it must be evicted "
-                    f"then (KS-MEM-2)",
-                    consumer=incarnation.name,
+                    explain.missed_eviction(
+                        incarnation.name,
+                        incarnation.disconnected_at,
+                        incarnation.disconnected_seq,
+                        self.config["evict_after"],
+                        self.now,
+                        op.seq,
+                    ),
                 )
 
     def _check_skip(self, op: OpState) -> None:
@@ -208,11 +201,7 @@ class EndOfOpChecks(CheckerState):
                 "skip-ignored",
                 op.seq,
                 [message.blocked_seq, op.seq],
-                [self._m(message) + f", which blocked its key at seq {message.blocked_seq}"],
-                f"the operator skipped key {message.key!r} [seq {op.seq}] but m{message.offset} was not resolved, "
-                "and a skip resolves the blocked message as dropped (KS-POI-5)",
-                key=message.key,
-                offset=message.offset,
+                explain.skip_ignored(*message.facts, message.blocked_seq, op.seq),
             )
             return
 
@@ -221,15 +210,7 @@ class EndOfOpChecks(CheckerState):
         message = self.messages[op.published]
         if message.outcome_seq is None:
             # req: KS-BEF-1
-            self._report(
-                "missing-outcome",
-                op.seq,
-                [message.publish_seq],
-                [self._m(message)],
-                f"the op that published it ended without delivering, dropping or filtering m{message.offset}, but in "
-                "best-effort each message's outcome happens at its publish (KS-BEF-1)",
-                offset=message.offset,
-            )
+            self._report("missing-outcome", op.seq, [message.publish_seq], explain.missing_outcome(*message.facts))
 
     def _check_persistence(self, op: OpState) -> None:
         if self.best_effort:
@@ -255,23 +236,19 @@ class EndOfOpChecks(CheckerState):
             return
         self.late_version = self.state_version
         # req: KS-CUR-5, KS-RES-3
-        what = f"the cursor is {cursor}" + (f" with holes {ranges_text(holes)}" if holes is not None else "")
-        persisted = f"{self.persisted_cursor}" + (
-            f" with holes {ranges_text(self.persisted_holes)}" if holes is not None else ""
-        )
-        rule = (
-            "with persist_interval = 0 it is persisted after every op that changed it"
-            if interval == 0
-            else f"with persist_interval = {interval} it is persisted in phase 6 of the first tick at which it is due"
-        )
         self._report(
             "persist-late",
             op.seq,
             [self.last_resolution_seq, op.seq],
-            [f"the op at seq {op.seq}", f"the last resolution at seq {self.last_resolution_seq}"],
-            f"at the end of the op {what}, but the persisted cursor is {persisted}; {rule} (KS-CUR-5)",
-            cursor=cursor,
-            persisted=self.persisted_cursor,
+            explain.persist_late(
+                cursor,
+                holes,
+                self.persisted_cursor,
+                self.persisted_holes,
+                interval,
+                self.last_resolution_seq,
+                op.seq,
+            ),
         )
 
     def _check_idle(self, op: OpState) -> None:
@@ -324,21 +301,12 @@ class EndOfOpChecks(CheckerState):
                 self._report_restart_skip(message, op.seq)
                 continue
             # req: KS-ISO-1, KS-GEN-6, KS-ISO-2
-            names = ", ".join(f"{m.name} ({len(m.outstanding)}/{m.capacity})" for m in (able or eligible))
-            who = "some members that accept it are" if not fixed_target else "the members that accept it are"
+            shown = [(m.name, len(m.outstanding), m.capacity) for m in (able or eligible)]
             self._report(
                 "idle-while-ready",
                 op.seq,
                 [message.publish_seq, op.seq],
-                [
-                    self._m(message) + f", the earliest unresolved message of its key, within the window of {window}",
-                    f"no message of {key!r} is outstanding, retrying or blocked",
-                    f"{who} connected and below capacity: {names}",
-                ],
-                f"the op at seq {op.seq} ended with m{head} undelivered, but no rule allows holding it: a stuck key "
-                "blocks only itself (KS-ISO-1)",
-                offset=head,
-                key=key,
+                explain.idle_while_ready(*message.facts, window, shown, not fixed_target, op.seq),
             )
 
     def _slot_mate_explains(self, key: str) -> bool:
@@ -372,30 +340,15 @@ class EndOfOpChecks(CheckerState):
             "restart-skip",
             seq,
             [message.publish_seq, persisted_before, restart, seq],
-            [
-                self._m(message) + ", resolved before the restart, at or above the persisted cursor and not a "
-                "persisted ack hole",
-                f"the restart at seq {restart} loaded cursor {self.loaded[0] if self.loaded else 0}",
-            ],
-            f"m{message.offset} was not dispatched again [seq {seq}] although nothing holds it back, but a restart "
-            "resumes from the store: every offset it did not record is dispatched again (KS-CUR-3)",
-            offset=message.offset,
-            key=message.key,
+            explain.restart_skip(*message.facts, restart, self.loaded[0] if self.loaded else 0, seq),
         )
 
     def _report_unfiltered(self, message: Message, op: OpState) -> None:
         # req: KS-FLT-3
-        filters = "; ".join(f"{m.name} {list(m.filters)}" for m in self.members.values())
+        filters = [(m.name, m.filters) for m in self.members.values()]
         self._report(
             "unfiltered-wait",
             op.seq,
             [message.publish_seq, op.seq],
-            [
-                self._m(message) + ", the earliest unresolved message of its key, within the window",
-                f"no member accepts key {message.key!r}: {filters}",
-            ],
-            f"the op at seq {op.seq} ended with m{message.offset} still waiting, but a message whose key no member "
-            "accepts is resolved as filtered when the dispatch pass reaches it (KS-FLT-3)",
-            offset=message.offset,
-            key=message.key,
+            explain.unfiltered_wait(*message.facts, filters, op.seq),
         )

@@ -11,6 +11,7 @@ from ks_spec.config import CONFIG_DEFAULTS
 from ks_spec.slots import SLOT_SELECTORS, slot_of
 from pyroaring import BitMap
 
+from ks_conformance import explain
 from ks_conformance.checks.quiescence import QuiescenceChecks
 from ks_conformance.checks.records import Incarnation, KeyState, Message, OrderedOffsets, Segment
 from ks_conformance.checks.state import SLOTS, Event
@@ -87,23 +88,18 @@ class OpEventChecks(QuiescenceChecks):
                 "misrouted-bucket",
                 seq,
                 [right.created_seq, seq],
-                [self._m(message) + f" with hash {message.hash} (hash >> 16 = {high})"],
-                f"the active segment containing {high} is {right.number} [seq {right.created_seq}], yet "
-                f"m{message.offset} was placed in segment {message.segment} (KS-BKT-1)",
-                offset=message.offset,
+                explain.misrouted_bucket_wrong_segment(
+                    *message.facts, message.hash, right.number, right.created_seq, message.segment
+                ),
             )
         elif message.bucket != low * segment.buckets // SLOTS:
             self._report(
                 "misrouted-bucket",
                 seq,
                 [segment.created_seq, seq],
-                [
-                    self._m(message) + f" with hashB = hash & 0xFFFF = {low}",
-                    f"N = {segment.buckets} [seq {segment.created_seq}]",
-                ],
-                f"its bucket must be floor({low} * {segment.buckets} / 65536) = {low * segment.buckets // SLOTS}, yet "
-                f"it was placed in bucket {message.bucket} (KS-BKT-1)",
-                offset=message.offset,
+                explain.misrouted_bucket_wrong_bucket(
+                    *message.facts, message.hash, segment.buckets, segment.created_seq, message.bucket
+                ),
             )
         if segment is not None:
             segment.unresolved.add(message.offset)
@@ -264,16 +260,13 @@ class OpEventChecks(QuiescenceChecks):
         segment.sealed = True
 
     def _report_reconnect_ignored(self, incarnation: Incarnation, seq: int, what: str) -> None:
+        """`what` (an eviction or a hold at `seq`) treats a reconnected member as still away."""
         # req: KS-MEM-4
         self._report(
             "reconnect-ignored",
             seq,
             [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
-            [
-                f"{incarnation.name} disconnected at seq {incarnation.disconnected_seq}",
-                f"{incarnation.name} reconnected at seq {incarnation.reconnected_seq} and has not disconnected since",
-            ],
-            f"{what}, but a reconnected member is connected again with all it holds, and its eviction is off "
-            "(KS-MEM-4)",
-            consumer=incarnation.name,
+            explain.reconnect_ignored(
+                incarnation.name, incarnation.disconnected_seq, incarnation.reconnected_seq, what
+            ),
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pyroaring import BitMap
 
+from ks_conformance import explain
 from ks_conformance.checks.end_of_op import EndOfOpChecks
 from ks_conformance.checks.records import Message
 from ks_conformance.checks.state import SLOTS, Event
@@ -29,12 +30,7 @@ class QuiescenceChecks(EndOfOpChecks):
                 "cursor-stall",
                 seq,
                 [self.persist_seq, seq],
-                [f"n = {len(self.messages)} messages published, all resolved"],
-                f"at the quiescent point [seq {seq}] the persisted cursor is {self.persisted_cursor}"
-                f"{f' (persisted at seq {self.persist_seq})' if self.persist_seq is not None else ' (never persisted)'}"
-                f", not n (KS-LIV-2)",
-                cursor=self.persisted_cursor,
-                published=len(self.messages),
+                explain.cursor_stall(len(self.messages), self.persisted_cursor, self.persist_seq, seq),
             )
 
     def _judge_unresolved_at_quiescence(self, message: Message, seq: int) -> None:
@@ -45,32 +41,21 @@ class QuiescenceChecks(EndOfOpChecks):
                 "lost",
                 seq,
                 [message.returned_delivery_seq, message.awaiting_seq, seq],
-                [self._m(message), f"its holder left or was evicted at seq {message.awaiting_seq}"],
-                f"m{message.offset} was never delivered again and is unresolved at the quiescent point [seq {seq}], "
-                "but a leaving consumer's messages must be delivered again (KS-MEM-1)",
-                offset=message.offset,
-                key=message.key,
+                explain.lost(*message.facts, message.awaiting_seq, seq),
             )
         elif message.last_hold_reason == "draining":
             self._report(
                 "drain-stuck",
                 seq,
                 [message.last_hold_seq, seq],
-                [self._m(message), f"m{message.offset} was held for draining at seq {message.last_hold_seq}"],
-                f"it is still unresolved at the quiescent point [seq {seq}], but draining always clears (KS-DRN-2)",
-                offset=message.offset,
-                key=message.key,
+                explain.drain_stuck(*message.facts, message.last_hold_seq, seq),
             )
         else:
             self._report(
                 "stuck-key",
                 seq,
                 [message.publish_seq, message.last_event_seq, seq],
-                [self._m(message), f"its last event is seq {message.last_event_seq}"],
-                f"m{message.offset} is unresolved at the quiescent point [seq {seq}], although a member accepts every "
-                "key, everyone acks and time has passed (KS-LIV-1)",
-                offset=message.offset,
-                key=message.key,
+                explain.stuck_key(*message.facts, message.last_event_seq, seq),
             )
 
     def _someone_accepts_everything(self) -> bool:

@@ -123,6 +123,11 @@ class Message:
     """The operator release that last unblocked this message (its failure budget starts again there)."""
     outcome_seq: int | None = None
 
+    @property
+    def facts(self) -> tuple[str, int, int]:
+        """(key, offset, publish seq): how every explanation of `ks_conformance.explain` names a message."""
+        return self.key, self.offset, self.publish_seq
+
 
 @dataclass(slots=True)
 class KeyState:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pyroaring import BitMap
 
+from ks_conformance import explain
 from ks_conformance.checks.delivery import DeliveryChecks
 from ks_conformance.checks.records import Message
 from ks_conformance.checks.state import BEST_EFFORT_DROPS, OUTCOME_EVENTS, Event
@@ -33,20 +34,12 @@ class ResolutionChecks(DeliveryChecks):
         else:
             # req: KS-ACK-2, KS-GEN-3
             self._exercise("stale-ack-accepted")
-            held_by = f"{delivery.holder.name} [seq {delivery.seq}]" if delivery is not None else "nobody"
+            holder, holder_seq = (delivery.holder.name, delivery.seq) if delivery is not None else (None, None)
             self._report(
                 "stale-ack-accepted",
                 seq,
                 [message.last_delivery_seq, seq],
-                [
-                    self._m(message)
-                    + (f", last delivered at seq {message.last_delivery_seq}" if message.last_delivery_seq else ""),
-                    f"its outstanding delivery is held by {held_by}",
-                ],
-                f"an ack from {name} [seq {seq}], which does not hold it, resolved m{message.offset}, but such an ack "
-                "must be ignored and recorded (KS-ACK-2)",
-                offset=message.offset,
-                consumer=name,
+                explain.stale_ack_accepted(*message.facts, message.last_delivery_seq, holder, holder_seq, name, seq),
             )
         self._resolve(message, "acked", seq)
 
@@ -69,16 +62,12 @@ class ResolutionChecks(DeliveryChecks):
         delivery = message.outstanding
         if delivery is not None and incarnation is not None and delivery.holder is incarnation:
             self._exercise(f"holder-{what}-ignored")
-            requirement = "KS-ACK-1" if what == "ack" else "KS-RTY-1"
+            explain_it = explain.holder_ack_ignored if what == "ack" else explain.holder_nack_ignored
             self._report(
                 f"holder-{what}-ignored",
                 seq,
                 [delivery.seq, seq],
-                [self._m(message) + f", delivered to {incarnation.name} at seq {delivery.seq} and outstanding there"],
-                f"the {what} from its holder {incarnation.name} was ignored [seq {seq}], but a {what} from the holder "
-                f"must end the delivery ({requirement})",
-                offset=offset,
-                consumer=incarnation.name,
+                explain_it(*message.facts, incarnation.name, delivery.seq, seq),
             )
         else:
             self._exercise(f"stale-{what}-accepted")
@@ -100,14 +89,7 @@ class ResolutionChecks(DeliveryChecks):
                 "stale-nack-accepted",
                 seq,
                 [message.last_delivery_seq, seq],
-                [
-                    self._m(message)
-                    + (f", last delivered at seq {message.last_delivery_seq}" if message.last_delivery_seq else "")
-                ],
-                f"a nack from {name} [seq {seq}], which does not hold it, failed its delivery, but such a nack must "
-                "change nothing (KS-RTY-1)",
-                offset=message.offset,
-                consumer=name,
+                explain.stale_nack_accepted(*message.facts, message.last_delivery_seq, name, seq),
             )
         if not message.resolved:
             self._fail(message, "nack", seq)
@@ -125,26 +107,18 @@ class ResolutionChecks(DeliveryChecks):
         at_consumer = delivery is not None and delivery.holder.name == name
         why = ""
         if timeout == 0:
-            why = "ack_timeout is 0, which disables timeouts"
+            why = explain.TIMEOUTS_DISABLED
         elif not at_consumer:
-            why = f"m{message.offset} has no outstanding delivery at {name}"
+            why = explain.not_outstanding_at(message.offset, name)
         elif delivery is not None and self.now < delivery.tick + timeout:
-            why = (
-                f"it was delivered at tick {delivery.tick} and the ack timeout is {timeout}: no timeout before "
-                f"tick {delivery.tick + timeout}"
-            )
+            why = explain.timeout_not_due(delivery.tick, timeout)
         if why:
+            holder, holder_seq = (delivery.holder.name, delivery.seq) if delivery is not None else (None, None)
             self._report(
                 "premature-timeout",
                 seq,
-                [delivery.seq if delivery is not None else None, seq],
-                [
-                    self._m(message)
-                    + (f", delivered to {delivery.holder.name} at seq {delivery.seq}" if delivery else "")
-                ],
-                f"it timed out at {name} at tick {self.now} [seq {seq}], but {why} (KS-RTY-2)",
-                offset=message.offset,
-                consumer=name,
+                [holder_seq, seq],
+                explain.premature_timeout(*message.facts, holder, holder_seq, name, self.now, why, seq),
             )
         if at_consumer and not message.resolved:
             self._fail(message, "timeout", seq)
@@ -158,34 +132,26 @@ class ResolutionChecks(DeliveryChecks):
         # req: KS-RES-1
         self._exercise("unjustified-resolution")
         why = ""
-        maximum = int(self.config["max_redeliveries"])
         if reason == "poison":
-            if self.config["poison_policy"] != "drop":
-                why = f"the poison policy is {self.config['poison_policy']!r}, not 'drop'"
-            elif message.failures <= maximum:
-                why = f"it failed {message.failures} times, not more than max_redeliveries = {maximum}"
+            why = self._poison_why(message, "drop")
         elif reason == "operator":
             op = self.op
             if op is None or op.kind != "key_skipped" or op.key != message.key:
-                why = "no operator skip of its key happened in this op"
+                why = explain.NO_OPERATOR_SKIP
         elif reason in BEST_EFFORT_DROPS and not self.best_effort:
-            why = f"reason {reason!r} exists only in the best-effort profile"
+            why = explain.best_effort_reason(reason)
         if not why and message.outstanding is not None and not self.best_effort:
-            why = f"its delivery to {message.outstanding.holder.name} [seq {message.outstanding.seq}] is outstanding"
+            why = explain.delivery_outstanding(message.outstanding.holder.name, message.outstanding.seq)
         if reason == "poison":
             self._exercise("return-counted")
-        if why and reason == "poison" and self._returns_counted(message, seq, "dropped as poison"):
+        if why and reason == "poison" and self._returns_counted(message, seq, "drop"):
             why = ""
         if why:
             self._report(
                 "unjustified-resolution",
                 seq,
                 [seq],
-                [self._m(message)],
-                f"it was dropped with reason {reason!r} [seq {seq}], but {why}; no rule allows that resolution "
-                "(KS-RES-1)",
-                offset=message.offset,
-                reason=reason,
+                explain.unjustified_resolution_drop(*message.facts, reason, why, seq),
             )
         if self.best_effort:
             self._check_best_effort_outcome(message, seq)
@@ -199,24 +165,18 @@ class ResolutionChecks(DeliveryChecks):
         maximum = int(self.config["max_redeliveries"])
         self._exercise("unjustified-resolution")
         self._exercise("dead-letter-mismatch")
-        why = ""
-        if self.config["poison_policy"] != "dead-letter":
-            why = f"the poison policy is {self.config['poison_policy']!r}, not 'dead-letter'"
-        elif message.failures <= maximum:
-            why = f"it failed {message.failures} times, not more than max_redeliveries = {maximum}"
-        elif message.outstanding is not None:
-            why = f"its delivery to {message.outstanding.holder.name} [seq {message.outstanding.seq}] is outstanding"
+        why = self._poison_why(message, "dead-letter")
+        if not why and message.outstanding is not None:
+            why = explain.delivery_outstanding(message.outstanding.holder.name, message.outstanding.seq)
         self._exercise("return-counted")
-        if why and message.failures <= maximum and self._returns_counted(message, seq, "dead-lettered"):
+        if why and message.failures <= maximum and self._returns_counted(message, seq, "dead_letter"):
             why = ""
         if why:
             self._report(
                 "unjustified-resolution",
                 seq,
                 [seq],
-                [self._m(message)],
-                f"it was dead-lettered [seq {seq}], but {why}; no rule allows that resolution (KS-RES-1)",
-                offset=message.offset,
+                explain.unjustified_resolution_dead_letter(*message.facts, why, seq),
             )
         attempt, reason = int(event["attempt"]), str(event["reason"])
         if attempt != message.deliveries or reason != message.last_failure:
@@ -226,15 +186,20 @@ class ResolutionChecks(DeliveryChecks):
                 "dead-letter-mismatch",
                 seq,
                 [last_failure, seq],
-                [
-                    self._m(message) + f", delivered {message.deliveries} times since the last restart, last failure "
-                    f"{message.last_failure!r}" + (f" at seq {last_failure}" if last_failure is not None else "")
-                ],
-                f"its dead letter [seq {seq}] says attempt {attempt} and reason {reason!r}, but it must carry the "
-                "attempt count and the reason of the last failure (KS-POI-2)",
-                offset=message.offset,
+                explain.dead_letter_mismatch(
+                    *message.facts, message.deliveries, message.last_failure, last_failure, attempt, reason, seq
+                ),
             )
         self._resolve(message, "dead_lettered", seq)
+
+    def _poison_why(self, message: Message, policy: str) -> str:
+        """Why resolving a message as poison the `policy` way is unjustified (KS-RES-1), or "" if it is not."""
+        maximum = int(self.config["max_redeliveries"])
+        if self.config["poison_policy"] != policy:
+            return explain.wrong_poison_policy(self.config["poison_policy"], policy)
+        if message.failures <= maximum:
+            return explain.not_over_budget(message.failures, maximum)
+        return ""
 
     def _on_filter(self, event: Event) -> None:
         message = self._message_of(event)
@@ -245,15 +210,7 @@ class ResolutionChecks(DeliveryChecks):
         self._exercise("filtered-without-members")
         if not self.members:
             # req: KS-FLT-4
-            self._report(
-                "filtered-without-members",
-                seq,
-                [seq],
-                [self._m(message), "the subscription has no member"],
-                f"m{message.offset} was resolved as filtered [seq {seq}], but with no member at all messages wait "
-                "(KS-FLT-4)",
-                offset=message.offset,
-            )
+            self._report("filtered-without-members", seq, [seq], explain.filtered_without_members(*message.facts, seq))
         else:
             # req: KS-FLT-3
             taker = next((m for m in self.members.values() if accepts(m.filters, message.key)), None)
@@ -262,14 +219,7 @@ class ResolutionChecks(DeliveryChecks):
                     "unjustified-filter",
                     seq,
                     [taker.added_seq, seq],
-                    [
-                        self._m(message),
-                        f"{taker.name} joined with filters {list(taker.filters)} [seq {taker.added_seq}], accepting it",
-                    ],
-                    f"m{message.offset} was resolved as filtered [seq {seq}], but only keys nobody accepts are "
-                    "filtered (KS-FLT-3)",
-                    offset=message.offset,
-                    consumer=taker.name,
+                    explain.unjustified_filter(*message.facts, taker.name, taker.filters, taker.added_seq, seq),
                 )
         if self.best_effort:
             self._check_best_effort_outcome(message, seq)
@@ -297,16 +247,11 @@ class ResolutionChecks(DeliveryChecks):
                 judged["consumer"] = holder
             getattr(self, f"_on_{OUTCOME_EVENTS[resolution]}")(judged)
             return
-        declared = "declared as standing for no resolution" if name in outcomes else "not declared"
         self._report(
             "unjustified-outcome",
             seq,
             [message.publish_seq, seq],
-            [self._m(message)],
-            f"it ended with the implementation's outcome {name!r} [seq {seq}], {declared} in terminal_outcomes; "
-            "a message resolved by no rule of the spec is lost (KS-RES-1)",
-            offset=message.offset,
-            outcome=name,
+            explain.unjustified_outcome(*message.facts, name, name in outcomes, seq),
         )
         self._resolve(message, f"outcome:{name}", seq)
 
@@ -318,14 +263,7 @@ class ResolutionChecks(DeliveryChecks):
                 "stale-budget",
                 seq,
                 [message.released_seq, *message.failure_seqs, seq],
-                [
-                    self._m(message) + f", released by the operator at seq {message.released_seq}",
-                    f"it failed {message.failures} times since, max_redeliveries = {maximum}",
-                ],
-                f"it was blocked again [seq {seq}], but a release gives a fresh budget: it is poisoned only after "
-                f"more than {maximum} failures counted from the release (KS-POI-4)",
-                offset=message.offset,
-                failures=message.failures,
+                explain.stale_budget(*message.facts, message.released_seq, message.failures, maximum, seq),
             )
             return
         # req: KS-POI-3
@@ -333,14 +271,10 @@ class ResolutionChecks(DeliveryChecks):
             "unjustified-block",
             seq,
             [*message.failure_seqs, seq],
-            [self._m(message) + f", failed {message.failures} times, max_redeliveries = {maximum}"],
-            f"it blocked its key [seq {seq}], but only a poisoned message (more than max_redeliveries failures) "
-            "blocks its key (KS-POI-3)",
-            offset=message.offset,
-            failures=message.failures,
+            explain.unjustified_block(*message.facts, message.failures, maximum, seq),
         )
 
-    def _returns_counted(self, message: Message, seq: int, what: str) -> bool:
+    def _returns_counted(self, message: Message, seq: int, event: explain.PoisonEvent) -> bool:
         """True (and `return-counted` reported) if a message was poisoned only because its returns counted."""
         maximum = int(self.config["max_redeliveries"])
         # req: KS-RTY-7
@@ -350,16 +284,9 @@ class ResolutionChecks(DeliveryChecks):
             "return-counted",
             seq,
             [message.returned_delivery_seq, message.return_seq, seq],
-            [
-                self._m(message) + f", failed {message.failures} times and returned {message.returns} times by a "
-                f"leaving or evicted holder (last at seq {message.return_seq})",
-                f"max_redeliveries = {maximum}",
-            ],
-            f"it was {what} [seq {seq}], which only counting its returns as failures explains, but a returned "
-            "message is pending at once without adding to its failure count (KS-RTY-7)",
-            offset=message.offset,
-            returns=message.returns,
-            failures=message.failures,
+            explain.return_counted(
+                *message.facts, message.failures, message.returns, message.return_seq, maximum, event, seq
+            ),
         )
         return True
 
@@ -380,7 +307,7 @@ class ResolutionChecks(DeliveryChecks):
         if message.released_seq is not None:
             self._exercise("stale-budget")
         maximum = int(self.config["max_redeliveries"])
-        if message.failures <= maximum and not self._returns_counted(message, seq, "blocked as poison"):
+        if message.failures <= maximum and not self._returns_counted(message, seq, "key_blocked"):
             self._report_early_block(message, seq, maximum)
         last = max(state.unresolved) if len(state.unresolved) else message.offset
         if last > message.offset:
@@ -396,26 +323,21 @@ class ResolutionChecks(DeliveryChecks):
         self._exercise("premature-eviction")
         why = ""
         if incarnation is not None and incarnation.reconnected_seq is not None:
-            self._report_reconnect_ignored(incarnation, seq, f"{name} was evicted at tick {self.now} [seq {seq}]")
+            self._report_reconnect_ignored(incarnation, seq, explain.evicted_at(name, self.now, seq))
         elif incarnation is None:
-            why = f"{name} is not a member"
+            why = explain.not_a_member(name)
         elif incarnation.connected:
-            why = f"{name} is connected"
+            why = explain.still_connected(name)
         elif evict_after == 0:
-            why = "evict_after is 0, which disables eviction"
+            why = explain.EVICTION_DISABLED
         elif self.now < incarnation.disconnected_at + evict_after:
-            why = (
-                f"it disconnected at tick {incarnation.disconnected_at}, so its eviction is due at tick "
-                f"{incarnation.disconnected_at + evict_after}, not {self.now}"
-            )
+            why = explain.eviction_not_due(incarnation.disconnected_at, evict_after, self.now)
         if why:
             self._report(
                 "premature-eviction",
                 seq,
                 [incarnation.disconnected_seq if incarnation else None, seq],
-                [f"{name} was evicted at tick {self.now} [seq {seq}]"],
-                f"{why} (KS-MEM-2)",
-                consumer=name,
+                explain.premature_eviction(name, self.now, why, seq),
             )
         if incarnation is None:
             return
@@ -437,16 +359,11 @@ class ResolutionChecks(DeliveryChecks):
             if cursor > smallest or bad:
                 offset = smallest if cursor > smallest else bad.min()
                 skipped = self.messages[offset]
-                where = f"cursor {cursor} passes it" if cursor > smallest else "the persisted holes include it"
                 self._report(
                     "cursor-skip",
                     seq,
                     [skipped.publish_seq, seq],
-                    [self._m(skipped) + ", unresolved"],
-                    f"the persisted cursor [seq {seq}]: {where}, but a persisted cursor never passes an unresolved "
-                    "offset (KS-CUR-1)",
-                    offset=offset,
-                    cursor=cursor,
+                    explain.cursor_skip(*skipped.facts, cursor, cursor > smallest, seq),
                 )
         if self.persist_seq is not None:
             # req: KS-CUR-2
@@ -456,11 +373,7 @@ class ResolutionChecks(DeliveryChecks):
                     "cursor-regress",
                     seq,
                     [self.persist_seq, seq],
-                    [f"the cursor was persisted as {self.persisted_cursor} at seq {self.persist_seq}"],
-                    f"it was persisted as {cursor} [seq {seq}], lower, but a persisted cursor never moves backwards "
-                    "(KS-CUR-2)",
-                    cursor=cursor,
-                    previous=self.persisted_cursor,
+                    explain.cursor_regress(cursor, self.persisted_cursor, self.persist_seq, seq),
                 )
         interval = int(self.config["persist_interval"])
         if interval > 0:
@@ -469,20 +382,12 @@ class ResolutionChecks(DeliveryChecks):
             op = self.op
             why = ""
             if op is None or op.kind != "tick":
-                why = f"with persist_interval = {interval} persistence happens only in phase 6 of a tick"
+                why = explain.persist_outside_tick(interval)
             elif self.persist_tick is not None and self.now - self.persist_tick < interval:
-                why = (
-                    f"the previous persistence was at tick {self.persist_tick} and persist_interval = {interval}: "
-                    f"not again before tick {self.persist_tick + interval}"
-                )
+                why = explain.persist_too_soon(self.persist_tick, interval)
             if why:
                 self._report(
-                    "persist-early",
-                    seq,
-                    [self.persist_seq, seq],
-                    [f"the cursor was persisted at tick {self.now} [seq {seq}]"],
-                    f"{why} (KS-CUR-7)",
-                    cursor=cursor,
+                    "persist-early", seq, [self.persist_seq, seq], explain.persist_early(cursor, self.now, why, seq)
                 )
         self.persisted_cursor = cursor
         self.persisted_holes = holes
@@ -507,11 +412,7 @@ class ResolutionChecks(DeliveryChecks):
                 "checkpoint-skip",
                 seq,
                 [skipped.publish_seq, seq],
-                [self._m(skipped) + f" in bucket {list(bucket)}, unresolved"],
-                f"the checkpoint {cursor} of that bucket [seq {seq}] passes it, but a checkpoint never passes an "
-                "unresolved message of its bucket (KS-BKT-6)",
-                offset=first,
-                cursor=cursor,
+                explain.checkpoint_skip_passes(*skipped.facts, bucket, cursor, seq),
             )
         previous = self.checkpoints.get(bucket)
         if previous is not None and cursor < previous[0]:
@@ -519,10 +420,7 @@ class ResolutionChecks(DeliveryChecks):
                 "checkpoint-skip",
                 seq,
                 [previous[1], seq],
-                [f"bucket {list(bucket)} was checkpointed at {previous[0]} [seq {previous[1]}]"],
-                f"it was checkpointed at {cursor} [seq {seq}], lower, but a checkpoint never lies below an earlier "
-                "one of the same bucket (KS-BKT-6)",
-                cursor=cursor,
+                explain.checkpoint_skip_regress(bucket, previous[0], previous[1], cursor, seq),
             )
         self.checkpoints[bucket] = (cursor, seq)
 

@@ -13,6 +13,7 @@ from typing import Any
 from ks_spec.config import CONFIG_DEFAULTS
 from pyroaring import BitMap
 
+from ks_conformance import explain
 from ks_conformance.anomalies import Anomaly, Explanation, Verdict, requirement_profiles, verdict_of
 from ks_conformance.catalogue import CATALOGUE
 from ks_conformance.checks.records import (
@@ -157,20 +158,16 @@ class CheckerState:
         if self._applies.get(name, False):
             self.exercised[name] += count
 
-    def _report(
-        self, name: str, seq: int, witness: Iterable[int | None], let: list[str], then: str, **details: Any
-    ) -> None:
+    def _report(self, name: str, seq: int, witness: Iterable[int | None], explained: explain.Explained) -> None:
         if not self._applies.get(name, False) or self.problems:
             # After a contradiction the reconstructed state is not trustworthy: judge nothing more.
             return
+        let, then, details = explained
         seqs = tuple(sorted({s for s in witness if s is not None}))
         self.anomalies.append(Anomaly(name, seq, seqs, Explanation(tuple(let), then), details))
 
     def _problem(self, seq: int, message: str) -> None:
         self.problems.append(Problem(seq, message))
-
-    def _m(self, message: Message) -> str:
-        return f"m{message.offset} = publish(offset={message.offset}, key={message.key!r}) [seq {message.publish_seq}]"
 
     def cursor(self) -> int:
         """The smallest unresolved published offset, or the number of published messages."""
@@ -284,10 +281,7 @@ class CheckerState:
                 "double-resolution",
                 seq,
                 [message.resolution_seq, seq],
-                [self._m(message) + f", resolved as {message.resolution} at seq {message.resolution_seq}"],
-                f"it was resolved again as {resolution} [seq {seq}], but a message leaves the subscription at most "
-                "once between restarts (KS-RES-1)",
-                offset=message.offset,
+                explain.double_resolution(*message.facts, message.resolution, message.resolution_seq, resolution, seq),
             )
             return
         if message.resolved:
@@ -391,20 +385,3 @@ def bucket_owner(bucket: int, buckets: int, names: list[str]) -> str:
         if j * buckets // count <= bucket < (j + 1) * buckets // count:
             return name
     return names[-1]
-
-
-def ranges_text(bitmap: BitMap | None) -> str:
-    """A set of offsets as at most five ranges, for explanations: `{3, 5-9, ...}`."""
-    if bitmap is None or not bitmap:
-        return "{}"
-    ranges: list[str] = []
-    start = previous = -2
-    for value in bitmap:
-        if value != previous + 1:
-            if start >= 0:
-                ranges.append(f"{start}" if start == previous else f"{start}-{previous}")
-            start = value
-        previous = value
-    ranges.append(f"{start}" if start == previous else f"{start}-{previous}")
-    shown = ranges[:5] + (["..."] if len(ranges) > 5 else [])
-    return "{" + ", ".join(shown) + "}"
