@@ -166,26 +166,6 @@ def reference_branches(requirement: str, folder: Path = REFERENCE_DIR) -> list[P
     return found
 
 
-def _definitions(requirement: str, models_dir: Path) -> list[tuple[str, str, int, str]]:
-    """(module, property, line, the comment above it) for every `KS_AREA_N_Name ==` in models/*.tla."""
-    prefix = requirement.replace("-", "_") + "_"
-    definition = re.compile(rf"^({re.escape(prefix)}[A-Za-z0-9]+)\s*==")
-    found = []
-    for path in sorted(models_dir.glob("*.tla")):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        for index, line in enumerate(lines):
-            match = definition.match(line)
-            if not match:
-                continue
-            comment: list[str] = []
-            above = index - 1
-            while above >= 0 and lines[above].startswith("\\*"):
-                comment.insert(0, lines[above][2:].strip())
-                above -= 1
-            found.append((path.stem, match.group(1), index + 1, " ".join(comment)))
-    return found
-
-
 def _expectation(model: dict[str, Any], prop: str) -> str:
     """What the manifest expects of a configuration: pass, or (a broken variant) fail on this property."""
     if model.get("property") == prop:
@@ -197,7 +177,7 @@ def _expectation(model: dict[str, Any], prop: str) -> str:
 def model_links(requirement: str, chain: Chain) -> None:
     """Fill the chain's model properties, their configurations, coverage notes and model mutants."""
     from ks_models import MODELS_DIR
-    from ks_models.coverage import load_coverage_notes
+    from ks_models.coverage import load_coverage_notes, module_properties
     from ks_models.manifest import load_manifest
     from ks_models.tlc import cfg_lists
 
@@ -208,14 +188,19 @@ def model_links(requirement: str, chain: Chain) -> None:
             config = MODELS_DIR / model["config"]
             for name in cfg_lists(config, PROPERTY_SECTIONS):
                 listed.setdefault(f"{module['module']}.{name}", []).append((config.stem, model))
-    for module, name, line, comment in _definitions(requirement, MODELS_DIR):
-        configurations = tuple(
-            Configuration(config, model["tier"], _expectation(model, name))
-            for config, model in listed.get(f"{module}.{name}", [])
-            if model["kind"] == "check" or model.get("property") == name
-        )
-        place = Place(_relative(MODELS_DIR / f"{module}.tla"), line, f"{name} ==")
-        chain.properties.append(ModelProperty(module, name, place, comment, configurations))
+    prefix = requirement.replace("-", "_") + "_"
+    for path in sorted(MODELS_DIR.glob("*.tla")):
+        module = path.stem
+        for prop in module_properties(module):
+            if not prop.name.startswith(prefix):
+                continue
+            configurations = tuple(
+                Configuration(config, model["tier"], _expectation(model, prop.name))
+                for config, model in listed.get(f"{module}.{prop.name}", [])
+                if model["kind"] == "check" or model.get("property") == prop.name
+            )
+            place = Place(_relative(path), prop.line, f"{prop.name} ==")
+            chain.properties.append(ModelProperty(module, prop.name, place, prop.comment, configurations))
     notes = load_coverage_notes()
     covered = notes.get("covered_by", {}).get(requirement)
     if covered is not None:
@@ -223,7 +208,6 @@ def model_links(requirement: str, chain: Chain) -> None:
         chain.model_note = str(covered["why"])
     elif requirement in notes.get("not_modelled", {}):
         chain.model_note = str(notes["not_modelled"][requirement])
-    prefix = requirement.replace("-", "_") + "_"
     mutants = json.loads((MODELS_DIR / "mutants.json").read_text(encoding="utf-8"))["mutants"]
     chain.model_mutants = [
         ModelMutant(m["id"], m["property"], m["config"], m["bug"]) for m in mutants if m["property"].startswith(prefix)

@@ -14,7 +14,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ks_spec.errors import UserError
 from ks_spec.requirements import Requirement, parse_spec
@@ -134,10 +134,22 @@ def render_requirements(rows: list[Coverage]) -> str:
     return "\n".join(lines)
 
 
-def module_properties(module: str, models_dir: Path = MODELS_DIR) -> list[tuple[str, str, str]]:
-    """(property, kind, the comment above its definition) for each requirement-named property of a module."""
+class PropertyDefinition(NamedTuple):
+    """A requirement-named property as a module defines it (`KS_AREA_N_Name == ...`)."""
+
+    name: str
+    kind: str
+    """invariant, action or liveness."""
+    comment: str
+    """The comment lines above the definition, joined: what it checks, in words."""
+    line: int
+    """The line of the definition (from 1)."""
+
+
+def module_properties(module: str, models_dir: Path = MODELS_DIR) -> list[PropertyDefinition]:
+    """Each requirement-named property of a module, in the order the module defines them."""
     lines = (models_dir / f"{module}.tla").read_text(encoding="utf-8").splitlines()
-    found: list[tuple[str, str, str]] = []
+    found: list[PropertyDefinition] = []
     for index, line in enumerate(lines):
         match = DEFINITION_RE.match(line)
         if not match:
@@ -149,7 +161,7 @@ def module_properties(module: str, models_dir: Path = MODELS_DIR) -> list[tuple[
             above -= 1
         body = (match.group(2) + " " + (lines[index + 1] if index + 1 < len(lines) else "")).strip()
         kind = "liveness" if body.startswith("<>") else "action" if body.startswith("[]") else "invariant"
-        found.append((match.group(1), kind, " ".join(comment)))
+        found.append(PropertyDefinition(match.group(1), kind, " ".join(comment), index + 1))
     return found
 
 
@@ -157,8 +169,8 @@ def render_properties() -> str:
     """Every property of the three modules, its kind and, in words, what it checks (its comment)."""
     lines = ["| module | property | kind | what it checks |", "|---|---|---|---|"]
     for module in MODULES:
-        for name, kind, words in module_properties(module):
-            lines.append(f"| {module} | `{name}` | {kind} | {_cell(words)} |")
+        for prop in module_properties(module):
+            lines.append(f"| {module} | `{prop.name}` | {prop.kind} | {_cell(prop.comment)} |")
     return "\n".join(lines)
 
 
