@@ -74,4 +74,6 @@ def test_every_trace_anomaly_has_its_explanation_in_catalogue_order() -> None:
         kind = next((k for k in kinds if name == k or name.startswith(k + "_")), None)
         if kind is not None and function.__module__ == explain.__name__ and kind not in found:
             found.append(kind)
-    assert found == kinds
+    missing = [kind for kind in kinds if kind not in found]
+    assert not missing, f"kinds without a function in ks_conformance.explain: {missing}"
+    assert found == kinds, "the functions of ks_conformance.explain are not in catalogue order"
