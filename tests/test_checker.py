@@ -248,6 +248,31 @@ def _capacity_overrun(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("permit-overrun")
+def _permit_overrun(bad: bool) -> TraceBuilder:
+    t = owner(flow_control="permits").add("c1", capacity=1)
+    t.deliver(t.publish("a"), "c1")
+    t.ack(0, "c1").persisted(1)  # an ack grants nothing under permits
+    one = t.publish("b")
+    if not bad:
+        t.flow("c1", 1)
+    t.deliver(one, "c1")
+    return t
+
+
+@case("idle-while-ready")
+def _idle_within_the_lookahead(bad: bool) -> TraceBuilder:
+    """KS-ISO-3: outstanding messages do not count in the look-ahead (with a window of 2, m3 could wait)."""
+    t = owner(read_bound="lookahead", lookahead_per_subscription=2).add("c1", capacity=4)
+    t.deliver(t.publish("a"), "c1")
+    t.deliver(t.publish("a"), "c1")
+    t.deliver(t.publish("b"), "c1")
+    three = t.publish("c")
+    if not bad:
+        t.deliver(three, "c1")
+    return t
+
+
 @case("window-overrun")
 def _window_overrun(bad: bool) -> TraceBuilder:
     t = owner(window=1).add("c1")

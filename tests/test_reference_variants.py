@@ -175,7 +175,10 @@ def test_defaults_are_the_spec_defaults() -> None:
         "profile": "strict", "selector": "ring", "points": 100, "window": 10000, "ack_timeout": 0,
         "max_redeliveries": 5, "backoff_base": 1, "backoff_max": 60, "poison_policy": "block", "evict_after": 6,
         "persist_interval": 0, "persist_ack_holes": False, "drain_granularity": "key", "tick_order": "standard",
+        "flow_control": "capacity", "read_bound": "window",
     }  # fmt: skip
+    lookahead = Config.parse({"read_bound": "lookahead"}).as_dict()
+    assert (lookahead["lookahead_per_consumer"], lookahead["lookahead_per_subscription"]) == (0, 10000)
     buckets = Config.parse({"selector": "buckets"}).as_dict()
     assert (buckets["bucket_budget"], buckets["bucket_assignment"]) == (4, "sorted")
 

@@ -246,7 +246,8 @@ class BatchSession:
         for _ in range(MAX_SETTLE_ROUNDS):
             if halted():
                 return
-            planned = first + self._answers(order, shuffle, "release" in ops, removed)
+            grants = [op for op in self.current.permit_grants(ops) if op["consumer"] not in removed]
+            planned = first + grants + self._answers(order, shuffle, "release" in ops, removed)
             first, removed = [], set()
             if planned:
                 for op in planned:

@@ -79,6 +79,10 @@ class TraceBuilder:
         """A disconnected member's connection is back."""
         return self.emit("consumer_reconnected", consumer=consumer)
 
+    def flow(self, consumer: str, permits: int) -> TraceBuilder:
+        """A member grants `permits` more permits (the trace's `capacity` column carries the number)."""
+        return self.emit("permits_granted", consumer=consumer, capacity=permits)
+
     def tick(self, count: int = 1) -> TraceBuilder:
         """Advance time by `count` ticks, one `tick` event each."""
         for _ in range(count):

@@ -136,6 +136,15 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a delivery to a consumer at capacity minus one",
     ),
     _kind(
+        "permit-overrun",
+        "KS-FLW-4",
+        _E,
+        'with flow_control = "permits", a delivery to a consumer whose deliveries since it joined already equal '
+        "its grants (its capacity, then every permits_granted)",
+        "the consumer_added, the grants, the delivery",
+        "a delivery to a consumer with one permit left",
+    ),
+    _kind(
         "window-overrun",
         "KS-FLW-2",
         _E,
@@ -635,6 +644,10 @@ INDIRECT: dict[str, str] = {
     "KS-RES-3": "checked through persist-late and cursor-stall",
     "KS-CUR-6": "a property of the store; tested on the reference with a million holes",
     "KS-ISO-2": "observed only through idle-while-ready",
+    "KS-ISO-3": "observed only through idle-while-ready, whose window under read_bound lookahead is the messages "
+    "that fewer than L earlier waiting messages precede",
+    "KS-FLW-5": "not observable from outside: a read shows only when its message is delivered, held or resolved, "
+    "possibly ops later, when the number of waiting messages has changed",
     "KS-BKT-2": "a property of the layout operations; misrouted-bucket shows its violations",
     "KS-BKT-7": "observability without a fixed value to compare",
     "KS-OBS-3": "observability without a fixed value to compare",

@@ -247,6 +247,19 @@ def capacity_overrun(
     )
 
 
+def permit_overrun(
+    offset: int, consumer: str, capacity: int, added_seq: int, grants: Sequence[int], seq: int
+) -> Explained:
+    """KS-FLW-4 (`grants`: the seqs of the consumer's permits_granted events, ascending)."""
+    granted = f", then granted more permits at seqs {', '.join(map(str, grants))}" if grants else ""
+    return (
+        [f"{consumer} joined with capacity {capacity} [seq {added_seq}]: its first {capacity} permits{granted}"],
+        f"m{offset} was delivered to {consumer} [seq {seq}] after its deliveries had used every permit it granted: "
+        "a delivery needs a permit (KS-FLW-4)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 def window_overrun(key: str, offset: int, pub: int, window: int, below: int, seq: int) -> Explained:
     """KS-FLW-2."""
     return (
@@ -965,16 +978,27 @@ def idle_while_ready(
     able: Sequence[tuple[str, int, int]],
     some: bool,
     seq: int,
+    lookahead: tuple[int, int] | None = None,
+    permits: bool = False,
 ) -> Explained:
-    """KS-ISO-1 (`able`: (name, outstanding, capacity) of the members shown; `some`: selector `any`, one is enough)."""
-    names = ", ".join(f"{name} ({held}/{capacity})" for name, held, capacity in able)
+    """KS-ISO-1 (`able`: (name, outstanding, capacity or permits) of the members shown; `some`: selector `any`, one
+    is enough; `lookahead`: (waiting earlier messages, L) under read_bound lookahead, KS-ISO-3)."""
+    if permits:
+        names = ", ".join(f"{name} ({left} permits)" for name, _, left in able)
+    else:
+        names = ", ".join(f"{name} ({held}/{capacity})" for name, held, capacity in able)
     who = "some members that accept it are" if some else "the members that accept it are"
+    if lookahead is None:
+        within = f"within the window of {window}"
+    else:
+        waiting, limit = lookahead
+        within = f"with {waiting} earlier messages waiting, fewer than the look-ahead limit of {limit}"
+    room = "holding a permit" if permits else "below capacity"
     return (
         [
-            message_clause(offset, key, pub)
-            + f", the earliest unresolved message of its key, within the window of {window}",
+            message_clause(offset, key, pub) + f", the earliest unresolved message of its key, {within}",
             f"no message of {key!r} is outstanding, retrying or blocked",
-            f"{who} connected and below capacity: {names}",
+            f"{who} connected and {room}: {names}",
         ],
         f"the op at seq {seq} ended with m{offset} undelivered, but no rule allows holding it: a stuck key "
         "blocks only itself (KS-ISO-1)",

@@ -26,6 +26,8 @@ FILTER_SELECTORS_REFUSED = ("pulsar-auto-split", "pulsar-sticky", "buckets")
 SLOTS = 65536
 SETTLER_CAPACITY = 4
 UNBOUNDED_CAPACITY = 1_000_000
+STALE_PASSES = 3
+"""Acking passes in a row that resolve nothing before a settle stops acking and lets time move."""
 """The capacity the kit gives consumers of an adapter without flow control: more than a run can ever hold."""
 
 
@@ -168,8 +170,12 @@ class Session:
             if selector == "pulsar-sticky" and not self._ranges_fit(op.get("ranges")):
                 return "invalid_argument"
             return None
-        if name in ("remove_consumer", "disconnect", "reconnect", "ack", "nack"):
-            return None if op["consumer"] in members else "unknown_consumer"
+        if name in ("remove_consumer", "disconnect", "reconnect", "ack", "nack", "flow"):
+            if op["consumer"] not in members:
+                return "unknown_consumer"
+            if name == "flow" and (self.config.get("flow_control") != "permits" or int(op.get("permits", 0)) < 1):
+                return "invalid_argument"
+            return None
         if name in ("release", "skip"):
             state = self.checker.keys.get(str(op["key"]))
             return None if state is not None and state.blocked else "not_blocked"
@@ -299,6 +305,8 @@ class Session:
             return [{"event": "consumer_disconnected", "consumer": op["consumer"]}]
         if name == "reconnect":
             return [{"event": "consumer_reconnected", "consumer": op["consumer"]}]
+        if name == "flow":
+            return [{"event": "permits_granted", "consumer": op["consumer"], "capacity": op["permits"]}]
         if name in ("tick", "restart"):
             return [{"event": name}]
         if name == "release":
@@ -428,6 +436,7 @@ class Session:
         while rounds < 200 and not self._halted():
             rounds += 1
             before = self._progress()
+            self._grant_permits(ops)
             self._ack_everything(order, shuffle)
             if "release" in ops:
                 for key, state in sorted(self.checker.keys.items()):
@@ -444,9 +453,34 @@ class Session:
             return
         self.mark_quiescent()
 
+    def _grant_permits(self, ops: set[str]) -> None:
+        for op in self.permit_grants(ops):
+            if self._halted():
+                return
+            self.perform(op, record=False)
+
+    def permit_grants(self, ops: set[str]) -> list[dict[str, Any]]:
+        """With `flow_control = "permits"`, a `flow` from every member out of permits, as a live client sends."""
+        if self.config.get("flow_control") != "permits" or "flow" not in ops:
+            return []
+        return [
+            {"op": "flow", "consumer": member.name, "permits": SETTLER_CAPACITY}
+            for member in self.checker.members.values()
+            if member.permits is not None and member.permits < 1
+        ]
+
     def _halted(self) -> bool:
         """True once the adapter diverged, or an op of the current settle showed an anomaly not tolerated."""
-        return self.diverged or halts(self.anomalies[self._settle_mark :], self.tolerated)
+        if self.diverged:
+            return True
+        # The anomalies only grow: scan each once (a settle of a dispatcher that keeps redelivering acked
+        # messages can add thousands of tolerated ones, and this is asked before every op of the settle).
+        found = self.anomalies
+        while self._settle_mark < len(found):
+            if found[self._settle_mark].name not in self.tolerated:
+                return True
+            self._settle_mark += 1
+        return False
 
     def _progress(self) -> tuple[int, int]:
         """What settling moves forward: resolved messages and the persisted cursor."""
@@ -509,11 +543,17 @@ class Session:
         self._close_op()
 
     def _ack_everything(self, order: str, shuffle: random.Random) -> None:
-        """Every member acks every delivery it holds, including those its acks cause, before time moves."""
+        """Every member acks every delivery it holds, including those its acks cause, before time moves.
+
+        Passes end when nothing is held, or after STALE_PASSES passes in a row that resolved nothing (a
+        dispatcher that keeps redelivering what was acked would otherwise be acked forever).
+        """
+        stale = 0
         for _ in range(1000):
             deliveries = [d for m in self.checker.members.values() for d in m.outstanding.values()]
-            if not deliveries or self._halted():
+            if not deliveries or self._halted() or stale >= STALE_PASSES:
                 return
+            before = self._progress()
             deliveries.sort(key=lambda d: d.seq, reverse=order == "newest")
             if order == "shuffled":
                 shuffle.shuffle(deliveries)
@@ -525,6 +565,7 @@ class Session:
                     self.perform(
                         {"op": "ack", "consumer": delivery.holder.name, "offset": delivery.offset}, record=False
                     )
+            stale = 0 if self._progress() != before else stale + 1
 
     def _quiet(self) -> bool:
         checker = self.checker

@@ -100,6 +100,8 @@ class KeySharedMachine(RuleBasedStateMachine):
             return False
         if session.profile == "best-effort" and op in ("nack", "release", "skip", "restart", "rollover", "split"):
             return False
+        if op == "flow":
+            return session.config.get("flow_control") == "permits"
         return True
 
     @contextmanager
@@ -275,6 +277,13 @@ class KeySharedMachine(RuleBasedStateMachine):
         away = [n for n in self.members() if n in members and not members[n].connected]
         if away:
             self.do({"op": "reconnect", "consumer": data.draw(st.sampled_from(away), label="member")})
+
+    @precondition(lambda self: self.able("flow") and bool(self.session and self.members()))
+    @rule(data=st.data())
+    def flow(self, data: st.DataObject) -> None:
+        """A member grants more permits (`flow_control = "permits"`, spec section 8)."""
+        member = data.draw(st.sampled_from(self.members()), label="member")
+        self.do({"op": "flow", "consumer": member, "permits": data.draw(st.integers(1, 3), label="permits")})
 
     # --- answers ---------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ OPS = (
     "remove_consumer",
     "disconnect",
     "reconnect",
+    "flow",
     "ack",
     "nack",
     "tick",

@@ -235,9 +235,19 @@ def configs(
             ("drain_granularity", selector in SLOT_SELECTORS),
             ("tick_order", profile != "best-effort"),
             ("bucket_assignment", selector == "buckets"),
+            ("flow_control", profile != "best-effort"),
+            ("read_bound", profile != "best-effort"),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())
+        if config.get("flow_control") == "permits" and "flow" not in ops:
+            config.pop("flow_control")  # permits nobody can grant would starve every consumer: not drawn
+        if config.get("read_bound") == "lookahead":
+            for name in ("lookahead_per_consumer", "lookahead_per_subscription"):
+                if name in declared:
+                    config[name] = values(name, st.nothing())
+            if config.get("lookahead_per_consumer") == 0 and config.get("lookahead_per_subscription") == 0:
+                config.pop("lookahead_per_subscription")  # both 0 is refused (KS-CFG-1): keep the default
         return {name: value for name, value in config.items() if value is not None}
 
     return draw_config()

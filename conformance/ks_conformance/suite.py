@@ -19,11 +19,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ks_spec.config import CONFIG_DEFAULTS
 from ks_spec.errors import UserError
 from ks_spec.requirements import load_index
 
 from ks_conformance import report
-from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
+from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels, requirement_profiles
 from ks_conformance.batch import AnySession
 from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
 from ks_conformance.harness import Session, Step
@@ -229,14 +230,21 @@ def run_suite(
                 break
         # A MUST requirement whose checks no example exercised would be vacuous: search on, with other seeds
         # (only while the run would otherwise be judged conformant: a violation already decides the verdict).
+        # Only the strata that can exercise one of them are searched again (a poison-policy check needs its policy).
         for extra in range(settings.coverage_rounds):
-            if result.faults or result.findings or not _vacuous(result, context):
+            vacuous = _vacuous(result, context)
+            if result.faults or result.findings or not vacuous:
                 break
-            say(f"not exercised yet: {', '.join(_vacuous(result, context))}")
+            say(f"not exercised yet: {', '.join(vacuous)}")
+            context.capabilities = plain = _plain_for(vacuous, declared, result)
             for index, stratum in enumerate(searched):
-                search(index, stratum, 50 + extra, f"{stratum.label} coverage round {extra + 1}")
+                focused = _focused(stratum, vacuous, plain, result)
+                if focused is None:
+                    continue
+                search(index, focused, 50 + extra, f"{stratum.label} coverage round {extra + 1}")
                 if result.faults or not _vacuous(result, context):
                     break
+            context.capabilities = declared
         if not result.faults:
             _shrink_observations(context, result, add, say)
         if not result.faults and declared.deterministic:
@@ -382,6 +390,54 @@ def _shrink_observations(
         say(f"seen while searching for other kinds: {name}")
         add(_witness(context, result, base, name, _Seen.of_observation(seen), "observed", say))
         found.add(name)
+
+
+FORM_OPTIONS = ("flow_control", "read_bound", "tick_order", "drain_granularity")
+"""Options whose other forms reshape every example (spec section 20): coverage rounds keep their defaults unless a
+missing check needs them."""
+
+
+def _plain_for(requirements: Sequence[str], declared: Capabilities, result: RunResult) -> Capabilities:
+    """The capabilities a coverage round draws from: the declared ones, minus every form option that none of the
+    checks of `requirements` needs (each draws its default), so that the round spends its examples on them."""
+
+    def exercisable(capabilities: Capabilities) -> set[str]:
+        return {
+            requirement
+            for requirement in requirements
+            for kind in checks_of(requirement)
+            if _needs(kind.name, capabilities, result.skipped_ops, result.refused_values) is None
+        }
+
+    plain, wanted = declared, exercisable(declared)
+    for option in FORM_OPTIONS:
+        if option not in plain.config_values:
+            continue
+        trial = plain.narrowed(config_values={k: v for k, v in plain.config_values.items() if k != option})
+        if exercisable(trial) >= wanted:
+            plain = trial
+    return plain
+
+
+def _focused(
+    stratum: Stratum, requirements: Sequence[str], declared: Capabilities, result: RunResult
+) -> Stratum | None:
+    """`stratum` narrowed to the selectors with which a check of one of `requirements` can be exercised (its
+    profile and policy permitting), or None when none can: a coverage round spends its examples only there."""
+    profiles = requirement_profiles()
+    policies = (stratum.poison_policy,) if stratum.poison_policy else declared.poison_policies
+
+    def useful(selector: str) -> bool:
+        narrowed = declared.narrowed(profiles=(stratum.profile,), selectors=(selector,), poison_policies=policies)
+        return any(
+            stratum.profile in profiles.get(requirement, ())
+            and _needs(kind.name, narrowed, result.skipped_ops, result.refused_values) is None
+            for requirement in requirements
+            for kind in checks_of(requirement)
+        )
+
+    selectors = tuple(selector for selector in stratum.selectors if useful(selector))
+    return Stratum(stratum.profile, stratum.poison_policy, selectors) if selectors else None
 
 
 def _vacuous(result: RunResult, context: RunContext) -> list[str]:
@@ -579,6 +635,11 @@ def _needs(
 
     fixed_target = bool(selectors - {"pulsar-sticky", "buckets"})
 
+    def forms(field_name: str) -> list[Any]:
+        """The values of an option the kit may draw: the declared ones, else the default alone."""
+        declared = capabilities.config_values.get(field_name, [CONFIG_DEFAULTS[field_name]])
+        return [v for v in declared if v not in refusals.get(field_name, ())]
+
     requirements: dict[str, str | None] = {
         "stale-nack-accepted": need("nack" in ops, "op nack"),
         "holder-nack-ignored": need("nack" in ops, "op nack"),
@@ -654,8 +715,12 @@ def _needs(
         "bucket-split-owner": need("buckets" in selectors, "selector buckets"),
         "checkpoint-skip": need("buckets" in selectors, "selector buckets"),
         "successor-first": need("buckets" in selectors and bool({"rollover", "split"} & ops), "op rollover or split"),
-        "capacity-overrun": need(capabilities.capacity, "capability capacity (capacity never binds)"),
-        "window-overrun": need(capabilities.window, "capability window (no read-ahead window)"),
+        "capacity-overrun": need(capabilities.capacity, "capability capacity (capacity never binds)")
+        or need("capacity" in forms("flow_control"), "flow_control capacity (the adapter declares only permits)"),
+        "permit-overrun": need("permits" in forms("flow_control"), "flow_control permits declared in config_values")
+        or need("flow" in ops, "op flow (permits nobody can grant are not drawn)"),
+        "window-overrun": need(capabilities.window, "capability window (no read-ahead window)")
+        or need("window" in forms("read_bound"), "read_bound window (the adapter declares only lookahead)"),
         "stats-mismatch": need(capabilities.stats, "capability stats"),
         "blocked-key-hidden": need(capabilities.stats and "block" in policies, "capability stats and policy block"),
         "drop-uncounted": need(capabilities.stats, "capability stats"),

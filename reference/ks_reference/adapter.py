@@ -17,8 +17,10 @@ from typing import Any
 from ks_reference.config import (
     BUCKET_ASSIGNMENTS,
     DRAIN_GRANULARITIES,
+    FLOW_CONTROLS,
     POISON_POLICIES,
     PROFILES,
+    READ_BOUNDS,
     SELECTORS,
     TICK_ORDERS,
     Config,
@@ -47,6 +49,10 @@ CAPABILITIES: dict[str, Any] = {
         "drain_granularity": list(DRAIN_GRANULARITIES),
         "tick_order": list(TICK_ORDERS),
         "bucket_assignment": list(BUCKET_ASSIGNMENTS),
+        "flow_control": list(FLOW_CONTROLS),
+        "read_bound": list(READ_BOUNDS),
+        "lookahead_per_consumer": [1, 2, 0],
+        "lookahead_per_subscription": [3, 6, 0],
     },
 }
 

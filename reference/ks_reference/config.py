@@ -15,6 +15,9 @@ BUCKET_FIELDS = ("bucket_budget", "bucket_max", "bucket_assignment")
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
 DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
+FLOW_CONTROLS = ("capacity", "permits")
+READ_BOUNDS = ("window", "lookahead")
+LOOKAHEAD_FIELDS = ("lookahead_per_consumer", "lookahead_per_subscription")
 SLOT_SELECTORS = ("pulsar-consistent", "pulsar-auto-split", "pulsar-sticky")
 
 
@@ -44,6 +47,10 @@ class Config:
     persist_ack_holes: bool = False
     drain_granularity: str = "key"
     tick_order: str = "standard"
+    flow_control: str = "capacity"
+    read_bound: str = "window"
+    lookahead_per_consumer: int = 0
+    lookahead_per_subscription: int = 10000
     bucket_budget: int = 4
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
@@ -62,12 +69,16 @@ class Config:
         _choice(raw, "poison_policy", POISON_POLICIES)
         _choice(raw, "drain_granularity", DRAIN_GRANULARITIES)
         _choice(raw, "tick_order", TICK_ORDERS)
+        _choice(raw, "flow_control", FLOW_CONTROLS)
+        _choice(raw, "read_bound", READ_BOUNDS)
         _choice(raw, "bucket_assignment", BUCKET_ASSIGNMENTS)
         for field in ("points", "window", "bucket_budget", "bucket_max"):
             _integer(raw, field, minimum=1)
         for field in ("ack_timeout", "max_redeliveries", "backoff_base", "backoff_max", "evict_after"):
             _integer(raw, field, minimum=0)
         _integer(raw, "persist_interval", minimum=0)
+        for field in LOOKAHEAD_FIELDS:
+            _integer(raw, field, minimum=0)
         if "persist_ack_holes" in raw and not isinstance(raw["persist_ack_holes"], bool):
             raise ConfigError("persist_ack_holes", f"must be true or false, got {raw['persist_ack_holes']!r}")
         config = cls(**raw)
@@ -77,6 +88,19 @@ class Config:
         if config.drain_granularity == "hash" and config.selector not in SLOT_SELECTORS:
             # req: KS-CFG-1, KS-DRN-3 (hash-granularity draining needs a selector with slots)
             raise ConfigError("drain_granularity", f"'hash' needs a selector with slots ({', '.join(SLOT_SELECTORS)})")
+        if not config.reliable:
+            for field, form in (("flow_control", "permits"), ("read_bound", "lookahead")):
+                if getattr(config, field) == form:
+                    # req: KS-CFG-1 (Pulsar's forms apply to the reliable profiles only)
+                    raise ConfigError(field, f"'{form}' does not apply to the best-effort profile")
+        if config.read_bound != "lookahead":
+            for field in LOOKAHEAD_FIELDS:
+                if field in raw:
+                    # req: KS-CFG-1
+                    raise ConfigError(field, f"only applies to read_bound 'lookahead', not '{config.read_bound}'")
+        elif config.lookahead_per_consumer == 0 and config.lookahead_per_subscription == 0:
+            # req: KS-CFG-1 (a look-ahead of nothing never reads)
+            raise ConfigError("lookahead_per_subscription", "both look-ahead limits are 0: nothing could ever be read")
         if config.selector != "buckets":
             for field in BUCKET_FIELDS:
                 if field in raw:
@@ -94,7 +118,18 @@ class Config:
         if self.selector != "buckets":
             for field in BUCKET_FIELDS:
                 values.pop(field)
+        if self.read_bound != "lookahead":
+            for field in LOOKAHEAD_FIELDS:
+                values.pop(field)
         return values
+
+    def lookahead_limit(self, members: int) -> int:
+        """L of spec section 8: per member times the members, lowered to the subscription's limit when set."""
+        per_consumer, per_subscription = self.lookahead_per_consumer, self.lookahead_per_subscription
+        if per_consumer == 0:
+            return per_subscription
+        limit = per_consumer * members
+        return min(limit, per_subscription) if per_subscription > 0 else limit
 
     @property
     def reliable(self) -> bool:

@@ -48,6 +48,8 @@ class Member:
     disconnected_at: int = 0
     outstanding: set[int] = field(default_factory=set)
     """Offsets of the deliveries it holds (best-effort: delivered, not yet received)."""
+    permits: int = 0
+    """With `flow_control = "permits"`: grants since it joined minus deliveries since then (section 8)."""
 
 
 @dataclass(eq=False)
@@ -208,8 +210,14 @@ class Core:
             return None
         members = [self.members[name] for name in names]
         connected = [m for m in members if m.connected]
-        with_room = [m for m in connected if len(m.outstanding) < m.capacity]
+        with_room = [m for m in connected if self.has_room(m)]
         return (with_room or connected or members)[0].name
+
+    def has_room(self, member: Member) -> bool:
+        """True when one more delivery fits: below capacity, or holding a permit (KS-FLW-1, KS-FLW-4)."""
+        if self.config.flow_control == "permits":
+            return member.permits > 0
+        return len(member.outstanding) < member.capacity
 
     # --- message transitions ---
 
@@ -240,6 +248,7 @@ class Core:
         message.awaiting_redelivery = False
         message.held = None
         member.outstanding.add(message.offset)
+        member.permits -= 1  # req: KS-FLW-4 (every delivery uses a permit; counted under either form)
         self.key_holders.setdefault(message.key, Counter())[member] += 1
         if self.layout is not None and message.placement is not None:
             self.layout.on_deliver(message.placement, member.name)

@@ -30,16 +30,27 @@ class DispatchPass(Core):
         while True:
             self.read_into_window()
             self.reconcile_buckets()
-            resolved_before = self.cursor.position, self.cursor.hole_count()
+            before = self.cursor.position, self.cursor.hole_count(), self.delivered_total
             self.deliver_step()
-            room = len(self.messages) < self.config.window and self.read_position < len(self.log)
-            if not room or (self.cursor.position, self.cursor.hole_count()) == resolved_before:
+            room = self.read_budget() > 0 and self.read_position < len(self.log)
+            # a resolution makes room in the window; a delivery makes room in the look-ahead (it no longer waits)
+            if not room or (self.cursor.position, self.cursor.hole_count(), self.delivered_total) == before:
                 return
 
+    def read_budget(self) -> int:
+        """How many more messages the read bound lets the pass read now (spec section 8)."""
+        if self.config.read_bound == "lookahead":
+            if not any(m.connected and self.has_room(m) for m in self.members.values()):
+                return 0  # req: KS-ISO-3 (reading waits for a member that can take a delivery)
+            waiting = sum(1 for m in self.messages.values() if m.state is not MessageState.OUTSTANDING)
+            # req: KS-FLW-5, KS-ISO-3 (read while fewer than L read messages wait)
+            return self.config.lookahead_limit(len(self.members)) - waiting
+        return self.config.window - len(self.messages)  # req: KS-FLW-2, KS-ISO-2
+
     def read_into_window(self) -> None:
-        """Read the next messages in offset order while fewer than `window` are read and unresolved (KS-FLW-2)."""
-        while len(self.messages) < self.config.window and self.read_position < len(self.log):
-            # req: KS-ISO-2, KS-FLW-2
+        """Read the next messages in offset order while the read bound allows (KS-FLW-2, KS-ISO-2, KS-ISO-3)."""
+        budget = self.read_budget()
+        while budget > 0 and self.read_position < len(self.log):
             offset = self.read_position
             self.read_position += 1
             if self.cursor.is_resolved(offset):
@@ -49,6 +60,7 @@ class DispatchPass(Core):
             if self.layout is not None:
                 message.placement = placement_of(entry)
             self.messages[offset] = message
+            budget -= 1  # a read message is unresolved (window) and waits until delivered (look-ahead)
             self.queues.setdefault(entry.key, []).append(offset)
             self.pending_counts[entry.key] += 1
 
@@ -142,8 +154,8 @@ class DispatchPass(Core):
         if not target.connected:
             # req: KS-MEM-3
             return Decision("hold", reason="inactive", target=target_name)
-        if len(target.outstanding) >= target.capacity:
-            # req: KS-FLW-1
+        if not self.has_room(target):
+            # req: KS-FLW-1, KS-FLW-4 (no room below the capacity, or no permit)
             return Decision("hold", reason="capacity", target=target_name)
         return Decision("deliver", member=target)
 

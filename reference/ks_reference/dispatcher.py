@@ -34,6 +34,7 @@ OPS = (
     "remove_consumer",
     "disconnect",
     "reconnect",
+    "flow",
     "ack",
     "nack",
     "tick",
@@ -160,6 +161,17 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         self.on_reconnect(member)
         return self._end()
 
+    def flow(self, consumer: object, permits: object) -> Outcome:
+        """A member grants more permits (`flow_control = "permits"` only, spec section 8)."""
+        member = self.member(consumer)
+        if self.config.flow_control != "permits":
+            raise Refusal("invalid_argument", "flow needs flow_control 'permits'; this subscription counts capacity")
+        if isinstance(permits, bool) or not isinstance(permits, int) or permits < 1:
+            raise Refusal("invalid_argument", f"permits must be an integer >= 1, got {permits!r}")
+        self._begin({"event": "permits_granted", "consumer": member.name, "capacity": permits})
+        self.on_flow(member, permits)
+        return self._end()
+
     def ack(self, consumer: object, offset: object) -> Outcome:
         """An acknowledgement from a member (ignored and recorded unless it holds the delivery)."""
         member = self.member(consumer)
@@ -281,6 +293,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             return self.disconnect(arg("consumer"))
         if name == "reconnect":
             return self.reconnect(arg("consumer"))
+        if name == "flow":
+            return self.flow(arg("consumer"), arg("permits"))
         if name == "ack":
             return self.ack(arg("consumer"), arg("offset"))
         if name == "nack":

@@ -34,7 +34,8 @@ class Membership(Core):
             self.selector.check_add(name, range_list)
         except SelectorRefusal as refusal:
             raise Refusal("invalid_argument", str(refusal)) from None
-        return Member(name, capacity, tuple(filter_list), tuple(range_list))
+        # req: KS-FLW-4 (under permits, the capacity is the first grant)
+        return Member(name, capacity, tuple(filter_list), tuple(range_list), permits=capacity)
 
     def on_join(self, member: Member) -> None:
         """A new member (a new incarnation, even under a reused name: KS-GEN-3) joins the ring."""
@@ -71,6 +72,10 @@ class Membership(Core):
         """A disconnected member is connected again with all it holds, and its eviction is off (KS-MEM-4)."""
         # req: KS-MEM-4 (a connected member's reconnect changes nothing; a later disconnect starts a new clock)
         member.connected = True
+
+    def on_flow(self, member: Member, permits: int) -> None:
+        """A member grants more permits (`flow_control = "permits"`, spec section 8)."""
+        member.permits += permits
 
     def phase_eviction(self) -> None:
         """Phase 4: members disconnected for `evict_after` ticks are evicted, with the effects of leaving."""

@@ -91,7 +91,14 @@ PRESETS: dict[str, Preset] = {
             "PIP-379: Key_Shared draining hashes",
             "owner",
             "pulsar-consistent",
-            {"drain_granularity": ["hash"], "tick_order": ["standard"]},
+            {
+                "drain_granularity": ["hash"],
+                "tick_order": ["standard"],
+                "flow_control": ["permits"],
+                "read_bound": ["lookahead"],
+                "lookahead_per_consumer": [1, 2],
+                "lookahead_per_subscription": [3, 6, 0],
+            },
             capabilities={
                 # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
                 "ops": [op for op in OPS if op not in ("disconnect", "reconnect", "rollover", "split")],
@@ -99,8 +106,8 @@ PRESETS: dict[str, Preset] = {
                 "poison_policies": ["dead-letter"],
             },
             differences=(
-                "look-ahead limits and permits (replay queue per consumer and per subscription) are not modelled: "
-                "the window and the consumer capacity stand for them (spec section 8)",
+                "the look-ahead limit is checked before each message is read, where Pulsar checks it before reading a "
+                "batch of entries that may overshoot it (KS-FLW-5)",
                 "redelivery keeps key order (KS-ORD-3), where Pulsar's replay may break it",
             ),
         ),

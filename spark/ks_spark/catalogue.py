@@ -66,6 +66,7 @@ NOT_COMPUTED: dict[str, str] = {
     "resurrected": "not yet ported (needs the persisted holes joined per key)",
     "filter-violation": "needs glob evaluation of every member's filters per delivery; left to the Python checker",
     "inactive-delivery": "needs connection state per delivery; left to the Python checker",
+    "permit-overrun": "needs each member's grants and deliveries across keys; left to the Python checker",
     "attempt-miscount": "not yet ported to the per-key pass",
     "unstable-assignment": "needs the membership diff between epochs per key; left to the Python checker",
     "early-retry": "needs back-off arithmetic in ticks; left to the Python checker",

@@ -32,6 +32,7 @@ META_EVENTS = (
     "consumer_removed",
     "consumer_disconnected",
     "consumer_reconnected",
+    "permits_granted",
     "consumer_evicted",
     "restart",
     "quiescent",

@@ -276,6 +276,7 @@ MEMBER_VERBS = {
     "consumer_removed": "left",
     "consumer_disconnected": "disconnected",
     "consumer_reconnected": "reconnected",
+    "permits_granted": "granted permits",
 }
 """The membership ops that must name a member, and the verb a contradiction uses for each."""
 

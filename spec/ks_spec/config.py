@@ -17,6 +17,8 @@ SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", 
 POISON_POLICIES = ("drop", "dead-letter", "block")
 DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
+FLOW_CONTROLS = ("capacity", "permits")
+READ_BOUNDS = ("window", "lookahead")
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
 
 
@@ -30,6 +32,7 @@ class Field:
     minimum: int | None = None
     boolean: bool = False
     buckets_only: bool = False
+    lookahead_only: bool = False
 
 
 FIELDS: tuple[Field, ...] = (
@@ -47,6 +50,10 @@ FIELDS: tuple[Field, ...] = (
     Field("persist_ack_holes", False, boolean=True),
     Field("drain_granularity", "key", choices=DRAIN_GRANULARITIES),
     Field("tick_order", "standard", choices=TICK_ORDERS),
+    Field("flow_control", "capacity", choices=FLOW_CONTROLS),
+    Field("read_bound", "window", choices=READ_BOUNDS),
+    Field("lookahead_per_consumer", 0, minimum=0, lookahead_only=True),
+    Field("lookahead_per_subscription", 10000, minimum=0, lookahead_only=True),
     Field("bucket_budget", 4, minimum=1, buckets_only=True),
     Field("bucket_max", 1024, minimum=1, buckets_only=True),
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, buckets_only=True),
@@ -77,6 +84,16 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
         return "backoff_base", f"{full['backoff_base']} is above backoff_max {full['backoff_max']}"
     if full["drain_granularity"] == "hash" and full["selector"] not in SLOT_SELECTORS:
         return "drain_granularity", f"'hash' needs a selector with slots ({', '.join(SLOT_SELECTORS)})"
+    if full["profile"] == "best-effort":
+        for name, form in (("flow_control", "permits"), ("read_bound", "lookahead")):
+            if full[name] == form:
+                return name, f"'{form}' does not apply to the best-effort profile"
+    if full["read_bound"] != "lookahead":
+        for field in FIELDS:
+            if field.lookahead_only and field.name in config:
+                return field.name, f"only applies to read_bound 'lookahead', not '{full['read_bound']}'"
+    elif full["lookahead_per_consumer"] == 0 and full["lookahead_per_subscription"] == 0:
+        return "lookahead_per_subscription", "both look-ahead limits are 0: nothing could ever be read"
     if full["selector"] != "buckets":
         for field in FIELDS:
             if field.buckets_only and field.name in config:
@@ -84,3 +101,13 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
     elif full["bucket_budget"] > full["bucket_max"]:
         return "bucket_budget", f"{full['bucket_budget']} buckets exceed bucket_max {full['bucket_max']}"
     return None
+
+
+def lookahead_limit(config: Mapping[str, Any], members: int) -> int:
+    """L of spec section 8: `lookahead_per_consumer` times the members, lowered to `lookahead_per_subscription`."""
+    full = {**CONFIG_DEFAULTS, **config}
+    per_consumer, per_subscription = int(full["lookahead_per_consumer"]), int(full["lookahead_per_subscription"])
+    if per_consumer == 0:
+        return per_subscription
+    limit = per_consumer * members
+    return min(limit, per_subscription) if per_subscription > 0 else limit

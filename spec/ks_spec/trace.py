@@ -35,6 +35,7 @@ OP_EVENTS = frozenset(
         "consumer_removed",
         "consumer_disconnected",
         "consumer_reconnected",
+        "permits_granted",
         "tick",
         "restart",
         "quiescent",

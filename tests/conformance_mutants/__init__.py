@@ -67,6 +67,17 @@ BUCKETS = {"selectors": ["buckets"]}
 BASE: dict[str, Any] = {**OWNER, **RING, "poison_policies": ["drop"], "config_values": {}}
 """The slice most mutants are run with: one profile, one selector, one poison policy, and none of the options
 the reference declares (`tick_order` stays standard: Danube's order would spend examples most bugs do not need)."""
+PERMITS: dict[str, Any] = {**BASE, "config_values": {"flow_control": ["permits"]}}
+"""Pulsar's permits (spec section 8): `capacity` is a first grant, and the kit draws `flow` ops."""
+LOOKAHEAD: dict[str, Any] = {
+    **BASE,
+    "config_values": {
+        "read_bound": ["lookahead"],
+        "lookahead_per_consumer": [1, 2],
+        "lookahead_per_subscription": [3, 0],
+    },
+}
+"""Pulsar's look-ahead limits (spec section 8) instead of the window."""
 GROWING = ["publish", "add_consumer", "ack", "nack", "tick"]
 """Ops of a membership that only grows: joins to a busy membership are where selector stability shows."""
 
@@ -115,8 +126,19 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("target_filters", "KS-FLT-3", bugs.FilterByRingTarget, **BASE),
     _mutant("filter_when_empty", "KS-FLT-4", bugs.FilterWithoutMembers, **BASE),
     # flow control (section 8)
-    _mutant("capacity_ignored", "KS-FLW-1", bugs.CapacityIgnored, **BASE),
+    # under permits (the KS-FLW-4 vector's configuration) ignoring the room check overdraws permits as well
+    _mutant("capacity_ignored", "KS-FLW-1", bugs.CapacityIgnored, may="KS-FLW-4", **BASE),
     _mutant("window_overread", "KS-FLW-2", bugs.WindowOverread, **BASE),
+    _mutant("permits_overdrawn", "KS-FLW-4", bugs.PermitsOverdrawn, **PERMITS),
+    # the unread message is idle while fewer than L wait: judged through idle-while-ready (KS-ISO-1); with L = 1
+    # nothing is ever read, so it also stays stuck (LIV-1), unfiltered (FLT-3) and unread after a restart (CUR-3)
+    _mutant(
+        "lookahead_stops_early",
+        "KS-ISO-1",
+        bugs.LookaheadStopsEarly,
+        may="KS-LIV-1 KS-FLT-3 KS-CUR-3",
+        **LOOKAHEAD,
+    ),
     # acks, nacks, timeouts, retries (sections 9, 10)
     _mutant("stale_ack_accepted", "KS-ACK-2", bugs.StaleAckAccepted, **BASE),
     _mutant("first_ack_lost", "KS-ACK-1", bugs.FirstAckLost, **BASE),
@@ -181,13 +203,14 @@ MUTANTS: tuple[Mutant, ...] = (
         poison_policies=["block"],
         config_values={"max_redeliveries": [1, 2], "backoff_base": [0], "backoff_max": [0]},
     ),
-    # a stranded message that a leave had returned is reported lost (MEM-1), the others stuck (LIV-1); one a
-    # restart brought back (resolved after the last persistence) is restart-skip (CUR-3)
+    # the stranded messages are stuck (LIV-1); one that a leave had returned is reported lost (MEM-1) instead, and
+    # one a restart brought back (resolved after the last persistence) restart-skip (CUR-3): the same violation
+    # under the names its history gives it, seen only when the example has that history
     _mutant(
         "dropped_key_stranded",
-        "KS-LIV-1 KS-MEM-1",
+        "KS-LIV-1",
         bugs.DroppedKeyStranded,
-        may="KS-CUR-3",
+        may="KS-CUR-3 KS-MEM-1",
         **OWNER,
         **BUCKETS,
         poison_policies=["drop"],
@@ -211,7 +234,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("disconnected_served", "KS-MEM-3", bugs.DisconnectedServed, **BASE),
     # resolutions and duplicates (section 13)
     # the second copy is a duplicate (RES-2) that takes a second permit (FLW-1)
-    _mutant("sent_twice", "KS-RES-2 KS-FLW-1", bugs.SentTwice, **BASE),
+    # the second send needs room it does not have: capacity (FLW-1), or under permits a permit (FLW-4)
+    _mutant("sent_twice", "KS-RES-2 KS-FLW-1", bugs.SentTwice, may="KS-FLW-4", **BASE),
     # the cursor (section 14)
     # the window counts from the broken cursor, so reading goes wrong too (FLW-2, ISO-1, ORD-1) and messages
     # below the cursor are never read again after a restart (LIV-1)
@@ -299,7 +323,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "KS-CUR-4",
         Dispatcher,
         adapter=bugs.CursorlessForgetful,
-        may="KS-RES-2 KS-RES-1 KS-FLT-3 KS-FLW-1 KS-ISO-1 KS-ACK-1 KS-RTY-3",
+        may="KS-RES-2 KS-RES-1 KS-FLT-3 KS-FLW-1 KS-ISO-1 KS-ACK-1 KS-RTY-3 KS-RTY-1 KS-DRN-1",
         **BASE,
         cursor=False,
         persist_ack_holes=False,

@@ -260,6 +260,25 @@ class WindowOverread(Dispatcher):
             object.__setattr__(self.config, "window", window)
 
 
+class PermitsOverdrawn(Dispatcher):
+    """Under permits, a consumer whose permits are used up is still sent one more message."""
+
+    def has_room(self, member: Member) -> bool:
+        if self.config.flow_control == "permits":
+            return member.permits > -1  # breaks KS-FLW-4: one delivery beyond the grants
+        return super().has_room(member)
+
+
+class LookaheadStopsEarly(Dispatcher):
+    """Under the look-ahead bound, reading stops one waiting message before the limit."""
+
+    def read_budget(self) -> int:
+        budget = super().read_budget()
+        if self.config.read_bound == "lookahead":
+            return budget - 1  # breaks KS-ISO-3: reads stop while fewer than L messages wait
+        return budget
+
+
 # --- acks, nacks, timeouts, retries ---------------------------------------------------------------
 
 

@@ -192,7 +192,21 @@ class DeliveryChecks(BucketChecks):
                 [incarnation.disconnected_seq, seq],
                 explain.inactive_delivery_to_disconnected(*message.facts, name, incarnation.disconnected_seq, seq),
             )
-        if incarnation is not None:
+        if incarnation is not None and incarnation.permits is not None:
+            # req: KS-FLW-4
+            if incarnation.permits == 1:
+                self._exercise("permit-overrun")
+            if incarnation.permits < 1:
+                self._report(
+                    "permit-overrun",
+                    seq,
+                    [incarnation.added_seq, *incarnation.grants, seq],
+                    explain.permit_overrun(
+                        message.offset, name, incarnation.capacity, incarnation.added_seq, incarnation.grants, seq
+                    ),
+                )
+            incarnation.permits -= 1
+        elif incarnation is not None:
             # req: KS-FLW-1
             held = len(incarnation.outstanding)
             if held >= incarnation.capacity - 1:

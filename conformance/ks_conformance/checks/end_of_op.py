@@ -5,11 +5,14 @@
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
+from collections.abc import Callable
 
+from ks_spec.config import lookahead_limit
 from ks_spec.slots import SLOT_SELECTORS, slot_of
 
 from ks_conformance import explain
-from ks_conformance.checks.records import Message, OpState
+from ks_conformance.checks.records import Incarnation, Message, OpState
 from ks_conformance.checks.state import CheckerState, Event
 from ks_conformance.glob import accepts
 
@@ -255,16 +258,15 @@ class EndOfOpChecks(CheckerState):
         if self.best_effort or self.config["selector"] in ("pulsar-sticky", "buckets") or not self._idle_heads:
             return
         window = int(self.config["window"])
-        in_window = (
-            key for key in self._idle_heads if self.unresolved.rank(self.keys[key].unresolved.first() or 0) <= window
-        )
+        within = self._read_bound()
+        in_window = (key for key in self._idle_heads if within(self.keys[key].unresolved.first() or 0) is not None)
         if next(in_window, None) is None:
             return
-        # req: KS-ISO-2 (the window's messages are the `window` smallest unresolved offsets)
+        # req: KS-ISO-2 (the window's messages are the `window` smallest unresolved offsets), KS-ISO-3
         self._exercise("idle-while-ready")
         if any(m.filters for m in self.members.values()):
             self._exercise("unfiltered-wait")
-        ready = [m for m in self.members.values() if m.connected and len(m.outstanding) < m.capacity]
+        ready = [m for m in self.members.values() if self._has_room(m)]
         # A fixed-target selector's target is not known here: judge only when every member could take the key.
         # With selector `any` (no key affinity) one eligible member with room is enough.
         fixed_target = not self.any_selector
@@ -273,7 +275,8 @@ class EndOfOpChecks(CheckerState):
         for key in sorted(self._idle_heads, key=lambda k: self.keys[k].unresolved.first() or 0):
             state = self.keys[key]
             head = state.unresolved.first()
-            if head is None or self.unresolved.rank(head) > window:
+            waiting = None if head is None else within(head)
+            if head is None or waiting is None:
                 continue
             message = self.messages[head]
             if message.outstanding is not None or state.outstanding or state.blocked:
@@ -285,11 +288,13 @@ class EndOfOpChecks(CheckerState):
             eligible = [m for m in self.members.values() if accepts(m.filters, key)]
             marker = (head, self.state_version)
             if not eligible and self.members:
+                if self.lookahead and not ready:
+                    continue  # req: KS-ISO-3 (under the look-ahead, reading waits for a member that can take one)
                 if marker not in self._idle_reported:
                     self._idle_reported.add(marker)
                     self._report_unfiltered(message, op)
                 continue
-            able = [m for m in eligible if m.connected and len(m.outstanding) < m.capacity]
+            able = [m for m in eligible if self._has_room(m)]
             if fixed_target and (not eligible or len(able) < len(eligible)):
                 continue
             if not fixed_target and not able:
@@ -301,13 +306,55 @@ class EndOfOpChecks(CheckerState):
                 self._report_restart_skip(message, op.seq)
                 continue
             # req: KS-ISO-1, KS-GEN-6, KS-ISO-2
-            shown = [(m.name, len(m.outstanding), m.capacity) for m in (able or eligible)]
+            shown = [
+                (m.name, len(m.outstanding), m.capacity if m.permits is None else m.permits) for m in able or eligible
+            ]
+            lookahead = (waiting, self._lookahead_limit()) if self.lookahead else None
             self._report(
                 "idle-while-ready",
                 op.seq,
                 [message.publish_seq, op.seq],
-                explain.idle_while_ready(*message.facts, window, shown, not fixed_target, op.seq),
+                explain.idle_while_ready(
+                    *message.facts, window, shown, not fixed_target, op.seq, lookahead, permits=self.permits
+                ),
             )
+
+    def _has_room(self, member: Incarnation) -> bool:
+        """Connected, and below capacity or (`flow_control = "permits"`) holding a permit (KS-FLW-1, KS-FLW-4)."""
+        if not member.connected:
+            return False
+        return len(member.outstanding) < member.capacity if member.permits is None else member.permits > 0
+
+    def _lookahead_limit(self) -> int:
+        return lookahead_limit(self.config, len(self.members))
+
+    def _read_bound(self) -> Callable[[int], int | None]:
+        """A test of whether an offset must have been read by now: None if not, else what bounds it (the unresolved
+        or, under the look-ahead, the waiting messages before it).
+
+        Window: the `window` smallest unresolved offsets (KS-ISO-2). Look-ahead: an offset that fewer than L earlier
+        messages wait before (unresolved, not outstanding): a dispatcher that stopped reading before it stopped
+        with fewer than L waiting, against KS-ISO-3.
+        """
+        if not self.lookahead:
+            window = int(self.config["window"])
+
+            def in_window(offset: int) -> int | None:
+                below = self.unresolved.rank(offset)
+                return below if below <= window else None
+
+            return in_window
+        limit = self._lookahead_limit()
+        outstanding = sorted(
+            {d.offset for m in (*self.members.values(), *self._phantoms.values()) for d in m.outstanding.values()}
+        )
+
+        def in_lookahead(offset: int) -> int | None:
+            unresolved_before = self.unresolved.rank(offset) - (1 if offset in self.unresolved else 0)
+            waiting = unresolved_before - bisect_left(outstanding, offset)
+            return waiting if waiting < limit else None
+
+        return in_lookahead
 
     def _slot_mate_explains(self, key: str) -> bool:
         """With hash-granularity draining (KS-DRN-3): another key of the same slot may hold this one back.

@@ -116,6 +116,8 @@ class OpEventChecks(QuiescenceChecks):
         incarnation = Incarnation(
             self._incarnations, name, int(event["capacity"]), tuple(event.get("filters") or ()), ranges, seq
         )
+        if self.permits:
+            incarnation.permits = incarnation.capacity  # req: KS-FLW-4 (the capacity is the first grant)
         self.members[name] = incarnation
         self._phantoms.pop(name, None)
         self._new_epoch("join", incarnation, seq)
@@ -157,6 +159,19 @@ class OpEventChecks(QuiescenceChecks):
         incarnation.connected = True
         incarnation.reconnected_seq = seq
         self._disconnected.pop(incarnation.number, None)
+        self.state_version += 1
+
+    def _on_permits_granted(self, event: Event) -> None:
+        seq = int(event["seq"])
+        incarnation = self.members.get(str(event["consumer"]))
+        if incarnation is None:
+            self._problem(seq, f"consumer {event['consumer']!r} granted permits but is not a member")
+            return
+        if incarnation.permits is None:
+            self._problem(seq, "permits_granted in a trace whose flow_control is capacity (the flow op is refused)")
+            return
+        incarnation.permits += int(event["capacity"])
+        incarnation.grants.append(seq)
         self.state_version += 1
 
     def _on_tick(self, event: Event) -> None:

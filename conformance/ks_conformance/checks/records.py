@@ -63,6 +63,10 @@ class Incarnation:
     """The reconnect since its last disconnection, if any (KS-MEM-4)."""
     ended_seq: int | None = None
     outstanding: dict[int, Delivery] = field(default_factory=dict)
+    permits: int | None = None
+    """With `flow_control = "permits"`: its grants minus its deliveries since it joined (KS-FLW-4); else None."""
+    grants: list[int] = field(default_factory=list)
+    """The seqs of its `permits_granted` events (the witness of a permit-overrun)."""
 
 
 @dataclass(eq=False, slots=True)

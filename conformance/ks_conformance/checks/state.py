@@ -139,9 +139,15 @@ class CheckerState:
         self.durable_attempts = self.declared.get("durable_attempts") is True
         self.any_selector = self.config["selector"] == "any"
         self.danube_ticks = self.config["tick_order"] == "danube"
+        self.permits = self.config["flow_control"] == "permits"
+        self.lookahead = self.config["read_bound"] == "lookahead"
         excluded = (CURSOR_KINDS if not self.has_cursor else frozenset()) | (
             AFFINITY_KINDS if self.any_selector else frozenset()
         )
+        # req: KS-FLW-1, KS-FLW-4 (one form of capacity applies), KS-FLW-2 (the window bounds reads unless
+        # the look-ahead does, and KS-FLW-5 is not judged)
+        excluded |= frozenset({"capacity-overrun"} if self.permits else {"permit-overrun"})
+        excluded |= frozenset({"window-overrun"} if self.lookahead else ())
         for name in excluded:
             self._applies[name] = False
 
