@@ -351,10 +351,14 @@ def test_a_kind_seen_while_searching_for_another_gets_its_own_shrunk_witness(tmp
     from ks_reference.adapter import create
 
     name = "per_message_routing"
-    # A seed whose small round meets unstable-assignment only while searching for another kind (the search
-    # path depends on the machine's rules: when they change, pick a seed that shows the path again).
-    result = _judge_in_process(name, tmp_path, seed=6, rounds=1, coverage_rounds=0, examples_total=0)
-    observed = [f for f in result.findings if f.scenario.found.get("round") == "observed"]
+    # The first seed whose small round meets unstable-assignment only while searching for another kind. The
+    # search path depends on the machine's rules and (see the closing note of stop 22) on what else the
+    # process imported, so the test looks for such a seed instead of pinning one; 40 is it in a bare process.
+    for seed in (40, *range(100)):
+        result = _judge_in_process(name, tmp_path / str(seed), seed=seed, rounds=1, coverage_rounds=0, examples_total=0)
+        observed = [f for f in result.findings if f.scenario.found.get("round") == "observed"]
+        if [f.anomalies[0].name for f in observed] == ["unstable-assignment"]:
+            break
     assert [f.anomalies[0].name for f in observed] == ["unstable-assignment"]
     finding = observed[0]
     status = {line["id"]: line["status"] for line in result.requirements}
