@@ -262,6 +262,32 @@ def test_the_reference_driven_in_batch_mode_shows_nothing_wrong() -> None:
     assert statuses["KS-OBS-1"] == "skipped" and "failed" not in statuses.values()
 
 
+def test_coverage_rounds_aim_at_what_is_still_vacuous() -> None:
+    """A coverage round searches only where a vacuous requirement's checks can run, with the form options at
+    their defaults unless those checks need them (a round drawing permits would dilute a search for KS-POI-4)."""
+    from ks_conformance.adapters import connect
+    from ks_conformance.search import strata
+    from ks_conformance.suite import RunResult, _focused, _plain_for
+
+    connection = connect("reference")
+    info = connection.start()
+    connection.close()
+    declared = info.capabilities
+    result = RunResult("reference", "in-process", info, declared, settings_for("ci"))
+    every = strata(declared)
+
+    plain = _plain_for(["KS-POI-4"], declared, result)
+    assert not {"flow_control", "read_bound", "tick_order", "drain_granularity"} & set(plain.config_values)
+    assert "bucket_assignment" in plain.config_values  # not a form option: kept
+    focused = [f for f in (_focused(s, ["KS-POI-4"], plain, result) for s in every) if f is not None]
+    assert {(f.profile, f.poison_policy) for f in focused} == {("strict", "block"), ("owner", "block")}
+
+    assert "flow_control" in _plain_for(["KS-FLW-4"], declared, result).config_values  # its check needs permits
+    buckets = [f for f in (_focused(s, ["KS-BKT-8"], declared, result) for s in every) if f is not None]
+    assert buckets and all(f.selectors == ("buckets",) for f in buckets)
+    assert all(f.profile != "best-effort" for f in buckets)
+
+
 def test_batch_mode_needs_the_batch_capability() -> None:
     from ks_spec.errors import UserError
 

@@ -411,8 +411,8 @@ def _plain_for(requirements: Sequence[str], declared: Capabilities, result: RunR
 
     plain, wanted = declared, exercisable(declared)
     for option in FORM_OPTIONS:
-        if option not in plain.config_values:
-            continue
+        if CONFIG_DEFAULTS[option] not in plain.config_values.get(option, ()):
+            continue  # undeclared (the default already), or the adapter does not support the default
         trial = plain.narrowed(config_values={k: v for k, v in plain.config_values.items() if k != option})
         if exercisable(trial) >= wanted:
             plain = trial
