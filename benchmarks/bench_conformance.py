@@ -22,6 +22,7 @@ import datetime
 import math
 import multiprocessing
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -394,6 +395,8 @@ def main() -> None:
     )
     parser.add_argument(readme.FLAG, action="store_true", help=readme.HELP)
     args = parser.parse_args()
+    # A kill (SIGTERM) unwinds like Ctrl-C, so that the PostgreSQL cluster of the procrastinate part is stopped.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     seeds = args.seeds if args.seeds is not None else 1 if args.quick else 3
     if seeds < 1 or args.workers < 1:
         parser.error("--seeds and --workers must be at least 1")
