@@ -27,7 +27,7 @@ from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels, requirement_profiles
 from ks_conformance.batch import AnySession
 from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
-from ks_conformance.harness import Session, Step
+from ks_conformance.harness import SLOTS, Session, Step
 from ks_conformance.machine import FaultAbort, Violation, machine_for
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
 from ks_conformance.scenario import Scenario, events_signature, replay, write_scenario
@@ -562,6 +562,9 @@ def _check_determinism(context: RunContext, result: RunResult) -> None:
     examples = context.kept[: result.settings.determinism_replays]
     if not examples:
         return
+    probe = _many_keys_probe(examples[0][0], context.capabilities)
+    if probe is not None:
+        examples = [*examples, probe]
     runs: list[list[list[str]]] = []
     for fresh in (False, True):
         if fresh and context.connection is not None:
@@ -602,6 +605,19 @@ def _check_determinism(context: RunContext, result: RunResult) -> None:
                 Finding([anomaly], config, Scenario(config, steps, ["KS-GEN-5"], ["nondeterministic"]), [])
             )
             return
+
+
+def _many_keys_probe(config: dict[str, Any], capabilities: Capabilities) -> tuple[dict[str, Any], list[Step]] | None:
+    """Eight keys waiting, then one consumer that takes them all in one pass: the pass's key order is what a
+    hash seed chosen at start would vary (KS-GEN-5). It runs under a configuration the adapter has accepted,
+    so that every run checks it, not only those whose richest examples happened to have several keys ready."""
+    if not {"publish", "add_consumer"} <= set(capabilities.ops):
+        return None
+    steps = [Step(op={"op": "publish", "offset": n, "key": f"k{n}"}) for n in range(8)]
+    join: dict[str, Any] = {"op": "add_consumer", "consumer": "c1", "capacity": 8, "filters": []}
+    if config.get("selector") == "pulsar-sticky":
+        join["ranges"] = [[0, SLOTS - 1]]
+    return dict(config), [*steps, Step(op=join), Step(settle="oldest")]
 
 
 # --- requirement statuses --------------------------------------------------------------------------
