@@ -278,21 +278,21 @@ class KeySharedMachine(RuleBasedStateMachine):
         if away:
             self.do({"op": "reconnect", "consumer": data.draw(st.sampled_from(away), label="member")})
 
-    @precondition(lambda self: self.able("flow") and bool(self.session and self.members()))
-    @rule(data=st.data())
-    def flow(self, data: st.DataObject) -> None:
-        """A member grants more permits (`flow_control = "permits"`, spec section 8)."""
-        member = data.draw(st.sampled_from(self.members()), label="member")
-        self.do({"op": "flow", "consumer": member, "permits": data.draw(st.integers(1, 3), label="permits")})
-
     # --- answers ---------------------------------------------------------------------------------
 
     @precondition(lambda self: self.able("ack") and bool(self.outstanding()))
     @rule(data=st.data())
     def ack(self, data: st.DataObject) -> None:
-        """The holder of a delivery acks it."""
+        """The holder of a delivery acks it; under `flow_control = "permits"` it may then grant more permits, as a
+        client refills its queue (a `flow` op of its own, spec section 8)."""
         consumer, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
         self.do({"op": "ack", "consumer": consumer, "offset": offset})
+        # Not a rule of its own: a rule disabled in most configurations still changes how Hypothesis picks the
+        # others, and it hid two deep mutants from every ci seed.
+        if self.able("flow") and consumer in self.members():
+            permits = data.draw(st.integers(0, 3), label="permits granted after the ack")
+            if permits:
+                self.do({"op": "flow", "consumer": consumer, "permits": permits})
 
     @precondition(lambda self: self.able("nack") and bool(self.outstanding()))
     @rule(data=st.data())

@@ -160,10 +160,13 @@ MUTANTS: tuple[Mutant, ...] = (
         may="KS-MEM-2",  # a phase-3 delivery read as phase 5 puts an eviction due in phase 4 behind it
         **BASE,
     ),
+    # a message a restart brought back and the over-eager drain holds is reported restart-skip (CUR-3), the
+    # checker's name for an idle message with that history
     _mutant(
         "hash_drain_everything",
         "KS-ISO-1",
         bugs.HashDrainEverything,
+        may="KS-CUR-3",
         **OWNER,
         selectors=["pulsar-consistent"],
         poison_policies=["drop"],
