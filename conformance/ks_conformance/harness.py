@@ -429,14 +429,14 @@ class Session:
         for member in [m for m in self.checker.members.values() if not m.connected]:
             if "remove_consumer" in ops and not self._halted():
                 self.perform({"op": "remove_consumer", "consumer": member.name}, record=False)
-        self._ensure_catch_all(ops)
+        self._perform_until_halted(self.catch_all_ops(ops))
         timers = ("backoff_max", "persist_interval", "ack_timeout", "evict_after")
         patience = max(*(int(config[name]) for name in timers), 1) + 2
         idle, rounds = 0, 0
         while rounds < 200 and not self._halted():
             rounds += 1
             before = self._progress()
-            self._grant_permits(ops)
+            self._perform_until_halted(self.permit_grants(ops))
             self._ack_everything(order, shuffle)
             if "release" in ops:
                 for key, state in sorted(self.checker.keys.items()):
@@ -453,8 +453,9 @@ class Session:
             return
         self.mark_quiescent()
 
-    def _grant_permits(self, ops: set[str]) -> None:
-        for op in self.permit_grants(ops):
+    def _perform_until_halted(self, ops: list[dict[str, Any]]) -> None:
+        """Perform settle ops (unrecorded) in turn, stopping at the first that finds the settle halted."""
+        for op in ops:
             if self._halted():
                 return
             self.perform(op, record=False)
@@ -486,12 +487,6 @@ class Session:
         """What settling moves forward: resolved messages and the persisted cursor."""
         checker = self.checker
         return len(checker.messages) - len(checker.unresolved), checker.persisted_cursor
-
-    def _ensure_catch_all(self, ops: set[str]) -> None:
-        for op in self.catch_all_ops(ops):
-            if self._halted():
-                return
-            self.perform(op, record=False)
 
     def catch_all_ops(self, ops: set[str]) -> list[dict[str, Any]]:
         """The ops that give the membership a member accepting every key (none when it has one already)."""
