@@ -700,6 +700,40 @@ def _joiner_takes_more_than_its_share(bad: bool) -> TraceBuilder:
     return t
 
 
+def _assigned(t: TraceBuilder, bucket: int, consumer: str, kind: str = "bucket_assigned") -> TraceBuilder:
+    return t.emit(kind, segment=0, bucket=bucket, consumer=consumer)
+
+
+@case("unstable-buckets")
+def _join_hands_a_bucket_to_a_stayer(bad: bool) -> TraceBuilder:
+    """Judged on the implementation's own handoffs, before any delivery shows the move."""
+    t = _sticky().add("c1")
+    for bucket in range(4):
+        _assigned(t, bucket, "c1")
+    t.add("c2")  # announces every bucket's target again (only the last change before a decision is judged)
+    for bucket, owner in enumerate(("c1", "c1", "c1", "c2")):
+        _assigned(t, bucket, owner)
+    t.add("c3")  # c1: 0-2, c2: 3; the joiner c3 may take a bucket of c1, nothing may move to c2
+    _assigned(t, 2, "c2" if bad else "c3", kind="bucket_withheld")
+    return t
+
+
+@case("unstable-buckets")
+def _leave_moves_only_the_leavers_buckets(bad: bool) -> TraceBuilder:
+    t = _sticky().add("c1")
+    for bucket in range(4):
+        _assigned(t, bucket, "c1")
+    _assigned(_assigned(t.add("c2"), 2, "c2"), 3, "c2")
+    t.add("c3")
+    for bucket, owner in enumerate(("c1", "c1", "c2", "c3")):  # every bucket announced again
+        _assigned(t, bucket, owner)
+    t.remove("c3")  # c3's bucket 3 goes to c2; c1's buckets stay
+    _assigned(t, 3, "c2")
+    if bad:
+        _assigned(t, 0, "c2")
+    return t
+
+
 @case("bucket-split-owner")
 def _bucket_split_owner(bad: bool) -> TraceBuilder:
     t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c2")

@@ -376,10 +376,11 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "KS-BKT-8",
         _E,
         "selector buckets, bucket_assignment sticky or controller: a bucket delivered before one join or leave and "
-        "after it to another consumer, other than to the joiner or away from the leaver, or more than ceil(N/k) "
-        "buckets of a segment moving to a joiner",
-        "the earlier delivery, the membership change, the delivery",
-        "a delivery of a bucket after a join or leave",
+        "after it to another consumer, or given a new target by a bucket_assigned or bucket_withheld after it, "
+        "other than to the joiner or away from the leaver, or more than ceil(N/k) buckets of a segment moving to "
+        "a joiner",
+        "the earlier delivery or assignment, the membership change, the delivery or assignment",
+        "a delivery of a bucket, or a new target named, after a join or leave",
     ),
     _kind(
         "bucket-split-owner",

@@ -783,6 +783,30 @@ def unstable_buckets(
     )
 
 
+def unstable_bucket_decision(
+    event: str,
+    bucket: int,
+    segment: int,
+    previous: str,
+    previous_seq: int,
+    target: str,
+    policy: object,
+    why: str,
+    seq: int,
+) -> Explained:
+    """KS-BKT-8 judged on the implementation's own `bucket_assigned` or `bucket_withheld`."""
+    done = "handed" if event == "bucket_assigned" else "withheld for a handoff"
+    return (
+        [
+            f"{_bucket_of(bucket, segment)} was last given to {previous} at seq {previous_seq}",
+            f"at seq {seq} ({event}) it was {done} to {target}",
+        ],
+        f"{why}, but a join moves buckets only to the joiner, at most ceil(N/k), and a leave only the leaver's "
+        f"(KS-BKT-8, bucket_assignment {policy!r})",
+        {"consumer": target, "other": previous},
+    )
+
+
 def bucket_split_owner(
     key: str,
     offset: int,

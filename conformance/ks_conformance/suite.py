@@ -27,6 +27,7 @@ from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels, requirement_profiles
 from ks_conformance.batch import AnySession
 from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
+from ks_conformance.determinism import seed_decides
 from ks_conformance.harness import SLOTS, Session, Step
 from ks_conformance.machine import FaultAbort, Violation, machine_for
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
@@ -486,7 +487,8 @@ def _round(
     )
     say(f"{label}: {examples} examples of up to {settings.steps} steps")
     try:
-        with with_reporter(lambda value: None):  # the program Hypothesis prints: the scenario says it better
+        # The reporter: the program Hypothesis prints, which the scenario says better.
+        with with_reporter(lambda value: None), seed_decides():
             run_state_machine_as_test(machine, settings=options)
     except Violation as violation:
         return violation

@@ -7,11 +7,78 @@ from __future__ import annotations
 from ks_conformance import explain
 from ks_conformance.checks.membership import OpEventChecks
 from ks_conformance.checks.records import Incarnation, Message
-from ks_conformance.checks.state import bucket_owner
+from ks_conformance.checks.state import Event, bucket_owner
 
 
 class BucketChecks(OpEventChecks):
     """The checks of a delivery under the `buckets` selector (section 2.1)."""
+
+    def _on_bucket_withheld(self, event: Event) -> None:
+        self._bucket_decision(event)
+
+    def _on_bucket_assigned(self, event: Event) -> None:
+        self._bucket_decision(event)
+
+    def _bucket_decision(self, event: Event) -> None:
+        """A handoff or withholding names a bucket's new target: it must be one the membership changes since the
+        bucket's previous target explain (KS-BKT-8), judged on the implementation's own account before any delivery
+        shows it. Several changes may come before one decision (a tick evicting two members): only joins, and the
+        target must be a joiner; only leaves, and the previous target must have left; a mix is not judged."""
+        bucket = (int(event["segment"]), int(event["bucket"]))
+        target, seq = str(event["consumer"]), int(event["seq"])
+        decided = self.bucket_decided.get(bucket)
+        self.bucket_decided[bucket] = (target, seq, self.epoch)
+        if decided is None or decided[0] == target or self.config["bucket_assignment"] == "sorted":
+            return  # a first target, a withheld bucket handed to the target already named, or a policy exempt
+        since = [self.epoch_change.get(e) for e in range(decided[2] + 1, self.epoch + 1)]
+        changes = [c for c in since if c is not None]
+        if not changes or len(changes) < len(since) or any(c[1] is None for c in changes):
+            return  # no membership change, or a restart or layout change among them
+        kinds = {c[0] for c in changes}
+        if kinds not in ({"join"}, {"leave"}):
+            return
+        # req: KS-BKT-8
+        self._exercise("unstable-buckets")
+        previous, previous_seq = decided[0], decided[1]
+        names = [c[1].name for c in changes if c[1] is not None]
+        last_change, last_changed, change_seq = changes[-1]
+        assert last_changed is not None
+        if kinds == {"join"} and target in names:
+            if len(changes) > 1:
+                return  # the share of one joiner is judged after a single join
+            moved_to = self._buckets_moved.setdefault((self.epoch, bucket[0]), set())
+            moved_to.add(bucket[1])
+            segment = self.segments.get(bucket[0])
+            if segment is None:
+                return
+            share = -(-segment.buckets // max(1, len(self.members)))
+            if len(moved_to) <= share:
+                return
+            why = explain.buckets_over_share(
+                len(moved_to), bucket[0], target, segment.buckets, len(self.members), share
+            )
+        elif kinds == {"leave"} and previous in names:
+            return
+        else:
+            why = explain.bucket_moved_by(
+                " and ".join(names), last_change, change_seq, bucket[1], bucket[0], previous, target
+            )
+        self._report(
+            "unstable-buckets",
+            seq,
+            [previous_seq, *(c[2] for c in changes), seq],
+            explain.unstable_bucket_decision(
+                str(event["event"]),
+                bucket[1],
+                bucket[0],
+                previous,
+                previous_seq,
+                target,
+                self.config["bucket_assignment"],
+                why,
+                seq,
+            ),
+        )
 
     def _check_bucket_delivery(self, message: Message, seq: int, incarnation: Incarnation | None, name: str) -> None:
         assert message.segment is not None and message.bucket is not None

@@ -423,9 +423,3 @@ class ResolutionChecks(DeliveryChecks):
                 explain.checkpoint_skip_regress(bucket, previous[0], previous[1], cursor, seq),
             )
         self.checkpoints[bucket] = (cursor, seq)
-
-    def _on_bucket_withheld(self, event: Event) -> None:
-        return
-
-    def _on_bucket_assigned(self, event: Event) -> None:
-        return

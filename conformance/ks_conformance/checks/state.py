@@ -101,6 +101,8 @@ class CheckerState:
         self.checkpoints: dict[tuple[int, int], tuple[int, int]] = {}
         self.bucket_last: dict[tuple[int, int], tuple[int, Incarnation, int]] = {}
         """Per bucket, (epoch, incarnation, seq) of its last delivery (policies other than `sorted`)."""
+        self.bucket_decided: dict[tuple[int, int], tuple[str, int, int]] = {}
+        """Per bucket, the target its last `bucket_assigned` or `bucket_withheld` named, that event's seq and epoch."""
         self._buckets_moved: dict[tuple[int, int], set[int]] = {}
         """Per (epoch, segment) begun by a join, the buckets seen moving to the joiner (KS-BKT-8)."""
         self.op: OpState | None = None
@@ -206,7 +208,8 @@ class CheckerState:
     def _new_epoch(self, change: str, incarnation: Incarnation | None, seq: int) -> None:
         self.epoch += 1
         self.epoch_change[self.epoch] = (change, incarnation, seq)
-        self.epoch_change.pop(self.epoch - 2, None)
+        if not self.bucket_decided:  # the bucket checks look back to each bucket's last decision (KS-BKT-8)
+            self.epoch_change.pop(self.epoch - 2, None)
 
     def _end_incarnation(self, incarnation: Incarnation, seq: int, returned: bool) -> None:
         """A leave, eviction or restart: the incarnation's deliveries end without resolving their messages."""
