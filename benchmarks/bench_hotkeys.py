@@ -13,8 +13,10 @@ of them on one key owned by the stuck consumer, and the healthy consumers ack al
 
 Both profiles, both read bounds of spec section 8 (the window, which counts every read unresolved message,
 and Pulsar's look-ahead limit, which counts only the waiting ones: held, queued or awaiting redelivery),
-limits of 64 to 4,096 messages, and two consumer capacities. Logical time, so the figures are exact and
-the same on every machine.
+limits of 64 to 4,096 messages, and two consumer capacities. A second table runs the same stuck consumer
+with parking (spec section 15, KS-ISO-4), the mitigation of PIP-474's discussion this spec adopts as an
+option: when it stalls instead, and how many messages it parked. Logical time, so the figures are exact
+and the same on every machine.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class Case:
     capacity: int
     hot: float
     rate: int = 32
+    park_after: int = 0
+    """Parking (spec section 15, KS-ISO-4): a key's messages behind this many unresolved ones leave the bound."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class Outcome:
 
     healthy: int
     stalled_at: int | None
+    parked: int = 0
+    """Messages parked when the run ended: what parking costs (an offset each, KS-ISO-5)."""
 
 
 def _stuck_consumer(dispatcher: Dispatcher) -> str:
@@ -71,6 +77,8 @@ def run_case(case: Case, stuck: bool, horizon: int) -> Outcome:
         config["window"] = case.limit
     else:
         config.update(read_bound="lookahead", lookahead_per_subscription=case.limit)
+    if case.park_after:
+        config["park_after"] = case.park_after
     dispatcher = Dispatcher(config)
     for name in CONSUMERS:
         dispatcher.add_consumer(name, case.capacity)
@@ -95,8 +103,8 @@ def run_case(case: Case, stuck: bool, horizon: int) -> Outcome:
                         healthy += event["consumer"] != victim
         dispatcher.tick()
         if delivered == 0 and dispatcher.read_position < len(dispatcher.log):
-            return Outcome(healthy, tick)
-    return Outcome(healthy, None)
+            return Outcome(healthy, tick, dispatcher.parked_count())
+    return Outcome(healthy, None, dispatcher.parked_count())
 
 
 def main() -> None:
@@ -137,6 +145,44 @@ def main() -> None:
         "the stuck consumer holds or that wait behind it (KS-ISO-2), or, under the look-ahead bound, L messages "
         "wait behind it (KS-ISO-3)."
     )
+    Console(width=130).print(parking_table(args.quick, args.horizon))
+    print(
+        "With park_after = 1 (spec section 15, KS-ISO-4) each stuck key holds one place of the read bound beside "
+        "what its consumer holds; its later messages are parked, an offset each (KS-ISO-5), and the cursor "
+        "stays behind them. `parked at end` is that cost when the run stalled or reached the horizon."
+    )
+
+
+def parking_table(quick: bool, horizon: int) -> Table:
+    """The same stuck consumer with parking on (capacity 8): how much later it stalls, and what parking holds."""
+    limits = (64,) if quick else (64, 512)
+    hots = (0.05,) if quick else (0.05, 0.25)
+    table = Table(title="the same, with parking (park_after = 1, capacity 8)")
+    columns = ("profile", "read bound", "limit", "hot share", "stalls without parking", "stalls with parking")
+    for column in (*columns, "healthy delivered", "of baseline", "parked at end"):
+        table.add_column(column, justify="right")
+    for profile, bound, limit, hot in itertools.product(("strict", "owner"), ("window", "lookahead"), limits, hots):
+        plain = run_case(Case(profile, bound, limit, 8, hot), True, horizon)
+        case = Case(profile, bound, limit, 8, hot, park_after=1)
+        parked = run_case(case, True, horizon)
+        baseline = run_case(case, False, parked.stalled_at or horizon)
+        share = parked.healthy / baseline.healthy if baseline.healthy else 0.0
+        table.add_row(
+            profile,
+            bound,
+            f"{limit:,}",
+            f"{hot:.0%}",
+            _stall(plain, horizon),
+            _stall(parked, horizon),
+            f"{parked.healthy:,}",
+            f"{share:.2f}",
+            f"{parked.parked:,}",
+        )
+    return table
+
+
+def _stall(outcome: Outcome, horizon: int) -> str:
+    return f"tick {outcome.stalled_at}" if outcome.stalled_at is not None else f"> {horizon}"
 
 
 if __name__ == "__main__":

@@ -283,6 +283,34 @@ def _window_overrun(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("window-overrun")
+def _window_overrun_once_parked_messages_count_again(bad: bool) -> TraceBuilder:
+    """KS-ISO-4: parked messages leave the window's count, and count again once delivered."""
+    t = owner(window=3, park_after=1, flow_control="permits").add("c1", capacity=1)
+    t.deliver(t.publish("k"), "c1")
+    t.publish("k")
+    t.publish("k")  # m1, m2 parked: the window counts m0 only
+    x = t.publish("x")
+    t.flow("c1", 5)
+    if bad:  # m1 and m2 delivered first count again: m0, m1, m2 fill the window before x
+        t.deliver(1, "c1").deliver(2, "c1")
+    t.deliver(x, "c1")
+    return t
+
+
+@case("idle-while-ready")
+def _idle_while_parked_messages_leave_room(bad: bool) -> TraceBuilder:
+    """KS-ISO-4: with a window of 2, a stuck key's parked messages do not fill it."""
+    t = owner(window=2, park_after=1).add("c1", capacity=4)
+    t.deliver(t.publish("k"), "c1")
+    t.publish("k")
+    t.publish("k")  # m1, m2 parked behind m0: the window of 2 counts m0 only, so x is in it
+    x = t.publish("x")
+    if not bad:
+        t.deliver(x, "c1")
+    return t
+
+
 @case("attempt-miscount")
 def _attempt_miscount(bad: bool) -> TraceBuilder:
     t = owner().add("c1")

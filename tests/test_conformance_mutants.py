@@ -82,7 +82,7 @@ def test_mutant_is_caught_on_its_requirements(mutant: Mutant, judgements: dict[s
     assert not missed, f"{mutant.name} ({mutant.bug}): {sorted(missed)} not reported; failed {sorted(judged.failed)}"
     beyond = judged.failed - mutant.catches - mutant.may
     assert not beyond, f"{mutant.name} ({mutant.bug}): {sorted(beyond)} reported failed, outside must and may"
-    assert judged.warnings == mutant.warns, f"{mutant.name}: warnings {sorted(judged.warnings)}"
+    assert mutant.warns <= judged.warnings <= mutant.warns | mutant.may, f"{mutant.name}: warnings {judged.warnings}"
     if mutant.catches:
         assert judged.verdict == "not-conformant"
     else:

@@ -308,6 +308,34 @@ def test_a_stuck_key_blocks_only_itself_up_to_the_window() -> None:
     assert h.anomalies() == []
 
 
+# --- section 15: parking a hot key's backlog ---
+
+
+@pytest.mark.parametrize("park_after", [0, 2])
+def test_parking_keeps_healthy_keys_flowing_behind_a_stuck_key(park_after: int) -> None:
+    # req: KS-ISO-4: without parking a stuck key's queue fills the window; with it, only its first two count
+    h = Harness(profile="strict", window=5, park_after=park_after)
+    h.d.add_consumer("c1", 10)
+    h.publish("stuck", *["stuck"] * 5, "a", "b", "c")
+    delivered = [o for o, _, _ in h.deliveries()]
+    assert delivered == ([0, 6, 7, 8] if park_after else [0])
+    assert h.anomalies() == []
+
+
+def test_a_message_read_past_parked_ones_waits_when_they_are_delivered() -> None:
+    # req: KS-FLW-2, KS-ISO-4: delivering parked messages makes them count again, so a message read while they
+    # were parked finds the window full at its first delivery
+    h = Harness(profile="owner", window=3, park_after=1, flow_control="permits")
+    h.d.add_consumer("c1", 1)
+    h.publish("k", "k", "k", "x", "y")  # m0 takes c1's permit; m1, m2 are parked, so x and y are read
+    assert [o for o, _, _ in h.deliveries()] == [0]
+    h.d.flow("c1", 5)  # m1 and m2 go to the holder and count again: m0, m1, m2 fill the window
+    assert [o for o, _, _ in h.deliveries()] == [0, 1, 2]
+    h.d.ack("c1", 0)
+    assert [o for o, _, _ in h.deliveries()] == [0, 1, 2, 3]  # x, with two counted before it; y still waits
+    assert h.anomalies() == []
+
+
 # --- section 9: acks ---
 
 

@@ -160,6 +160,8 @@ def test_best_effort_filters_keys_nobody_accepts() -> None:
         ({"selector": "buckets", "bucket_budget": 9, "bucket_max": 8}, "bucket_budget"),
         ({"persist_ack_holes": "yes"}, "persist_ack_holes"),
         ({"shards": 3}, "shards"),
+        ({"park_after": -1}, "park_after"),
+        ({"profile": "best-effort", "park_after": 2}, "park_after"),
     ],
 )
 def test_nonsense_configurations_are_refused_naming_the_field(raw: dict[str, object], field: str) -> None:
@@ -175,7 +177,7 @@ def test_defaults_are_the_spec_defaults() -> None:
         "profile": "strict", "selector": "ring", "points": 100, "window": 10000, "ack_timeout": 0,
         "max_redeliveries": 5, "backoff_base": 1, "backoff_max": 60, "poison_policy": "block", "evict_after": 6,
         "persist_interval": 0, "persist_ack_holes": False, "drain_granularity": "key", "tick_order": "standard",
-        "flow_control": "capacity", "read_bound": "window",
+        "flow_control": "capacity", "read_bound": "window", "park_after": 0,
     }  # fmt: skip
     lookahead = Config.parse({"read_bound": "lookahead"}).as_dict()
     assert (lookahead["lookahead_per_consumer"], lookahead["lookahead_per_subscription"]) == (0, 10000)

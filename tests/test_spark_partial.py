@@ -38,6 +38,16 @@ def test_computed_and_not_computed_kinds_are_exactly_the_trace_kinds_of_the_cata
     assert all(check.requirement == requirements[check.anomaly] for check in CHECKS)
 
 
+def test_the_window_is_not_computed_under_parking() -> None:
+    """Spark counts every unresolved offset below a first delivery; with parking the count leaves parked ones
+    out (KS-ISO-4), so a Spark `window-overrun` would be a false alarm: it is named not computed instead."""
+    from ks_spark.catalogue import active_checks, not_computed
+
+    plain, parked = {"profile": "owner"}, {"profile": "owner", "park_after": 1}
+    assert "window-overrun" in active_checks(plain) and "window-overrun" not in not_computed(plain)
+    assert "window-overrun" not in active_checks(parked) and "window-overrun" in not_computed(parked)
+
+
 def test_verdicts_merge_invalid_over_unknown_over_partial_over_valid() -> None:
     from ks_spark.validator import Verdict, merge_verdicts
 

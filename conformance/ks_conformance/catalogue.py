@@ -148,7 +148,8 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "window-overrun",
         "KS-FLW-2",
         _E,
-        "a first delivery of offset o while window or more offsets below o are unresolved",
+        "a first delivery of offset o while window or more offsets below o are unresolved (with park_after set: "
+        "unresolved and not parked, KS-ISO-4)",
         "the delivery",
         "a first delivery while at least window - 1 earlier offsets are unresolved",
     ),
@@ -647,6 +648,8 @@ INDIRECT: dict[str, str] = {
     "KS-ISO-2": "observed only through idle-while-ready",
     "KS-ISO-3": "observed only through idle-while-ready, whose window under read_bound lookahead is the messages "
     "that fewer than L earlier waiting messages precede",
+    "KS-ISO-4": "observed through idle-while-ready and window-overrun, whose counts leave the parked messages out",
+    "KS-ISO-5": "not observable from outside: what a dispatcher keeps of a parked message does not show in its events",
     "KS-FLW-5": "not observable from outside: a read shows only when its message is delivered, held or resolved, "
     "possibly ops later, when the number of waiting messages has changed",
     "KS-BKT-2": "a property of the layout operations; misrouted-bucket shows its violations",

@@ -260,12 +260,15 @@ def permit_overrun(
     )
 
 
-def window_overrun(key: str, offset: int, pub: int, window: int, below: int, seq: int) -> Explained:
-    """KS-FLW-2."""
+def window_overrun(
+    key: str, offset: int, pub: int, window: int, below: int, seq: int, parked: int | None = None
+) -> Explained:
+    """KS-FLW-2 (`parked`: with park_after set, the earlier parked offsets left out of `below`, KS-ISO-4)."""
+    unparked = "" if parked is None else f" and not parked ({parked} more are parked, KS-ISO-4)"
     return (
         [message_clause(offset, key, pub), f"window = {window}"],
         f"m{offset} was delivered for the first time [seq {seq}] while {below} earlier offsets are "
-        "unresolved, but a first delivery needs fewer than window of them (KS-FLW-2)",
+        f"unresolved{unparked}, but a first delivery needs fewer than window of them (KS-FLW-2)",
         {"offset": offset, "unresolved_below": below},
     )
 
@@ -1004,9 +1007,11 @@ def idle_while_ready(
     seq: int,
     lookahead: tuple[int, int] | None = None,
     permits: bool = False,
+    parked: int | None = None,
 ) -> Explained:
     """KS-ISO-1 (`able`: (name, outstanding, capacity or permits) of the members shown; `some`: selector `any`, one
-    is enough; `lookahead`: (waiting earlier messages, L) under read_bound lookahead, KS-ISO-3)."""
+    is enough; `lookahead`: (waiting earlier messages, L) under read_bound lookahead, KS-ISO-3; `parked`: with
+    park_after set, the earlier parked messages the read bound leaves out, KS-ISO-4)."""
     if permits:
         names = ", ".join(f"{name} ({left} permits)" for name, _, left in able)
     else:
@@ -1017,6 +1022,8 @@ def idle_while_ready(
     else:
         waiting, limit = lookahead
         within = f"with {waiting} earlier messages waiting, fewer than the look-ahead limit of {limit}"
+    if parked is not None:
+        within += f" ({parked} earlier parked messages left out, KS-ISO-4)"
     room = "holding a permit" if permits else "below capacity"
     return (
         [

@@ -237,6 +237,7 @@ def configs(
             ("bucket_assignment", selector == "buckets"),
             ("flow_control", profile != "best-effort"),
             ("read_bound", profile != "best-effort"),
+            ("park_after", profile != "best-effort"),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())

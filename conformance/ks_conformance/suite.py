@@ -393,7 +393,7 @@ def _shrink_observations(
         found.add(name)
 
 
-FORM_OPTIONS = ("flow_control", "read_bound", "tick_order", "drain_granularity")
+FORM_OPTIONS = ("flow_control", "read_bound", "tick_order", "drain_granularity", "park_after")
 """Options whose other forms reshape every example (spec section 20): coverage rounds keep their defaults unless a
 missing check needs them."""
 

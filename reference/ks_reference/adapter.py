@@ -53,6 +53,7 @@ CAPABILITIES: dict[str, Any] = {
         "read_bound": list(READ_BOUNDS),
         "lookahead_per_consumer": [1, 2, 0],
         "lookahead_per_subscription": [3, 6, 0],
+        "park_after": [0, 1, 2],
     },
 }
 

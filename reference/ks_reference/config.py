@@ -51,6 +51,7 @@ class Config:
     read_bound: str = "window"
     lookahead_per_consumer: int = 0
     lookahead_per_subscription: int = 10000
+    park_after: int = 0
     bucket_budget: int = 4
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
@@ -77,6 +78,7 @@ class Config:
         for field in ("ack_timeout", "max_redeliveries", "backoff_base", "backoff_max", "evict_after"):
             _integer(raw, field, minimum=0)
         _integer(raw, "persist_interval", minimum=0)
+        _integer(raw, "park_after", minimum=0)
         for field in LOOKAHEAD_FIELDS:
             _integer(raw, field, minimum=0)
         if "persist_ack_holes" in raw and not isinstance(raw["persist_ack_holes"], bool):
@@ -93,6 +95,11 @@ class Config:
                 if getattr(config, field) == form:
                     # req: KS-CFG-1 (Pulsar's forms apply to the reliable profiles only)
                     raise ConfigError(field, f"'{form}' does not apply to the best-effort profile")
+            if config.park_after > 0:
+                # req: KS-CFG-1 (parking changes the read bound, which best-effort does not have)
+                raise ConfigError(
+                    "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
+                )
         if config.read_bound != "lookahead":
             for field in LOOKAHEAD_FIELDS:
                 if field in raw:

@@ -43,9 +43,26 @@ class DispatchPass(Core):
             if not any(m.connected and self.has_room(m) for m in self.members.values()):
                 return 0  # req: KS-ISO-3 (reading waits for a member that can take a delivery)
             waiting = sum(1 for m in self.messages.values() if m.state is not MessageState.OUTSTANDING)
-            # req: KS-FLW-5, KS-ISO-3 (read while fewer than L read messages wait)
-            return self.config.lookahead_limit(len(self.members)) - waiting
-        return self.config.window - len(self.messages)  # req: KS-FLW-2, KS-ISO-2
+            # req: KS-FLW-5, KS-ISO-3 (read while fewer than L read messages wait), KS-ISO-4 (parked ones aside)
+            return self.config.lookahead_limit(len(self.members)) - (waiting - self.parked_count())
+        # req: KS-FLW-2, KS-ISO-2, KS-ISO-4 (the window counts the read messages that are not parked)
+        return self.config.window - (len(self.messages) - self.parked_count())
+
+    def is_parked(self, index: int, message: Message) -> bool:
+        """Spec section 15: a read, unresolved message is parked when it is not outstanding and at least
+        `park_after` earlier messages of its key are unresolved (`index`: its place in its key's queue)."""
+        return 0 < self.config.park_after <= index and message.state is not MessageState.OUTSTANDING
+
+    def parked_count(self) -> int:
+        """How many read messages are parked (none with parking off)."""
+        if self.config.park_after == 0:
+            return 0
+        return sum(
+            1
+            for queue in self.queues.values()
+            for index, offset in enumerate(queue)
+            if self.is_parked(index, self.messages[offset])
+        )
 
     def read_into_window(self) -> None:
         """Read the next messages in offset order while the read bound allows (KS-FLW-2, KS-ISO-2, KS-ISO-3)."""
@@ -60,8 +77,10 @@ class DispatchPass(Core):
             if self.layout is not None:
                 message.placement = placement_of(entry)
             self.messages[offset] = message
-            budget -= 1  # a read message is unresolved (window) and waits until delivered (look-ahead)
-            self.queues.setdefault(entry.key, []).append(offset)
+            queue = self.queues.setdefault(entry.key, [])
+            if not self.is_parked(len(queue), message):
+                budget -= 1  # a read message is unresolved (window) and waits (look-ahead), unless parked (KS-ISO-4)
+            queue.append(offset)
             self.pending_counts[entry.key] += 1
 
     def reconcile_buckets(self) -> None:
@@ -74,6 +93,7 @@ class DispatchPass(Core):
     def deliver_step(self) -> None:
         """Visit every key with a pending message, earliest pending offset first."""
         self.holds = {}
+        self.window_edge = None  # recounted on demand: resolutions since the last step moved it
         candidates = []
         for key in self.pending_counts:
             first = self.first_candidate(key)
@@ -111,19 +131,51 @@ class DispatchPass(Core):
                 continue  # req: KS-ORD-4 (owner: later messages may go to the holder while it holds earlier ones)
             if message.state is not MessageState.PENDING:
                 return  # req: KS-ORD-3, KS-POI-3, KS-RES-2 (only pending messages are ever delivered)
-            decision = self.decide(message)
-            if decision.action == "filter":
-                # req: KS-FLT-3
-                self.resolve(message, "filtered", "filter")
-                continue
-            if decision.action == "hold":
-                self.hold(message, decision.reason or "", decision.target)
+            outcome = self.dispatch_message(message)
+            if outcome in ("held", "waits"):
                 return  # req: KS-FLW-3, KS-ORD-1 (a held message keeps its place; nothing later overtakes it)
-            if decision.member is None:
-                raise AssertionError("a delivery decision without a member")
-            self.deliver(message, decision.member)
-            if self.config.profile == "strict":
+            if outcome == "delivered" and self.config.profile == "strict":
                 return  # req: KS-ORD-2
+
+    def dispatch_message(self, message: Message) -> str:
+        """Apply the rules to one pending message and act on them: "filtered", "held", "delivered", or "waits"
+        (beyond the window, no event)."""
+        if message.attempts == 0 and self.beyond_window(message.offset):
+            return "waits"  # req: KS-FLW-2, KS-ISO-4 (parked messages delivered since it was read count again)
+        decision = self.decide(message)
+        if decision.action == "filter":
+            # req: KS-FLT-3
+            self.resolve(message, "filtered", "filter")
+            self.window_edge = None  # one counted message fewer: the window reaches further
+            return "filtered"
+        if decision.action == "hold":
+            self.hold(message, decision.reason or "", decision.target)
+            return "held"
+        if decision.member is None:
+            raise AssertionError("a delivery decision without a member")
+        self.deliver(message, decision.member)
+        self.window_edge = None  # a delivered parked message counts again
+        return "delivered"
+
+    def beyond_window(self, offset: int) -> bool:
+        """With parking under the window: True when `window` or more earlier read messages are unresolved and not
+        parked. Reading counts only what is not parked, so a message read past parked ones can find the window
+        full at its first delivery once they were delivered (KS-FLW-2, KS-ISO-4)."""
+        if self.config.park_after == 0 or self.config.read_bound != "window":
+            return False
+        if self.window_edge is None:
+            self.window_edge = self.first_offset_beyond_window()
+        return offset >= self.window_edge
+
+    def first_offset_beyond_window(self) -> int:
+        """The smallest offset with `window` counted messages (unresolved and not parked) before it."""
+        counted = sorted(
+            offset
+            for queue in self.queues.values()
+            for index, offset in enumerate(queue)
+            if not self.is_parked(index, self.messages[offset])
+        )
+        return counted[self.config.window - 1] + 1 if len(counted) >= self.config.window else len(self.log)
 
     def decide(self, message: Message) -> Decision:
         """Apply the rules of sections 4 to 17 to one pending message."""

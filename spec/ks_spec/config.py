@@ -54,6 +54,7 @@ FIELDS: tuple[Field, ...] = (
     Field("read_bound", "window", choices=READ_BOUNDS),
     Field("lookahead_per_consumer", 0, minimum=0, lookahead_only=True),
     Field("lookahead_per_subscription", 10000, minimum=0, lookahead_only=True),
+    Field("park_after", 0, minimum=0),
     Field("bucket_budget", 4, minimum=1, buckets_only=True),
     Field("bucket_max", 1024, minimum=1, buckets_only=True),
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, buckets_only=True),
@@ -88,6 +89,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
         for name, form in (("flow_control", "permits"), ("read_bound", "lookahead")):
             if full[name] == form:
                 return name, f"'{form}' does not apply to the best-effort profile"
+        if full["park_after"] > 0:
+            return "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
     if full["read_bound"] != "lookahead":
         for field in FIELDS:
             if field.lookahead_only and field.name in config:

@@ -39,15 +39,8 @@ class _OwnerOrderBug(Dispatcher):
                 continue
             if message.state is not MessageState.PENDING:
                 return
-            decision = self.decide(message)
-            if decision.action == "filter":
-                self.resolve(message, "filtered", "filter")
-                continue
-            if decision.action == "hold":
-                self.hold(message, decision.reason or "", decision.target)
+            if self.dispatch_message(message) in ("held", "waits"):
                 return
-            assert decision.member is not None
-            self.deliver(message, decision.member)
 
 
 def _fresh(messages: list[Message]) -> bool:
@@ -100,15 +93,8 @@ class StrictPipelines(Dispatcher):
                 continue  # breaks KS-ORD-2
             if message.state is not MessageState.PENDING:
                 return
-            decision = self.decide(message)
-            if decision.action == "filter":
-                self.resolve(message, "filtered", "filter")
-                continue
-            if decision.action == "hold":
-                self.hold(message, decision.reason or "", decision.target)
+            if self.dispatch_message(message) in ("held", "waits"):
                 return
-            assert decision.member is not None
-            self.deliver(message, decision.member)
 
 
 class RetryBehind(_OwnerOrderBug):
@@ -132,15 +118,8 @@ class RetryBehind(_OwnerOrderBug):
                 continue  # breaks KS-ORD-3 (a retrying message is passed over)
             if message.state is not MessageState.PENDING:
                 return
-            decision = self.decide(message)
-            if decision.action == "filter":
-                self.resolve(message, "filtered", "filter")
-                continue
-            if decision.action == "hold":
-                self.hold(message, decision.reason or "", decision.target)
+            if self.dispatch_message(message) in ("held", "waits"):
                 return
-            assert decision.member is not None
-            self.deliver(message, decision.member)
 
 
 # --- draining -------------------------------------------------------------------------------------
@@ -277,6 +256,20 @@ class LookaheadStopsEarly(Dispatcher):
         if self.config.read_bound == "lookahead":
             return budget - 1  # breaks KS-ISO-3: reads stop while fewer than L messages wait
         return budget
+
+
+class ParkingIgnored(Dispatcher):
+    """Declares parking, but counts the parked messages toward the read bound as if parking were off."""
+
+    def is_parked(self, index: int, message: Message) -> bool:
+        return False  # breaks KS-ISO-4: a stuck key's backlog fills the window again and reading stops
+
+
+class OutstandingParked(Dispatcher):
+    """Counts every message behind a key's first `park_after` unresolved ones as parked, outstanding ones too."""
+
+    def is_parked(self, index: int, message: Message) -> bool:
+        return 0 < self.config.park_after <= index  # breaks KS-ISO-4, KS-FLW-2: outstanding ones leave the count
 
 
 # --- acks, nacks, timeouts, retries ---------------------------------------------------------------
@@ -434,15 +427,8 @@ class BlockedLeak(Dispatcher):
                 continue  # breaks KS-POI-3
             if message.state is not MessageState.PENDING:
                 return
-            decision = self.decide(message)
-            if decision.action == "filter":
-                self.resolve(message, "filtered", "filter")
-                continue
-            if decision.action == "hold":
-                self.hold(message, decision.reason or "", decision.target)
+            if self.dispatch_message(message) in ("held", "waits"):
                 return
-            assert decision.member is not None
-            self.deliver(message, decision.member)
 
 
 class PoisonOneEarly(Dispatcher):

@@ -225,13 +225,17 @@ class DeliveryChecks(BucketChecks):
     def _check_flow(self, message: Message, seq: int, first: bool) -> None:
         if self.best_effort or not first:
             return
-        # req: KS-FLW-2
+        # req: KS-FLW-2, KS-ISO-4 (parked messages left out of the count)
         window = int(self.config["window"])
-        below = self.unresolved.rank(message.offset - 1) if message.offset > 0 else 0
+        parked = self._parked_below(message.offset)
+        below = (self.unresolved.rank(message.offset - 1) if message.offset > 0 else 0) - parked
         if below >= window - 1:
             self._exercise("window-overrun")
         if below >= window:
-            self._report("window-overrun", seq, [seq], explain.window_overrun(*message.facts, window, below, seq))
+            shown = parked if self.park_after else None
+            self._report(
+                "window-overrun", seq, [seq], explain.window_overrun(*message.facts, window, below, seq, shown)
+            )
 
     def _check_attempt(self, message: Message, seq: int, attempt: int) -> None:
         if self.best_effort:
@@ -350,6 +354,7 @@ class DeliveryChecks(BucketChecks):
         message.last_delivery_seq = seq
         message.restored_seq = None
         message.outstanding = delivery
+        self.parked.discard(message.offset)  # an outstanding message is never parked (KS-ISO-4)
         holder.outstanding[message.offset] = delivery
         state.outstanding[message.offset] = delivery
         self._holding_keys.add(message.key)

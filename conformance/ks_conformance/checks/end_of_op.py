@@ -310,12 +310,20 @@ class EndOfOpChecks(CheckerState):
                 (m.name, len(m.outstanding), m.capacity if m.permits is None else m.permits) for m in able or eligible
             ]
             lookahead = (waiting, self._lookahead_limit()) if self.lookahead else None
+            parked = self._parked_below(head) if self.park_after else None
             self._report(
                 "idle-while-ready",
                 op.seq,
                 [message.publish_seq, op.seq],
                 explain.idle_while_ready(
-                    *message.facts, window, shown, not fixed_target, op.seq, lookahead, permits=self.permits
+                    *message.facts,
+                    window,
+                    shown,
+                    not fixed_target,
+                    op.seq,
+                    lookahead,
+                    permits=self.permits,
+                    parked=parked,
                 ),
             )
 
@@ -340,7 +348,7 @@ class EndOfOpChecks(CheckerState):
             window = int(self.config["window"])
 
             def in_window(offset: int) -> int | None:
-                below = self.unresolved.rank(offset)
+                below = self.unresolved.rank(offset) - self._parked_below(offset)  # req: KS-ISO-4
                 return below if below <= window else None
 
             return in_window
@@ -351,7 +359,7 @@ class EndOfOpChecks(CheckerState):
 
         def in_lookahead(offset: int) -> int | None:
             unresolved_before = self.unresolved.rank(offset) - (1 if offset in self.unresolved else 0)
-            waiting = unresolved_before - bisect_left(outstanding, offset)
+            waiting = unresolved_before - bisect_left(outstanding, offset) - self._parked_below(offset)  # KS-ISO-4
             return waiting if waiting < limit else None
 
         return in_lookahead

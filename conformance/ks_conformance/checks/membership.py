@@ -61,6 +61,8 @@ class OpEventChecks(QuiescenceChecks):
                 self._keys_of_slot.setdefault(slot, []).append(message.key)
         state.unresolved.add(offset)
         state.undelivered.add(offset)
+        if self.park_after:
+            self._park_published(message)
         self._refresh_head(message.key)
         self.op.published = offset
         if self.best_effort:

@@ -101,6 +101,11 @@ class CheckerState:
         self.checkpoints: dict[tuple[int, int], tuple[int, int]] = {}
         self.bucket_last: dict[tuple[int, int], tuple[int, Incarnation, int]] = {}
         """Per bucket, (epoch, incarnation, seq) of its last delivery (policies other than `sorted`)."""
+        self.parked = BitMap()
+        """With `park_after` set: the parked offsets (unresolved, not outstanding, behind that many earlier
+        unresolved messages of their key), which the read bound leaves out (KS-ISO-4)."""
+        self._key_unresolved: dict[str, BitMap] = {}
+        """With `park_after` set: each key's unresolved offsets, ranked to tell which are parked."""
         self.bucket_decided: dict[tuple[int, int], tuple[str, int, int]] = {}
         """Per bucket, the target its last `bucket_assigned` or `bucket_withheld` named, that event's seq and epoch."""
         self._buckets_moved: dict[tuple[int, int], set[int]] = {}
@@ -143,6 +148,7 @@ class CheckerState:
         self.danube_ticks = self.config["tick_order"] == "danube"
         self.permits = self.config["flow_control"] == "permits"
         self.lookahead = self.config["read_bound"] == "lookahead"
+        self.park_after = int(self.config.get("park_after") or 0)
         excluded = (CURSOR_KINDS if not self.has_cursor else frozenset()) | (
             AFFINITY_KINDS if self.any_selector else frozenset()
         )
@@ -243,6 +249,8 @@ class CheckerState:
         message.outstanding = None
         delivery.holder.outstanding.pop(message.offset, None)
         self.keys[message.key].outstanding.pop(message.offset, None)
+        if self.park_after:
+            self._park_if_behind(message)
         if message.segment is not None and message.bucket is not None:
             self.bucket_outstanding.get((message.segment, message.bucket), {}).pop(message.offset, None)
 
@@ -311,6 +319,8 @@ class CheckerState:
         self.unresolved.discard(message.offset)
         self.state_version += 1
         state.unresolved.discard(message.offset)
+        if self.park_after:
+            self._unpark_resolved(message)
         state.undelivered.discard(message.offset)
         self._clear_awaiting(message, state)
         self._over_budget.discard(message.offset)
@@ -347,11 +357,48 @@ class CheckerState:
         message.held = False
         message.last_hold_reason = None
 
+    # --- parked messages (spec section 15, KS-ISO-4) -------------------------------------------------------
+
+    def _park_published(self, message: Message) -> None:
+        """A new message is parked when `park_after` earlier messages of its key are unresolved."""
+        offsets = self._key_unresolved.setdefault(message.key, BitMap())
+        if len(offsets) >= self.park_after:
+            self.parked.add(message.offset)
+        offsets.add(message.offset)
+
+    def _park_if_behind(self, message: Message) -> None:
+        """A message no longer outstanding (returned, or about to be resolved) is parked if it is behind."""
+        offsets = self._key_unresolved.get(message.key)
+        if offsets is not None and message.offset in offsets and offsets.rank(message.offset) > self.park_after:
+            self.parked.add(message.offset)
+
+    def _unpark_resolved(self, message: Message) -> None:
+        """A resolved message leaves the index; if it was among its key's first P, the (P+1)-th moves up, unparked."""
+        offsets = self._key_unresolved.get(message.key)
+        self.parked.discard(message.offset)
+        if offsets is None or message.offset not in offsets:
+            return
+        ahead = offsets.rank(message.offset) <= self.park_after
+        offsets.discard(message.offset)
+        if ahead and len(offsets) >= self.park_after:
+            self.parked.discard(offsets[self.park_after - 1])
+        if not offsets:
+            del self._key_unresolved[message.key]
+
+    def _parked_below(self, offset: int) -> int:
+        """How many parked offsets are below `offset`."""
+        return self.parked.rank(offset - 1) if offset > 0 and self.park_after else 0
+
     def _rebuild_indexes(self) -> None:
         """After a restart: every per-key and per-bucket index from the messages' state."""
         unresolved: dict[str, list[int]] = {}
         for offset in self.unresolved:
             unresolved.setdefault(self.messages[offset].key, []).append(offset)
+        if self.park_after:  # nothing is outstanding after a restart: each key's messages behind P are parked
+            self._key_unresolved = {key: BitMap(offsets) for key, offsets in unresolved.items()}
+            self.parked = BitMap()
+            for offsets in unresolved.values():
+                self.parked.update(offsets[self.park_after :])
         for key, state in self.keys.items():
             offsets = unresolved.get(key, [])
             state.unresolved = OrderedOffsets(offsets)
