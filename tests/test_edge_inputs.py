@@ -251,7 +251,8 @@ def test_check_trace_says_each_edge_input_in_one_line_without_a_traceback(edges:
 
 @pytest.mark.spark
 def test_validate_replay_says_each_edge_input_in_one_line_without_a_java_stack(spark: Any, edges: Path) -> None:
-    """A fresh JVM, as a user gets: a garbled Parquet page used to print about 100 lines of Spark errors."""
+    """A fresh JVM, as a user gets: a garbled Parquet page used to print about 100 lines of Spark errors. An empty
+    stderr also shows that our log4j2 settings silence Spark's "Setting default log level" banner."""
     completed = _run("validate-replay", "--quiet", "--master", "local[1]", *(str(edges / n) for n in CLI_CASES))
     assert completed.returncode == 2, completed.stdout + completed.stderr
     _no_stack(completed.stderr)

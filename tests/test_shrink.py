@@ -165,6 +165,14 @@ def test_deleting_a_publish_keeps_offsets_contiguous_and_drops_the_answers_to_it
     assert without([refused, publish(0)], {0}) == [publish(0)], "a refused publish published nothing to renumber"
 
 
+INTERNALS_ALLOWED = {
+    "conformance/ks_conformance/determinism.py": "Hypothesis has no setting to keep the literals of loaded modules "
+    "out of its draws, and without it a seed does not decide a run (issue 13); "
+    "test_a_seed_decides_the_run_whatever_the_process_imported fails if an upgrade moves the mechanism",
+}
+"""The one module that touches Hypothesis internals, and why."""
+
+
 def test_nothing_imports_hypothesis_internals() -> None:
     """Budgets go through Hypothesis's public settings; its internals change between releases."""
     offenders = [
@@ -173,4 +181,4 @@ def test_nothing_imports_hypothesis_internals() -> None:
         for path in (ROOT / folder).rglob("*.py")
         if "hypothesis.internal" in path.read_text(encoding="utf-8")
     ]
-    assert offenders == []
+    assert sorted(offenders) == sorted(INTERNALS_ALLOWED)

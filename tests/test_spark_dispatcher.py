@@ -113,15 +113,26 @@ def test_on_spark_the_responses_are_the_references_whatever_the_partitioning(spa
             assert runner.jobs <= eras, "one job per era at most"
 
 
-@pytest.mark.spark
-def test_the_spark_dispatcher_is_conformant_in_batch_mode(spark: SparkSession) -> None:
+def _conformant_in_batch_mode(create_adapter: Any, name: str) -> None:
     settings = settings_for("ci", seed=0, max_examples=12, examples_total=0, rounds=1)
-    result = run_suite(lambda: InProcessConnection(create(), "spark"), settings)
+    result = run_suite(lambda: InProcessConnection(create_adapter(), name), settings)
     assert result.faults == []
     assert result.verdict == "conformant", [(r["id"], r["status"]) for r in result.requirements]
     statuses = {r["id"]: r for r in result.requirements}
     assert statuses["KS-FLW-1"]["status"] == "skipped" and "capacity" in statuses["KS-FLW-1"]["reason"]
     assert statuses["KS-RTY-1"]["status"] == "skipped"  # no nack: declared, so skipped, never passed
+
+
+def test_the_batch_engine_is_conformant_in_batch_mode() -> None:
+    """The engine the Spark dispatcher runs in its tasks, run in process; on Spark its responses are the same
+    (test_on_spark_the_responses_are_the_references_whatever_the_partitioning), and the whole run on Spark is slow."""
+    _conformant_in_batch_mode(create_local, "local")
+
+
+@pytest.mark.slow  # about a minute of Spark jobs on two cores
+@pytest.mark.spark
+def test_the_spark_dispatcher_is_conformant_in_batch_mode(spark: SparkSession) -> None:
+    _conformant_in_batch_mode(create, "spark")
 
 
 @pytest.mark.slow  # three minutes of Spark jobs on two cores; the batch engines' mutants stay in the default suite

@@ -330,26 +330,6 @@ def test_spark_that_cannot_start_is_one_line_with_exit_69(
     assert "Java gateway process exited" in err[0]
 
 
-def test_a_command_prints_no_spark_banner() -> None:
-    """Spark's "Setting default log level" banner is silenced by our log4j2 settings (a fresh JVM shows it)."""
-    from spark_support import spark_missing
-
-    reason = spark_missing()
-    if reason:
-        pytest.skip(reason)
-    trace = EXAMPLES / "good" / "strict-basic.jsonl"
-    completed = subprocess.run(
-        [sys.executable, "-m", "keyshared", "validate-replay", "--master", "local[1]", "--quiet", str(trace)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert completed.returncode == 3, completed.stderr[-2000:]  # valid-partial: Spark computes a subset of the kinds
-    assert "valid-partial" in completed.stdout
-    assert "log level" not in completed.stderr and "setLogLevel" not in completed.stderr, completed.stderr
-
-
 @pytest.mark.slow
 def test_an_unreachable_cluster_is_one_line_with_exit_69() -> None:
     """Spark gives up on an unreachable standalone master after about a minute; we say so in one line."""

@@ -124,8 +124,6 @@ class Core:
         self.blocked: dict[str, list[int]] = {}
         """Per blocked key, its blocked offsets in order (the owner profile can poison several at one tick)."""
         self.holds: dict[str, int] = {}
-        self.window_edge: int | None = None
-        """With parking under the window: the first offset the window does not reach, or None to recount."""
         """Per key, the message the last dispatch pass held (the key's head that could not go)."""
         self._target_cache: dict[str, str | None] = {}
         self._eligible_cache: dict[str, tuple[str, ...] | None] = {}

@@ -93,7 +93,6 @@ class DispatchPass(Core):
     def deliver_step(self) -> None:
         """Visit every key with a pending message, earliest pending offset first."""
         self.holds = {}
-        self.window_edge = None  # recounted on demand: resolutions since the last step moved it
         candidates = []
         for key in self.pending_counts:
             first = self.first_candidate(key)
@@ -140,21 +139,19 @@ class DispatchPass(Core):
     def dispatch_message(self, message: Message) -> str:
         """Apply the rules to one pending message and act on them: "filtered", "held", "delivered", or "waits"
         (beyond the window, no event)."""
-        if message.attempts == 0 and self.beyond_window(message.offset):
-            return "waits"  # req: KS-FLW-2, KS-ISO-4 (parked messages delivered since it was read count again)
         decision = self.decide(message)
         if decision.action == "filter":
             # req: KS-FLT-3
             self.resolve(message, "filtered", "filter")
-            self.window_edge = None  # one counted message fewer: the window reaches further
             return "filtered"
         if decision.action == "hold":
             self.hold(message, decision.reason or "", decision.target)
             return "held"
         if decision.member is None:
             raise AssertionError("a delivery decision without a member")
+        if message.attempts == 0 and self.beyond_window(message.offset):
+            return "waits"  # req: KS-FLW-2, KS-ISO-4 (parked messages delivered since it was read count again)
         self.deliver(message, decision.member)
-        self.window_edge = None  # a delivered parked message counts again
         return "delivered"
 
     def beyond_window(self, offset: int) -> bool:
@@ -163,19 +160,13 @@ class DispatchPass(Core):
         full at its first delivery once they were delivered (KS-FLW-2, KS-ISO-4)."""
         if self.config.park_after == 0 or self.config.read_bound != "window":
             return False
-        if self.window_edge is None:
-            self.window_edge = self.first_offset_beyond_window()
-        return offset >= self.window_edge
-
-    def first_offset_beyond_window(self) -> int:
-        """The smallest offset with `window` counted messages (unresolved and not parked) before it."""
-        counted = sorted(
-            offset
+        counted = sum(
+            1
             for queue in self.queues.values()
-            for index, offset in enumerate(queue)
-            if not self.is_parked(index, self.messages[offset])
+            for index, earlier in enumerate(queue)
+            if earlier < offset and not self.is_parked(index, self.messages[earlier])
         )
-        return counted[self.config.window - 1] + 1 if len(counted) >= self.config.window else len(self.log)
+        return counted >= self.config.window
 
     def decide(self, message: Message) -> Decision:
         """Apply the rules of sections 4 to 17 to one pending message."""

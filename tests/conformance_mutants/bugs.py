@@ -20,6 +20,7 @@ from ks_reference.dispatch import Decision
 from ks_reference.dispatcher import Dispatcher
 from ks_reference.filters import accepts
 from ks_reference.store import MemoryStore
+from ks_spec.config import CONFIG_DEFAULTS
 from pyroaring import BitMap64
 
 # --- ordering -------------------------------------------------------------------------------------
@@ -799,11 +800,7 @@ class LenientConfigAdapter(ReferenceAdapter):
     """Reset drops configuration fields it does not know instead of refusing them."""
 
     def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        known = {
-            "profile", "selector", "window", "ack_timeout", "backoff_base", "backoff_max", "max_redeliveries",
-            "poison_policy", "evict_after", "persist_interval", "persist_ack_holes", "points", "bucket_budget",
-            "bucket_max",
-        }  # fmt: skip
+        known = set(CONFIG_DEFAULTS)  # every field of spec section 20: only the unknown ones are dropped
         if isinstance(config, Mapping):
             config = {k: v for k, v in config.items() if k in known}  # breaks KS-CFG-1
         return super().reset(config)
