@@ -192,12 +192,12 @@ def run_suite(
             if on_finding is not None:
                 on_finding(finding)
 
-        def search(index: int, stratum: Stratum, number: int, label: str) -> bool:
-            """One round: `per_stratum` examples, however many of them end at a new kind; True when it found
+        def search(index: int, stratum: Stratum, number: int, label: str, examples: int = per_stratum) -> bool:
+            """One round: `examples` examples, however many of them end at a new kind; True when it found
             something new (a finding or a fault). An example that shows a new kind ends (its kinds are shrunk),
             and the round goes on with the examples it has left, looking past the kinds found so far."""
             context.stratum = stratum
-            left, part, new = per_stratum, 0, False
+            left, part, new = examples, 0, False
             while left > 0 and not result.faults:
                 before = context.examples
                 found = _round(context, settings, left, index * 100 + number, part, label, say)
@@ -238,11 +238,11 @@ def run_suite(
                 break
             say(f"not exercised yet: {', '.join(vacuous)}")
             context.capabilities = plain = _plain_for(vacuous, declared, result)
-            for index, stratum in enumerate(searched):
-                focused = _focused(stratum, vacuous, plain, result)
-                if focused is None:
-                    continue
-                search(index, focused, 50 + extra, f"{stratum.label} coverage round {extra + 1}")
+            aimed = [(i, f) for i, s in enumerate(searched) if (f := _focused(s, vacuous, plain, result)) is not None]
+            # the round's whole budget goes to the strata that can still exercise a missing check
+            examples = settings.examples_per_stratum(len(aimed))
+            for index, focused in aimed:
+                search(index, focused, 50 + extra, f"{focused.label} coverage round {extra + 1}", examples)
                 if result.faults or not _vacuous(result, context):
                     break
             context.capabilities = declared
