@@ -763,6 +763,14 @@ def bucket_moved_by(
     return f"{_only_changed(changed, change, change_seq)}, yet {moved}"
 
 
+def _bucket_rule(why: str, policy: object) -> str:
+    """The "Then" sentence of KS-BKT-8, judged on deliveries or on the implementation's own handoffs."""
+    return (
+        f"{why}, but a join moves buckets only to the joiner, at most ceil(N/k), and a leave only the leaver's "
+        f"(KS-BKT-8, bucket_assignment {policy!r})"
+    )
+
+
 def unstable_buckets(
     offset: int,
     bucket: int,
@@ -780,8 +788,7 @@ def unstable_buckets(
             f"{_bucket_of(bucket, segment)} was delivered to {previous} at seq {previous_seq}",
             f"m{offset} went to {consumer}",
         ],
-        f"{why}, but a join moves buckets only to the joiner, at most ceil(N/k), and a leave only the leaver's "
-        f"(KS-BKT-8, bucket_assignment {policy!r})",
+        _bucket_rule(why, policy),
         {"offset": offset, "consumer": consumer, "other": previous},
     )
 
@@ -804,8 +811,7 @@ def unstable_bucket_decision(
             f"{_bucket_of(bucket, segment)} was last given to {previous} at seq {previous_seq}",
             f"at seq {seq} ({event}) it was {done} to {target}",
         ],
-        f"{why}, but a join moves buckets only to the joiner, at most ceil(N/k), and a leave only the leaver's "
-        f"(KS-BKT-8, bucket_assignment {policy!r})",
+        _bucket_rule(why, policy),
         {"consumer": target, "other": previous},
     )
 
