@@ -788,6 +788,35 @@ def _successor_first(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("successor-first")
+def _merged_successor_first(bad: bool) -> TraceBuilder:
+    """A merged segment waits for its second (upper) predecessor too."""
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=2).add("c1")
+    t.seal(0).segment(1, 1, 0, 0x7FFF, predecessor=0).segment(2, 1, 0x8000, 0xFFFF, predecessor=0)
+    t.deliver(t.publish("k", hash=0x90000000, segment=2, bucket=0), "c1")
+    t.seal(1).seal(2).segment(3, 2, 0, 0xFFFF, predecessor=1, second_predecessor=2)
+    one = t.publish("k", hash=0x90000000, segment=3, bucket=0)
+    if bad:
+        t.deliver(one, "c1")
+    else:
+        t.held(one, "predecessor", "c1").ack(0, "c1").deliver(one, "c1").persisted(1)
+    return t
+
+
+@case("successor-first")
+def _grandparent_successor_first(bad: bool) -> TraceBuilder:
+    """A rollover of a segment that received nothing: its successor still waits for the grandparent."""
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c1")
+    t.deliver(t.publish("k", hash=0x10000, segment=0, bucket=0), "c1")
+    t.seal(0).segment(1, 4, 0, 0xFFFF, predecessor=0).seal(1).segment(2, 4, 0, 0xFFFF, predecessor=1)
+    one = t.publish("k", hash=0x10000, segment=2, bucket=0)
+    if bad:
+        t.deliver(one, "c1")
+    else:
+        t.held(one, "predecessor", "c1").ack(0, "c1").deliver(one, "c1").persisted(1)
+    return t
+
+
 @case("checkpoint-skip")
 def _checkpoint_skip(bad: bool) -> TraceBuilder:
     t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c1")
@@ -806,6 +835,24 @@ def _checkpoint_regress(bad: bool) -> TraceBuilder:
     t.deliver(t.publish("k", hash=0x10000, segment=0, bucket=0), "c1")
     t.ack(1, "c1").persisted(2).checkpoint(0, 0, 0 if bad else 2)
     return t
+
+
+@case("checkpoint-resurrected")
+def _checkpoint_resurrected(bad: bool) -> TraceBuilder:
+    """Bucket 1's message is acked and checkpointed while bucket 0's holds the global cursor back: after a restart
+    with checkpoint_resume only bucket 0's message comes again."""
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=2, checkpoint_resume=True).add("c1")
+    t.deliver(t.publish("a", hash=0x10, segment=0, bucket=0), "c1")
+    t.deliver(t.publish("b", hash=0x8010, segment=0, bucket=1), "c1")
+    t.ack(1, "c1").persisted(0).checkpoint(0, 1, 2)
+    t.restart().add("c1")
+    t.deliver(0, "c1")
+    if bad:
+        t.deliver(1, "c1")
+    t.ack(0, "c1")
+    if bad:
+        t.ack(1, "c1")
+    return t.persisted(2)
 
 
 @case("best-effort-redelivery")

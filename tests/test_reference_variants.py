@@ -111,6 +111,79 @@ def test_checkpoints_follow_the_durable_cursor_per_bucket() -> None:
     assert h.anomalies() == []
 
 
+def test_a_merge_joins_two_adjacent_segments_and_waits_for_both() -> None:
+    # req: KS-BKT-5 (both predecessors), KS-GEN-4 (refusals change nothing)
+    h = Harness(selector="buckets", profile="owner", bucket_budget=4, bucket_max=8)
+    h.d.add_consumer("c", 10)
+    h.d.split(0, 1, 2)
+    low = next(f"k{i}" for i in range(100) if murmur3_32(f"k{i}") >> 16 < 0x8000)
+    high = next(f"k{i}" for i in range(100) if murmur3_32(f"k{i}") >> 16 >= 0x8000)
+    h.d.publish(low)
+    h.d.publish(high)
+    before = len(h.events)
+    for lower, upper, successor in ((2, 1, 3), (1, 1, 3), (1, 2, 0), (1, 7, 3)):
+        with pytest.raises(Refusal):
+            h.d.merge(lower, upper, successor)  # not adjacent in that order, the same one, a used number, unknown
+    assert len(h.events) == before
+    h.d.rollover(1, 3, 7)  # the lower half now has 7 buckets; segment 1 is its predecessor
+    with pytest.raises(Refusal):
+        h.d.merge(1, 2, 4)  # segment 1 is sealed
+    h.d.merge(3, 2, 4)
+    created = [e for e in h.events if e["event"] == "segment_created"][-1]
+    assert (created["range_lo"], created["range_hi"], created["buckets"]) == (0, 0xFFFF, 8)  # min(7 + 2, N_max)
+    assert (created["predecessor"], created["second_predecessor"]) == (3, 2)
+    assert [e["segment"] for e in h.events if e["event"] == "segment_sealed"] == [0, 1, 3, 2]
+    for key in (low, high):
+        events = h.d.publish(key).events
+        assert [(e["event"], e["reason"]) for e in events] == [("held", "predecessor")]
+    h.d.ack("c", 0)  # segment 1 (an ancestor through segment 3) drained, but segment 2 holds m1 of the range
+    assert [d[0] for d in h.deliveries()] == [0, 1]
+    h.d.ack("c", 1)
+    assert [d[0] for d in h.deliveries()] == [0, 1, 2, 3]
+    assert h.anomalies() == []
+
+
+def test_a_merged_layout_survives_a_restart() -> None:
+    h = Harness(selector="buckets", profile="owner", bucket_budget=2)
+    h.d.split(0, 1, 2)
+    h.d.merge(1, 2, 3)
+    h.d.restart()  # the store keeps both predecessors
+    layout = h.d.layout
+    assert layout is not None and layout.segments[3].predecessors == (1, 2)
+    assert [s.number for s in layout.segments.values() if not s.sealed] == [3]
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_restart_resumes_each_bucket_from_its_checkpoint_only_with_checkpoint_resume(resume: bool) -> None:
+    # req: KS-BKT-6, KS-BKT-9
+    h = Harness(selector="buckets", profile="owner", bucket_budget=2, checkpoint_resume=resume)
+    h.d.add_consumer("c", 10)
+    first, second = _keys_in_bucket(0, 2, 1)[0], _keys_in_bucket(1, 2, 1)[0]
+    h.d.publish(first)
+    h.d.publish(second)
+    h.d.ack("c", 1)  # bucket 1 is done; bucket 0's message holds the global cursor at 0
+    checkpoints = {(e["bucket"], e["cursor"]) for e in h.events if e["event"] == "checkpoint"}
+    assert checkpoints == ({(1, 2)} if resume else set())  # without it, checkpoints follow the persisted cursor
+    h.d.restart()
+    h.d.add_consumer("c", 10)
+    again = [d[0] for d in h.deliveries()][2:]
+    assert again == ([0] if resume else [0, 1])
+    for offset in again:
+        h.d.ack("c", offset)
+    assert h.d.stats()["cursor"] == 2
+    assert h.anomalies() == []
+
+
+def test_checkpoint_resume_is_a_bucket_field_refused_under_best_effort() -> None:
+    # req: KS-CFG-1
+    with pytest.raises(ConfigError, match="checkpoint_resume"):
+        Config.parse({"checkpoint_resume": True})
+    with pytest.raises(ConfigError, match="checkpoint_resume"):
+        Config.parse({"profile": "best-effort", "selector": "buckets", "checkpoint_resume": True})
+    with pytest.raises(ConfigError, match="checkpoint_resume"):
+        Config.parse({"selector": "buckets", "checkpoint_resume": 1})
+
+
 # --- best-effort ---
 
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from ks_spec import paths
+from ks_spec import SPEC_VERSION, paths
 from ks_spec.errors import UserError
 from ks_spec.requirements import (
     AREAS,
@@ -157,3 +157,12 @@ def test_retired_ids_cannot_be_reused(tmp_path: Path, requirements) -> None:  # 
     retired_file.write_text("# comment\nKS-ORD-1\t1.1\tsplit into two\n", encoding="utf-8")
     problems = check_ids(requirements, read_retired(retired_file))
     assert len(problems) == 1 and "KS-ORD-1 is retired" in problems[0]
+
+
+def test_the_package_version_is_the_front_matter_version() -> None:
+    """SPEC_VERSION (written into requirements.json and every scenario) follows the spec's front matter and title."""
+    text = paths.SPEC_FILE.read_text(encoding="utf-8")
+    front = re.search(r'^spec_version: "([^"]+)"$', text, re.MULTILINE)
+    title = re.search(r"^# Key-Shared dispatch, version (\S+)$", text, re.MULTILINE)
+    assert front is not None and title is not None
+    assert front.group(1) == title.group(1) == SPEC_VERSION

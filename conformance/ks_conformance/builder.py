@@ -109,10 +109,24 @@ class TraceBuilder:
         """A segment is sealed."""
         return self.emit("segment_sealed", segment=segment)
 
-    def segment(self, segment: int, buckets: int, lo: int, hi: int, predecessor: int | None = None) -> TraceBuilder:
-        """A segment is created."""
+    def segment(
+        self,
+        segment: int,
+        buckets: int,
+        lo: int,
+        hi: int,
+        predecessor: int | None = None,
+        second_predecessor: int | None = None,
+    ) -> TraceBuilder:
+        """A segment is created (with two predecessors by a merge)."""
         return self.emit(
-            "segment_created", segment=segment, buckets=buckets, range_lo=lo, range_hi=hi, predecessor=predecessor
+            "segment_created",
+            segment=segment,
+            buckets=buckets,
+            range_lo=lo,
+            range_hi=hi,
+            predecessor=predecessor,
+            second_predecessor=second_predecessor,
         )
 
     # --- effect events ---

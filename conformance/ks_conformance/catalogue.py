@@ -396,9 +396,9 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "successor-first",
         "KS-BKT-5",
         _E,
-        "selector buckets: a delivery of a message of a segment while a predecessor segment has an unresolved "
-        "message whose hash >> 16 lies in the segment's range",
-        "the predecessor's publish, the delivery",
+        "selector buckets: a delivery of a message of a segment while an ancestor segment (a predecessor, or an "
+        "ancestor's predecessor) has an unresolved message whose hash >> 16 lies in the segment's range",
+        "the ancestor's publish, the delivery",
         "a delivery from a segment with a predecessor",
     ),
     _kind(
@@ -408,6 +408,15 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a checkpoint above an unresolved message of its (segment, bucket), or below the previous checkpoint of it",
         "the publish or the earlier checkpoint, the checkpoint",
         "a checkpoint",
+    ),
+    _kind(
+        "checkpoint-resurrected",
+        "KS-BKT-9",
+        _E,
+        "selector buckets with checkpoint_resume: after a restart, a delivery of a message whose offset lies "
+        "below the last checkpoint of its (segment, bucket) recorded before the restart",
+        "the checkpoint, the restart, the delivery",
+        "a delivery after a restart, with checkpoints loaded",
     ),
     _kind(
         "best-effort-redelivery",

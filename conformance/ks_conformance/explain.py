@@ -847,7 +847,7 @@ def successor_first(
     earlier_pub: int,
     seq: int,
 ) -> Explained:
-    """KS-BKT-5 (m`earlier`: an unresolved message of the predecessor whose hash lies in [lo, hi])."""
+    """KS-BKT-5 (m`earlier`: an unresolved message of an ancestor, `predecessor`, whose hash lies in [lo, hi])."""
     return (
         [
             message_clause(earlier, earlier_key, earlier_pub) + f" in segment {predecessor}, unresolved",
@@ -880,6 +880,28 @@ def checkpoint_skip_regress(
         f"it was checkpointed at {cursor} [seq {seq}], lower, but a checkpoint never lies below an earlier "
         "one of the same bucket (KS-BKT-6)",
         {"cursor": cursor},
+    )
+
+
+def checkpoint_resurrected(
+    key: str,
+    offset: int,
+    pub: int,
+    bucket: tuple[int | None, int | None],
+    checkpoint: int,
+    checkpoint_seq: int,
+    restart_seq: int,
+    seq: int,
+) -> Explained:
+    """KS-BKT-9: with `checkpoint_resume`, a message below its bucket's checkpoint delivered after a restart."""
+    return (
+        [
+            message_clause(offset, key, pub) + f" in bucket {list(bucket)}",
+            f"that bucket was checkpointed at {checkpoint} [seq {checkpoint_seq}]",
+        ],
+        f"after the restart [seq {restart_seq}] m{offset} was delivered [seq {seq}], but with checkpoint_resume "
+        "a restart resumes each bucket from its checkpoint and does not deliver what lies below it (KS-BKT-9)",
+        {"offset": offset, "cursor": checkpoint},
     )
 
 

@@ -193,6 +193,12 @@ class Session:
             if segment is None or segment.sealed or lower in segments or upper in segments or lower == upper:
                 return "invalid_argument"
             return None if segment.hi > segment.lo else "invalid_argument"
+        if name == "merge":
+            segments = self.checker.segments
+            low, high = segments.get(int(op["lower"])), segments.get(int(op["upper"]))
+            if low is None or high is None or low.sealed or high.sealed or int(op["successor"]) in segments:
+                return "invalid_argument"
+            return None if low.hi + 1 == high.lo else "invalid_argument"
         return None
 
     def _ranges_fit(self, ranges: Any) -> bool:
@@ -313,16 +319,28 @@ class Session:
             return [{"event": "key_released", "key": op["key"]}]
         if name == "skip":
             return [{"event": "key_skipped", "key": op["key"]}]
+        if name == "merge":
+            lower, upper = self.checker.segments[int(op["lower"])], self.checker.segments[int(op["upper"])]
+            maximum = int(self.config.get("bucket_max", 1024))
+            merged = _created(
+                int(op["successor"]), min(lower.buckets + upper.buckets, maximum), lower.lo, upper.hi, lower.number
+            )
+            merged["second_predecessor"] = upper.number
+            return [
+                {"event": "segment_sealed", "segment": lower.number},
+                {"event": "segment_sealed", "segment": upper.number},
+                merged,
+            ]
         segment = self.checker.segments[int(op["segment"])]
         sealed: Event = {"event": "segment_sealed", "segment": segment.number}
         if name == "rollover":
             return [sealed, _created(int(op["successor"]), int(op["buckets"]), segment.lo, segment.hi, segment.number)]
-        middle = segment.lo + (segment.hi - segment.lo + 1) // 2
+        middle = (segment.lo + segment.hi) // 2  # the lower child's last slot (spec section 17)
         buckets = max(1, segment.buckets // 2)
         return [
             sealed,
-            _created(int(op["lower"]), buckets, segment.lo, middle - 1, segment.number),
-            _created(int(op["upper"]), buckets, middle, segment.hi, segment.number),
+            _created(int(op["lower"]), buckets, segment.lo, middle, segment.number),
+            _created(int(op["upper"]), buckets, middle + 1, segment.hi, segment.number),
         ]
 
     # --- stats (KS-OBS-1, KS-OBS-2, KS-BEF-2) ----------------------------------------------------

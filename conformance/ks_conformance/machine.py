@@ -45,7 +45,7 @@ REFUSAL_PROBES = (
     "release-not-blocked",
     "skip-not-blocked",
     "filters-not-allowed",
-    "rollover-bad-count",
+    "layout-refused",
 )
 
 
@@ -141,6 +141,13 @@ class KeySharedMachine(RuleBasedStateMachine):
     def active_segments(self) -> list[int]:
         assert self.session is not None
         return sorted(n for n, s in self.session.checker.segments.items() if not s.sealed)
+
+    def adjacent_segments(self) -> list[tuple[int, int]]:
+        """Pairs of active segments a merge may join: the first's range ends just below the second's."""
+        assert self.session is not None
+        segments = self.session.checker.segments
+        active = self.active_segments()
+        return [(a, b) for a in active for b in active if segments[a].hi + 1 == segments[b].lo]
 
     def published_since_restart(self) -> bool:
         return self.session is not None and self.session.next_offset() > self.restarted_at
@@ -410,13 +417,29 @@ class KeySharedMachine(RuleBasedStateMachine):
             self.able("restart")
             and self.restarts < 2
             and self.session is not None
-            and bool(self.session.checker.persisted_holes)
+            and (bool(self.session.checker.persisted_holes) or self.checkpoints_cover_more())
         )
     )
     @rule()
     def restart_with_holes(self) -> None:
-        """The dispatcher crashes while the store records ack holes: nothing in them may come back (KS-CUR-4)."""
+        """The dispatcher crashes while the store records ack holes, or (with `checkpoint_resume`) bucket checkpoints
+        that cover more than the cursor: nothing they record may come back (KS-CUR-4, KS-BKT-9). One rule for both:
+        a rule of its own would change how Hypothesis picks every other rule, in every configuration."""
         self.restart()
+
+    def checkpoints_cover_more(self) -> bool:
+        """With `checkpoint_resume`, True when a checkpoint covers a resolved message the persisted cursor does not."""
+        assert self.session is not None
+        if self.session.config.get("checkpoint_resume") is not True:
+            return False
+        checker = self.session.checker
+        cursor, holes, checkpoints = checker.persisted_cursor, checker.persisted_holes, checker.checkpoints
+        for message in checker.messages[cursor:]:
+            if message.resolved and message.offset not in holes and message.segment is not None:
+                checkpoint = checkpoints.get((message.segment, message.bucket or 0))
+                if checkpoint is not None and message.offset < checkpoint[0]:
+                    return True
+        return False
 
     @precondition(lambda self: self.able("rollover") and bool(self.active_segments()))
     @rule(data=st.data())
@@ -431,9 +454,16 @@ class KeySharedMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.able("split") and bool(self.active_segments()))
     @rule(data=st.data())
     def split(self, data: st.DataObject) -> None:
-        """A segment is sealed and split in two halves."""
+        """A segment is sealed and split in two halves; or, once two are adjacent, two are merged into one successor
+        that waits for both (not a rule of its own: that would change how Hypothesis picks every other rule)."""
         assert self.session is not None
         segments = self.session.checker.segments
+        pairs: list[tuple[int, int]] = self.adjacent_segments() if self.able("merge") else []
+        merging = bool(pairs) and data.draw(st.booleans(), label="merge")
+        if merging:
+            pair = data.draw(st.sampled_from(pairs), label="segments")
+            self.do({"op": "merge", "lower": pair[0], "upper": pair[1], "successor": max(segments) + 1})
+            return
         splittable = [n for n in self.active_segments() if segments[n].hi > segments[n].lo]
         if not splittable:
             return
@@ -454,7 +484,6 @@ class KeySharedMachine(RuleBasedStateMachine):
     def refusal_probe(self, data: st.DataObject, probe: str) -> dict[str, Any] | None:
         """The op of one refusal probe in the current state, or None when it does not apply."""
         assert self.session is not None
-        checker = self.session.checker
         selector = self.session.config.get("selector")
         names = self.members()
         unbounded = 1 if self.capabilities.capacity else UNBOUNDED_CAPACITY
@@ -477,12 +506,23 @@ class KeySharedMachine(RuleBasedStateMachine):
             if selector == "pulsar-sticky":
                 return None
             return {"op": "add_consumer", "consumer": "ghost", "capacity": unbounded, "filters": ["a*"]}
-        if probe == "rollover-bad-count" and selector == "buckets" and self.active_segments():
-            maximum = int(self.session.config.get("bucket_max", 1024))
-            bad = data.draw(st.sampled_from((maximum + 1, 0)), label="buckets")
-            segment = self.active_segments()[0]
-            return {"op": "rollover", "segment": segment, "successor": max(checker.segments) + 1, "buckets": bad}
+        if probe == "layout-refused" and selector == "buckets" and self.active_segments():
+            return self.layout_refusal(data)
         return None
+
+    def layout_refusal(self, data: st.DataObject) -> dict[str, Any]:
+        """A rollover to a bucket count outside 1..N_max (KS-BKT-2), or a merge of segments that are not adjacent."""
+        assert self.session is not None
+        segments = self.session.checker.segments
+        active = self.active_segments()
+        adjacent = set(self.adjacent_segments())
+        apart = [(a, b) for a in active for b in active if (a, b) not in adjacent]
+        if apart and self.able("merge") and data.draw(st.booleans(), label="merge"):
+            lower, upper = data.draw(st.sampled_from(apart), label="segments")
+            return {"op": "merge", "lower": lower, "upper": upper, "successor": max(segments) + 1}
+        maximum = int(self.session.config.get("bucket_max", 1024))
+        bad = data.draw(st.sampled_from((maximum + 1, 0)), label="buckets")
+        return {"op": "rollover", "segment": active[0], "successor": max(segments) + 1, "buckets": bad}
 
     # --- quiescence and judgement ----------------------------------------------------------------
 

@@ -41,6 +41,7 @@ OPS = (
     "restart",
     "rollover",
     "split",
+    "merge",
 )
 REFUSAL_CODES = ("unknown_consumer", "duplicate_consumer", "invalid_argument", "not_blocked")
 PROFILES = ("strict", "owner", "best-effort")

@@ -235,6 +235,7 @@ def configs(
             ("drain_granularity", selector in SLOT_SELECTORS),
             ("tick_order", profile != "best-effort"),
             ("bucket_assignment", selector == "buckets"),
+            ("checkpoint_resume", selector == "buckets" and profile != "best-effort"),
             ("flow_control", profile != "best-effort"),
             ("read_bound", profile != "best-effort"),
             ("park_after", profile != "best-effort"),

@@ -732,7 +732,14 @@ def _needs(
         ),
         "bucket-split-owner": need("buckets" in selectors, "selector buckets"),
         "checkpoint-skip": need("buckets" in selectors, "selector buckets"),
-        "successor-first": need("buckets" in selectors and bool({"rollover", "split"} & ops), "op rollover or split"),
+        "successor-first": need(
+            "buckets" in selectors and bool({"rollover", "split", "merge"} & ops), "op rollover, split or merge"
+        ),
+        "checkpoint-resurrected": need("buckets" in selectors and "restart" in ops, "selector buckets and op restart")
+        or need(
+            True in capabilities.config_values.get("checkpoint_resume", ()),
+            "checkpoint_resume true declared in config_values",
+        ),
         "capacity-overrun": need(capabilities.capacity, "capability capacity (capacity never binds)")
         or need("capacity" in forms("flow_control"), "flow_control capacity (the adapter declares only permits)"),
         "permit-overrun": need("permits" in forms("flow_control"), "flow_control permits declared in config_values")

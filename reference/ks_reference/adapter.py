@@ -49,6 +49,7 @@ CAPABILITIES: dict[str, Any] = {
         "drain_granularity": list(DRAIN_GRANULARITIES),
         "tick_order": list(TICK_ORDERS),
         "bucket_assignment": list(BUCKET_ASSIGNMENTS),
+        "checkpoint_resume": [False, True],
         "flow_control": list(FLOW_CONTROLS),
         "read_bound": list(READ_BOUNDS),
         "lookahead_per_consumer": [1, 2, 0],

@@ -3,7 +3,8 @@
 `BucketLayout` is the bucket part of the dispatcher's state. It places each message by its
 32-bit hash, tracks which member each bucket was handed to and which handoffs are withheld,
 which segments still hold unresolved messages (for the predecessor rule) and the per-(segment,
-bucket) checkpoints, which it derives from the durable cursor only, so that they never regress.
+bucket) checkpoints: they follow the persisted cursor and holes, or with `checkpoint_resume` every
+resolution of their bucket, and a restart then resumes from them (KS-BKT-9).
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ class Segment:
     buckets: int
     predecessor: int | None = None
     sealed: bool = False
+    second_predecessor: int | None = None
+    """A merged segment's upper predecessor (a merge has two)."""
+
+    @property
+    def predecessors(self) -> tuple[int, ...]:
+        """The segments this one succeeds: none, one (rollover, split) or two (merge)."""
+        return tuple(p for p in (self.predecessor, self.second_predecessor) if p is not None)
 
     def covers(self, high: int) -> bool:
         """True when the high 16 bits of a hash fall in this segment's range."""
@@ -50,7 +58,8 @@ class Segment:
 
     def record(self) -> SegmentRecord:
         """The store's form of this segment."""
-        return SegmentRecord(self.number, self.range_lo, self.range_hi, self.buckets, self.predecessor, self.sealed)
+        lo, hi, second = self.range_lo, self.range_hi, self.second_predecessor
+        return SegmentRecord(self.number, lo, hi, self.buckets, self.predecessor, self.sealed, second)
 
 
 class LayoutRefusal(ValueError):
@@ -70,7 +79,9 @@ class BucketLayout:
         """The sticky policy's bucket owners (volatile: rebuilt from the joins after a restart)."""
         if segments:
             self.segments = {
-                s.number: Segment(s.number, s.range_lo, s.range_hi, s.buckets, s.predecessor, s.sealed)
+                s.number: Segment(
+                    s.number, s.range_lo, s.range_hi, s.buckets, s.predecessor, s.sealed, s.second_predecessor
+                )
                 for s in segments
             }
         else:
@@ -84,7 +95,7 @@ class BucketLayout:
         self.unresolved_high: dict[int, Counter[int]] = {}
         """Per segment, its unresolved messages counted by the high 16 bits of their hash (KS-BKT-5)."""
         self.undurable: dict[BucketId, deque[int]] = {}
-        """Per bucket, its offsets the store does not yet record as resolved, in order (for checkpoints)."""
+        """Per bucket, its offsets its checkpoint has not yet passed, in order."""
         self.last_offset: dict[BucketId, int] = {}
         self.checkpoints: dict[BucketId, int] = {}
         self.needs_reconcile = True
@@ -127,17 +138,23 @@ class BucketLayout:
     def predecessor_pending(self, segment_number: int) -> bool:
         """True while an ancestor segment has an unresolved message in this segment's range.
 
-        The rule is applied to every ancestor, not only the direct predecessor: a rollover of a
-        segment that received nothing must not let its successor overtake the grandparent.
+        The rule is applied to every ancestor, not only the direct predecessors: a rollover of a
+        segment that received nothing must not let its successor overtake the grandparent, and a
+        merged segment, whose range covers both of its predecessors', waits until both have drained.
         """
         segment = self.segments[segment_number]
-        ancestor = segment.predecessor
-        while ancestor is not None:
+        seen: set[int] = set()
+        ancestors = list(segment.predecessors)
+        while ancestors:
+            ancestor = ancestors.pop()
+            if ancestor in seen:
+                continue
+            seen.add(ancestor)
             for high in self.unresolved_high.get(ancestor, ()):
                 if segment.covers(high):
                     # req: KS-BKT-5
                     return True
-            ancestor = self.segments[ancestor].predecessor
+            ancestors += self.segments[ancestor].predecessors
         return False
 
     # --- ownership and handoffs (KS-BKT-3, KS-BKT-4) ---
@@ -317,6 +334,31 @@ class BucketLayout:
         self.needs_reconcile = True
         return low_child, high_child
 
+    def check_merge(self, lower: object, upper: object, successor: object) -> None:
+        """Raise LayoutRefusal unless `merge(lower, upper, successor)` is allowed: two adjacent active segments."""
+        low = self._active(lower)
+        high = self._active(upper)
+        self._unused(successor, "successor")
+        if low.range_hi + 1 != high.range_lo:
+            raise LayoutRefusal(
+                f"segments {low.number} [{low.range_lo:#06x}, {low.range_hi:#06x}] and {high.number} "
+                f"[{high.range_lo:#06x}, {high.range_hi:#06x}] are not adjacent (lower's range must end just below "
+                "upper's)"
+            )
+
+    def merge(self, lower: object, upper: object, successor: object) -> Segment:
+        """Seal two adjacent segments; one successor over both ranges with min(N_a + N_b, N_max) buckets."""
+        self.check_merge(lower, upper, successor)
+        low, high = self.segments[cast(int, lower)], self.segments[cast(int, upper)]
+        low.sealed = high.sealed = True
+        buckets = min(low.buckets + high.buckets, self.maximum)
+        created = Segment(
+            cast(int, successor), low.range_lo, high.range_hi, buckets, low.number, second_predecessor=high.number
+        )
+        self.segments[created.number] = created
+        self.needs_reconcile = True
+        return created
+
     def records(self) -> list[SegmentRecord]:
         """The layout in the store's form."""
         return [segment.record() for segment in self.segments.values()]
@@ -328,11 +370,10 @@ class BucketLayout:
     # --- checkpoints (KS-BKT-6) ---
 
     def advance_checkpoints(self, durably_resolved: Callable[[int], bool]) -> dict[BucketId, int]:
-        """Move each bucket's checkpoint to its first offset the store does not record as resolved.
+        """Move each bucket's checkpoint to its first offset `durably_resolved` does not count as resolved.
 
-        A bucket with none left checkpoints one past its last message. Derived from the durable
-        cursor only, a checkpoint never passes a message that a restart would deliver again, and
-        never moves back (KS-BKT-6). Returns the checkpoints that changed.
+        A bucket with none left checkpoints one past its last message. A checkpoint never passes an
+        unresolved message and never moves back (KS-BKT-6). Returns the checkpoints that changed.
         """
         changed: dict[BucketId, int] = {}
         for bucket, offsets in self.undurable.items():

@@ -11,7 +11,7 @@ from ks_spec.errors import UserError
 PROFILES = ("strict", "owner", "best-effort")
 SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
 POISON_POLICIES = ("drop", "dead-letter", "block")
-BUCKET_FIELDS = ("bucket_budget", "bucket_max", "bucket_assignment")
+BUCKET_FIELDS = ("bucket_budget", "bucket_max", "bucket_assignment", "checkpoint_resume")
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
 DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
@@ -55,6 +55,7 @@ class Config:
     bucket_budget: int = 4
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
+    checkpoint_resume: bool = False
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None = None) -> Config:
@@ -81,8 +82,9 @@ class Config:
         _integer(raw, "park_after", minimum=0)
         for field in LOOKAHEAD_FIELDS:
             _integer(raw, field, minimum=0)
-        if "persist_ack_holes" in raw and not isinstance(raw["persist_ack_holes"], bool):
-            raise ConfigError("persist_ack_holes", f"must be true or false, got {raw['persist_ack_holes']!r}")
+        for field in ("persist_ack_holes", "checkpoint_resume"):
+            if field in raw and not isinstance(raw[field], bool):
+                raise ConfigError(field, f"must be true or false, got {raw[field]!r}")
         config = cls(**raw)
         if config.backoff_base > config.backoff_max:
             # req: KS-CFG-1
@@ -95,6 +97,9 @@ class Config:
                 if getattr(config, field) == form:
                     # req: KS-CFG-1 (Pulsar's forms apply to the reliable profiles only)
                     raise ConfigError(field, f"'{form}' does not apply to the best-effort profile")
+            if config.checkpoint_resume:
+                # req: KS-CFG-1 (best-effort has no cursor and nothing to resume)
+                raise ConfigError("checkpoint_resume", "does not apply to the best-effort profile (it has no cursor)")
             if config.park_after > 0:
                 # req: KS-CFG-1 (parking changes the read bound, which best-effort does not have)
                 raise ConfigError(

@@ -9,13 +9,16 @@ restart; everything here is volatile and rebuilt from it by `load_from_store`.
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Container
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, cast
+
+from pyroaring import BitMap64
 
 from ks_reference.buckets import BucketLayout, Placement
 from ks_reference.config import Config
-from ks_reference.cursor import Cursor
+from ks_reference.cursor import CHUNK_BITS, Cursor, advance_cursor
 from ks_reference.filters import accepts
 from ks_reference.selectors import Range, Selector, make_selector
 from ks_reference.store import LogEntry, Store
@@ -139,6 +142,8 @@ class Core:
             if not snapshot.segments:
                 self.store.save_segments(self.layout.records())
             self.layout.checkpoints = dict(snapshot.checkpoints)
+            if self.config.checkpoint_resume:
+                self.resume_from_checkpoints()
             for offset, entry in enumerate(self.log):
                 placement = placement_of(entry)
                 bucket = (placement.segment, placement.bucket)
@@ -146,6 +151,28 @@ class Core:
                 if self.config.reliable and not self.cursor.is_resolved(offset):
                     self.layout.track_unresolved(offset, placement)
                     self.layout.undurable.setdefault(bucket, deque()).append(offset)
+
+    def resume_from_checkpoints(self) -> None:
+        """Count every message below its bucket's loaded checkpoint as resolved (KS-BKT-9, KS-CUR-3).
+
+        The cursor then starts past the prefix these close; the rest join the holes, marked for the next
+        persistence, so the store's cursor catches up with what the checkpoints already record.
+        """
+        assert self.layout is not None
+        checkpoints = self.layout.checkpoints
+        resolved = BitMap64(self.cursor.holes)
+        for offset in range(self.cursor.position, len(self.log)):
+            entry = self.log[offset]
+            if entry.segment is not None and offset < checkpoints.get((entry.segment, entry.bucket or 0), 0):
+                # req: KS-BKT-9
+                resolved.add(offset)
+        position = advance_cursor(self.cursor.position, cast("Container[int]", resolved))
+        if position == self.cursor.position and len(resolved) == len(self.cursor.holes):
+            return
+        resolved.remove_range(0, position)
+        self.cursor = Cursor(position, resolved)
+        self.cursor.changed = True
+        self.cursor.dirty_chunks = {offset >> CHUNK_BITS for offset in resolved} | {position >> CHUNK_BITS}
 
     def reset_counters(self) -> None:
         """Counters are totals since the last restart (spec section 16)."""

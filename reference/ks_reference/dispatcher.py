@@ -43,6 +43,7 @@ OPS = (
     "restart",
     "rollover",
     "split",
+    "merge",
 )
 
 
@@ -256,6 +257,18 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         self.store.save_segments(layout.records())
         return self._end()
 
+    def merge(self, lower: object, upper: object, successor: object) -> Outcome:
+        """Seal two adjacent active segments; one successor over both ranges takes new messages."""
+        layout = self._layout()
+        try:
+            created = layout.merge(lower, upper, successor)
+        except LayoutRefusal as refusal:
+            raise Refusal("invalid_argument", str(refusal)) from None
+        sealed = [{"event": "segment_sealed", "segment": number} for number in created.predecessors]
+        self._begin(*sealed, _segment_created(created))
+        self.store.save_segments(layout.records())
+        return self._end()
+
     def _layout(self) -> BucketLayout:
         if self.layout is None:
             raise Refusal("invalid_argument", f"layout changes need selector 'buckets', not '{self.config.selector}'")
@@ -311,6 +324,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             return self.rollover(arg("segment"), arg("successor"), arg("buckets"))
         if name == "split":
             return self.split(arg("segment"), arg("lower"), arg("upper"))
+        if name == "merge":
+            return self.merge(arg("lower"), arg("upper"), arg("successor"))
         raise Refusal("invalid_argument", f"unknown op {name!r} (known: {', '.join(OPS)})")
 
 
@@ -347,4 +362,6 @@ def _segment_created(segment: Segment) -> Event:
     }
     if segment.predecessor is not None:
         event["predecessor"] = segment.predecessor
+    if segment.second_predecessor is not None:
+        event["second_predecessor"] = segment.second_predecessor
     return event

@@ -12,10 +12,8 @@ class Persistence(Core):
         """True when section 14 says the cursor must be persisted now (KS-CUR-5)."""
         if not self.config.reliable:
             return False
-        changed = self.cursor.position != self.persisted_position or (
-            self.config.persist_ack_holes and self.cursor.changed
-        )
-        if not changed:
+        # With checkpoint_resume any resolution may move a checkpoint, which is durable too (KS-BKT-9).
+        if not self.cursor_changed() and not (self.config.checkpoint_resume and self.cursor.changed):
             return False
         interval = self.config.persist_interval
         if interval == 0:
@@ -23,29 +21,43 @@ class Persistence(Core):
         # req: KS-CUR-5 (debounced: in phase 6, at least `persist_interval` ticks after the last persistence)
         return in_tick_phase_6 and (self.persisted_at is None or self.now - self.persisted_at >= interval)
 
+    def cursor_changed(self) -> bool:
+        """True when the cursor (or, with `persist_ack_holes`, a hole) changed since the last persistence."""
+        return self.cursor.position != self.persisted_position or (
+            self.config.persist_ack_holes and self.cursor.changed
+        )
+
     def persist(self) -> None:
-        """Write the cursor, and with `persist_ack_holes` every changed hole chunk, in one transaction."""
+        """Write the cursor, and with `persist_ack_holes` every changed hole chunk, in one transaction; then the
+        checkpoints that moved."""
         position = self.cursor.position
-        dirty = self.cursor.take_dirty_chunks()
-        chunks: dict[int, bytes | None] = {}
-        ranges = None
-        if self.config.persist_ack_holes:
-            for number in sorted(dirty):
-                bits = self.cursor.chunk(number)
-                chunks[number] = bits.serialize() if bits else None
-            ranges = self.cursor.ranges()  # req: KS-CUR-6 (every hole, no cap)
-        # req: KS-CUR-1, KS-CUR-2 (the cursor is the contiguous resolved prefix; it only grows)
-        self.store.persist_cursor(position, chunks, self.now)
-        self.persisted_position = position
-        self.persisted_at = self.now
-        self.emit("cursor_persisted", cursor=position, ranges=ranges)
+        if self.cursor_changed():
+            dirty = self.cursor.take_dirty_chunks()
+            chunks: dict[int, bytes | None] = {}
+            ranges = None
+            if self.config.persist_ack_holes:
+                for number in sorted(dirty):
+                    bits = self.cursor.chunk(number)
+                    chunks[number] = bits.serialize() if bits else None
+                ranges = self.cursor.ranges()  # req: KS-CUR-6 (every hole, no cap)
+            # req: KS-CUR-1, KS-CUR-2 (the cursor is the contiguous resolved prefix; it only grows)
+            self.store.persist_cursor(position, chunks, self.now)
+            self.persisted_position = position
+            self.persisted_at = self.now
+            self.emit("cursor_persisted", cursor=position, ranges=ranges)
+        else:
+            # Only checkpoints moved (checkpoint_resume): the cursor's record, and its debounce clock, stand.
+            self.cursor.changed = False
         if self.layout is not None:
             holes = self.cursor.holes if self.config.persist_ack_holes else None
 
             def durably_resolved(offset: int) -> bool:
                 return offset < position or (holes is not None and offset in holes)
 
-            changed = self.layout.advance_checkpoints(durably_resolved)
+            # With checkpoint_resume a checkpoint is itself durable (KS-BKT-9): it follows every resolution of
+            # its bucket, past a hole of another bucket. Without it, it only mirrors the persisted cursor and holes.
+            resolved = self.cursor.is_resolved if self.config.checkpoint_resume else durably_resolved
+            changed = self.layout.advance_checkpoints(resolved)
             if changed:
                 self.store.save_checkpoints(changed)
                 for (segment, bucket), checkpoint in sorted(changed.items()):

@@ -101,7 +101,7 @@ PRESETS: dict[str, Preset] = {
             },
             capabilities={
                 # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
-                "ops": [op for op in OPS if op not in ("disconnect", "reconnect", "rollover", "split")],
+                "ops": [op for op in OPS if op not in ("disconnect", "reconnect", "rollover", "split", "merge")],
                 "filters": False,
                 "poison_policies": ["dead-letter"],
             },
@@ -117,7 +117,7 @@ PRESETS: dict[str, Preset] = {
             "strict",
             "danube",
             {"tick_order": ["danube"], "evict_after": [1, 2, 6]},
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split")]},
+            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge")]},
             differences=(
                 "an evicted consumer's messages are delivered again (KS-MEM-1); the `danube_at_most_once` preset "
                 "reproduces Danube's at-most-once eviction instead",
@@ -130,7 +130,7 @@ PRESETS: dict[str, Preset] = {
             "strict",
             "danube",
             {"tick_order": ["danube"], "evict_after": [1, 2]},
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split")]},
+            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge")]},
             dispatcher=EvictionCountsAsAck,
             expected={
                 "KS-CUR-1": "Danube counts an evicted consumer's in-flight messages as acked (at-most-once) so that "
@@ -156,11 +156,11 @@ PRESETS: dict[str, Preset] = {
             "PIP-486: scalable topic Key-Shared consumption",
             "owner",
             "buckets",
-            {"bucket_assignment": ["sticky", "controller"]},
+            {"bucket_assignment": ["sticky", "controller"], "checkpoint_resume": [True]},
             capabilities={"filters": False},
             differences=(
-                "resume from per-bucket checkpoints, segment merge and batched entries with [hash_min, hash_max] "
-                "are not implemented yet (issue 15 item 5): a restart resumes from the global cursor",
+                "batched entries with [hash_min, hash_max] are not implemented yet (issue 15 item 5): an entry is one "
+                "message",
             ),
         ),
     )

@@ -18,7 +18,8 @@ from typing import Any
 from ks_spec.errors import UserError
 from pyroaring import BitMap64
 
-STORE_FORMAT = 1
+STORE_FORMAT = 2
+"""2 since spec 1.5: a segment records a second predecessor (a merge)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class SegmentRecord:
     buckets: int
     predecessor: int | None
     sealed: bool
+    second_predecessor: int | None = None
+    """A merged segment's upper predecessor."""
 
 
 @dataclass
@@ -163,7 +166,7 @@ CREATE TABLE IF NOT EXISTS cursor (
 CREATE TABLE IF NOT EXISTS holes (chunk INTEGER PRIMARY KEY, bits BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS segments (
     number INTEGER PRIMARY KEY, range_lo INTEGER NOT NULL, range_hi INTEGER NOT NULL,
-    buckets INTEGER NOT NULL, predecessor INTEGER, sealed INTEGER NOT NULL);
+    buckets INTEGER NOT NULL, predecessor INTEGER, sealed INTEGER NOT NULL, second_predecessor INTEGER);
 CREATE TABLE IF NOT EXISTS checkpoints (
     segment INTEGER NOT NULL, bucket INTEGER NOT NULL, position INTEGER NOT NULL,
     PRIMARY KEY (segment, bucket));
@@ -240,9 +243,10 @@ class SqliteStore(Store):
         clock = self._db.execute("SELECT value FROM meta WHERE name = 'clock'").fetchone()
         snapshot.clock = int(clock[0]) if clock else 0
         snapshot.segments = [
-            SegmentRecord(number, lo, hi, buckets, predecessor, bool(sealed))
-            for number, lo, hi, buckets, predecessor, sealed in self._db.execute(
-                "SELECT number, range_lo, range_hi, buckets, predecessor, sealed FROM segments ORDER BY number"
+            SegmentRecord(number, lo, hi, buckets, predecessor, bool(sealed), second)
+            for number, lo, hi, buckets, predecessor, sealed, second in self._db.execute(
+                "SELECT number, range_lo, range_hi, buckets, predecessor, sealed, second_predecessor FROM segments "
+                "ORDER BY number"
             )
         ]
         snapshot.checkpoints = {
@@ -273,8 +277,11 @@ class SqliteStore(Store):
         with self._transaction():
             self._db.execute("DELETE FROM segments")
             self._db.executemany(
-                "INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?)",
-                [(s.number, s.range_lo, s.range_hi, s.buckets, s.predecessor, int(s.sealed)) for s in segments],
+                "INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (s.number, s.range_lo, s.range_hi, s.buckets, s.predecessor, int(s.sealed), s.second_predecessor)
+                    for s in segments
+                ],
             )
 
     def save_checkpoints(self, checkpoints: dict[tuple[int, int], int]) -> None:

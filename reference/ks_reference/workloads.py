@@ -51,6 +51,7 @@ OP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "restart": {},
     "rollover": {"segment": (_INT, True), "successor": (_INT, True), "buckets": (_INT, True)},
     "split": {"segment": (_INT, True), "lower": (_INT, True), "upper": (_INT, True)},
+    "merge": {"lower": (_INT, True), "upper": (_INT, True), "successor": (_INT, True)},
     "settle": {"max_ticks": (_INT, False)},
     "quiescent": {},
 }

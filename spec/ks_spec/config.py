@@ -58,6 +58,7 @@ FIELDS: tuple[Field, ...] = (
     Field("bucket_budget", 4, minimum=1, buckets_only=True),
     Field("bucket_max", 1024, minimum=1, buckets_only=True),
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, buckets_only=True),
+    Field("checkpoint_resume", False, boolean=True, buckets_only=True),
 )
 BY_NAME = {field.name: field for field in FIELDS}
 CONFIG_DEFAULTS: dict[str, Any] = {field.name: field.default for field in FIELDS}
@@ -89,6 +90,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
         for name, form in (("flow_control", "permits"), ("read_bound", "lookahead")):
             if full[name] == form:
                 return name, f"'{form}' does not apply to the best-effort profile"
+        if full["checkpoint_resume"]:
+            return "checkpoint_resume", "does not apply to the best-effort profile (it has no cursor)"
         if full["park_after"] > 0:
             return "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
     if full["read_bound"] != "lookahead":

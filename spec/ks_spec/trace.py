@@ -121,6 +121,7 @@ def columns() -> tuple[str, ...]:
         "range_lo",
         "range_hi",
         "predecessor",
+        "second_predecessor",
         "detail",
     ]
     known = set(_column_types()) | {"event"}

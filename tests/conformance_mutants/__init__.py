@@ -67,6 +67,9 @@ BUCKETS = {"selectors": ["buckets"]}
 BASE: dict[str, Any] = {**OWNER, **RING, "poison_policies": ["drop"], "config_values": {}}
 """The slice most mutants are run with: one profile, one selector, one poison policy, and none of the options
 the reference declares (`tick_order` stays standard: Danube's order would spend examples most bugs do not need)."""
+CHECKPOINTS: dict[str, Any] = {"checkpoint_resume": [True], "bucket_budget": [2, 4], "persist_interval": [0, 1]}
+"""Restarts that resume buckets from their checkpoints (spec section 17): more than one bucket, so that one can be
+checkpointed past a message of another that holds the cursor back."""
 PERMITS: dict[str, Any] = {**BASE, "config_values": {"flow_control": ["permits"]}}
 """Pulsar's permits (spec section 8): `capacity` is a first grant, and the kit draws `flow` ops."""
 LOOKAHEAD: dict[str, Any] = {
@@ -308,7 +311,43 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("owners_reversed", "KS-BKT-3", bugs.OwnersReversed, **OWNER, **BUCKETS, poison_policies=["drop"]),
     _mutant("no_handoff", "KS-BKT-4", bugs.NoHandoff, **OWNER, **BUCKETS, poison_policies=["drop"]),
     _mutant("successor_first", "KS-BKT-5", bugs.SuccessorFirst, **OWNER, **BUCKETS, poison_policies=["drop"]),
-    _mutant("checkpoint_ahead", "KS-BKT-6", bugs.CheckpointAhead, **OWNER, **BUCKETS, poison_policies=["drop"]),
+    # with checkpoint_resume a restart resumes from the checkpoint it moved too far: the cursor then passes what it
+    # skipped (CUR-1), and the stats' cursor is ahead of the events (OBS-1, a warning)
+    _mutant(
+        "checkpoint_ahead",
+        "KS-BKT-6",
+        bugs.CheckpointAhead,
+        may="KS-CUR-1 KS-OBS-1",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+    ),
+    _mutant("merge_waits_for_one", "KS-BKT-5", bugs.MergeWaitsForOne, **OWNER, **BUCKETS, poison_policies=["drop"]),
+    # a message the checkpoint covers stays resolved in the trace: delivering it again is also a duplicate (RES-2)
+    _mutant(
+        "checkpoints_ignored_at_restart",
+        "KS-BKT-9",
+        bugs.CheckpointsIgnoredAtRestart,
+        may="KS-RES-2",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+        config_values={"checkpoint_resume": [True]},
+    ),
+    # the messages it skips stay unresolved in the trace, so the cursor persisted past them is the first sign (CUR-1);
+    # then whatever waits behind them: a checkpoint past them (BKT-6), a successor served (BKT-5), a later message of
+    # their key (ORD-1), the window counting them (FLW-2), liveness (LIV-1), the skip itself (CUR-3); the stats'
+    # cursor is ahead of the events (OBS-1, a warning)
+    _mutant(
+        "one_checkpoint_for_all",
+        "KS-CUR-1",
+        bugs.OneCheckpointForAll,
+        may="KS-CUR-3 KS-BKT-6 KS-BKT-5 KS-ORD-1 KS-FLW-2 KS-LIV-1 KS-OBS-1",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+        config_values=CHECKPOINTS,
+    ),
     # best-effort (section 18)
     # a best-effort message had its outcome: sending it again is both a redelivery and a duplicate
     _mutant("best_effort_redelivers", "KS-BEF-1 KS-RES-2", bugs.BestEffortRedelivers, profiles=["best-effort"], **RING),

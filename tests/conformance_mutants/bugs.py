@@ -711,6 +711,17 @@ class _CheckpointAheadLayout(_Layout):
         return super().advance_checkpoints(lambda offset: True)  # breaks KS-BKT-6
 
 
+class _MergeWaitsForOneLayout(_Layout):
+    def predecessor_pending(self, segment_number: int) -> bool:
+        segment = self.segments[segment_number]
+        second = segment.second_predecessor
+        segment.second_predecessor = None  # breaks KS-BKT-5: a merged segment waits for its lower predecessor only
+        try:
+            return super().predecessor_pending(segment_number)
+        finally:
+            segment.second_predecessor = second
+
+
 class _LayoutBug(Dispatcher):
     layout_class: type[_Layout] = _Layout
 
@@ -742,6 +753,33 @@ class CheckpointAhead(_LayoutBug):
     """A bucket's checkpoint moves to its last published message, past unresolved ones."""
 
     layout_class = _CheckpointAheadLayout
+
+
+class MergeWaitsForOne(_LayoutBug):
+    """A merged segment is served once its lower predecessor drained, while the upper one still has messages."""
+
+    layout_class = _MergeWaitsForOneLayout
+
+
+class CheckpointsIgnoredAtRestart(Dispatcher):
+    """Checkpoints follow every resolution of their bucket, but a restart resumes from the global cursor only."""
+
+    def resume_from_checkpoints(self) -> None:
+        return  # breaks KS-BKT-9
+
+
+class OneCheckpointForAll(Dispatcher):
+    """A restart resumes every bucket of a segment from the segment's highest bucket checkpoint."""
+
+    def resume_from_checkpoints(self) -> None:
+        assert self.layout is not None
+        highest: dict[int, int] = {}
+        for (segment, _), position in self.layout.checkpoints.items():
+            highest[segment] = max(highest.get(segment, 0), position)
+        for segment, position in highest.items():
+            for bucket in range(self.layout.segments[segment].buckets):
+                self.layout.checkpoints[(segment, bucket)] = position  # breaks KS-CUR-3, then KS-CUR-1
+        super().resume_from_checkpoints()
 
 
 class OwnersReversed(Dispatcher):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ks_conformance import explain
 from ks_conformance.checks.membership import OpEventChecks
-from ks_conformance.checks.records import Incarnation, Message
+from ks_conformance.checks.records import Incarnation, Message, Segment
 from ks_conformance.checks.state import Event, bucket_owner
 
 
@@ -116,29 +116,35 @@ class BucketChecks(OpEventChecks):
                     *message.facts, bucket, other.holder.name, other.offset, other.seq, name, seq
                 ),
             )
-        if segment.predecessor is not None:
+        if segment.predecessors:
             # req: KS-BKT-5
             self._exercise("successor-first")
-            predecessor = self.segments.get(segment.predecessor)
-            if predecessor is not None:
-                for offset in predecessor.unresolved:
-                    earlier = self.messages[offset]
-                    if earlier.hash is not None and segment.lo <= earlier.hash >> 16 <= segment.hi:
-                        self._report(
-                            "successor-first",
-                            seq,
-                            [earlier.publish_seq, seq],
-                            explain.successor_first(
-                                message.offset,
-                                segment.number,
-                                segment.lo,
-                                segment.hi,
-                                predecessor.number,
-                                *earlier.facts,
-                                seq,
-                            ),
-                        )
-                        break
+            self._check_ancestors_drained(message, segment, seq)
+
+    def _check_ancestors_drained(self, message: Message, segment: Segment, seq: int) -> None:
+        """A successor's message goes only once no ancestor (predecessors, theirs, ...) holds an unresolved message
+        of its range: a merged segment waits for both predecessors, a rollover of an empty segment for the one
+        before it (KS-BKT-5)."""
+        seen: set[int] = set()
+        pending = list(segment.predecessors)
+        while pending:
+            ancestor = self.segments.get(pending.pop())
+            if ancestor is None or ancestor.number in seen:
+                continue
+            seen.add(ancestor.number)
+            for offset in ancestor.unresolved:
+                earlier = self.messages[offset]
+                if earlier.hash is not None and segment.lo <= earlier.hash >> 16 <= segment.hi:
+                    self._report(
+                        "successor-first",
+                        seq,
+                        [earlier.publish_seq, seq],
+                        explain.successor_first(
+                            message.offset, segment.number, segment.lo, segment.hi, ancestor.number, *earlier.facts, seq
+                        ),
+                    )
+                    return
+            pending += ancestor.predecessors
 
     def _check_bucket_owner(self, message: Message, seq: int, incarnation: Incarnation | None, name: str) -> None:
         """Policies other than `sorted`: one owner per bucket within an epoch (KS-BKT-3), and a join or leave

@@ -162,6 +162,19 @@ class DeliveryChecks(BucketChecks):
                     [persist_seq, restart_seq, seq],
                     explain.resurrected(*message.facts, cursor, persist_seq, restart_seq, seq),
                 )
+            elif self.loaded_checkpoints:
+                # req: KS-BKT-9
+                self._exercise("checkpoint-resurrected")
+                checkpoint = self._checkpointed(message)
+                if checkpoint is not None:
+                    self._report(
+                        "checkpoint-resurrected",
+                        seq,
+                        [checkpoint[1], restart_seq, seq],
+                        explain.checkpoint_resurrected(
+                            *message.facts, (message.segment, message.bucket), *checkpoint, restart_seq, seq
+                        ),
+                    )
 
     def _check_consumer(self, message: Message, seq: int, incarnation: Incarnation | None, name: str) -> None:
         if incarnation is not None and incarnation.filters:

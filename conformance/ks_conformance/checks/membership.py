@@ -204,12 +204,16 @@ class OpEventChecks(QuiescenceChecks):
             self.persisted_holes = self.resolved_above_cursor()
             self.persist_seq = self.last_resolution_seq
         self.loaded = (self.persisted_cursor, BitMap(self.persisted_holes), self.persist_seq, seq)
+        if self.config.get("checkpoint_resume"):
+            self.loaded_checkpoints = dict(self.checkpoints)
         holes = self.persisted_holes
         for message in self.messages:
             self._reset_volatile(message)
             if self.best_effort:
                 continue  # best-effort outcomes are final (KS-BEF-1): there is no cursor to resume from
             if message.resolved and message.offset >= self.persisted_cursor and message.offset not in holes:
+                if self._checkpointed(message) is not None:
+                    continue  # req: KS-BKT-9 (below its bucket's checkpoint: durable, like a hole)
                 # req: KS-CUR-3 (resolved after the last persistence: volatile, so it must be dispatched again)
                 self._exercise("restart-skip")
                 message.resolved = False
@@ -220,6 +224,14 @@ class OpEventChecks(QuiescenceChecks):
         self.state_version += 1
         self._rebuild_indexes()
         self._new_epoch("restart", None, seq)
+
+    def _checkpointed(self, message: Message) -> tuple[int, int] | None:
+        """With `checkpoint_resume`, the loaded checkpoint (position, seq) of the message's bucket when the message
+        lies below it, else None."""
+        if message.segment is None or message.bucket is None:
+            return None
+        loaded = self.loaded_checkpoints.get((message.segment, message.bucket))
+        return loaded if loaded is not None and message.offset < loaded[0] else None
 
     def _on_key_released(self, event: Event) -> None:
         seq = int(event["seq"])
@@ -255,8 +267,10 @@ class OpEventChecks(QuiescenceChecks):
 
     def _on_segment_created(self, event: Event) -> None:
         number = int(event["segment"])
-        predecessor = event.get("predecessor")
-        if predecessor is not None:
+        predecessors = tuple(
+            int(event[column]) for column in ("predecessor", "second_predecessor") if event.get(column) is not None
+        )
+        if predecessors:
             # A layout change re-routes keys (new N, new buckets) although membership is unchanged: for
             # KS-ASN-1 it starts a new routing epoch, as a membership change does (see the module doc).
             self._new_epoch("layout", None, int(event["seq"]))
@@ -265,7 +279,7 @@ class OpEventChecks(QuiescenceChecks):
             int(event["buckets"]),
             int(event["range_lo"]),
             int(event["range_hi"]),
-            None if predecessor is None else int(predecessor),
+            predecessors,
             int(event["seq"]),
         )
 

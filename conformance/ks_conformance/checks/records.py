@@ -155,7 +155,8 @@ class Segment:
     buckets: int
     lo: int
     hi: int
-    predecessor: int | None
+    predecessors: tuple[int, ...]
+    """None for segment 0, one after a rollover or split, two after a merge."""
     created_seq: int
     sealed: bool = False
     unresolved: OrderedOffsets = field(default_factory=OrderedOffsets)

@@ -99,6 +99,9 @@ class CheckerState:
         self.bucket_outstanding: dict[tuple[int, int], dict[int, Delivery]] = {}
         self.bucket_unresolved: dict[tuple[int, int], OrderedOffsets] = {}
         self.checkpoints: dict[tuple[int, int], tuple[int, int]] = {}
+        """Per bucket, its last checkpoint and that event's seq (they outlive a restart: the store keeps them)."""
+        self.loaded_checkpoints: dict[tuple[int, int], tuple[int, int]] = {}
+        """With `checkpoint_resume`, the checkpoints the last restart resumed from (KS-BKT-9)."""
         self.bucket_last: dict[tuple[int, int], tuple[int, Incarnation, int]] = {}
         """Per bucket, (epoch, incarnation, seq) of its last delivery (policies other than `sorted`)."""
         self.parked = BitMap()
