@@ -5,13 +5,14 @@
 (* H >> 16, and within it to bucket floor(hashB * N / 65536).  Buckets are *)
 (* assigned to members by position (KS-BKT-3); a bucket whose target       *)
 (* changes is withheld until its prior owner holds none of its entries     *)
-(* (KS-BKT-4).  Layout changes may chain: each seals an active segment and *)
-(* creates either a same-range successor with a new N (rollover) or two    *)
-(* children over its halves (split); a successor is consumed only once no  *)
-(* ancestor (its predecessor, the predecessor's predecessor, ...) has an   *)
-(* unresolved entry in its range (KS-BKT-5, applied transitively as the    *)
-(* reference does).  Owner profile: several entries of a key may be        *)
-(* outstanding at its bucket's owner.                                      *)
+(* (KS-BKT-4).  Layout changes may chain: a rollover seals an active      *)
+(* segment for a same-range successor with a new N, a split for two        *)
+(* children over its halves, a merge seals two adjacent segments for one   *)
+(* successor over both; a successor is consumed only once no ancestor      *)
+(* (its predecessors, theirs, ...) has an unresolved entry in its range    *)
+(* (KS-BKT-5, applied transitively as the reference does).  Owner          *)
+(* profile: several entries of a key may be outstanding at its bucket's    *)
+(* owner.                                                                  *)
 (*                                                                         *)
 (* The properties are stated over the history variable seen (set by a      *)
 (* delivery, read by no guard) and over the holders of outstanding         *)
@@ -28,7 +29,7 @@ CONSTANTS
     InitialN,         \* bucket count of segment 0
     RolloverN,        \* bucket count of a rollover successor (InitialN again when the sealed one had RolloverN)
     NMax,             \* the per-segment maximum N_max
-    Layouts,          \* the layout changes the environment may make: a subset of {"rollover", "split"}
+    Layouts,          \* the layout changes the environment may make: a subset of {"rollover", "split", "merge"}
     MaxLayoutChanges, \* layout changes in one behaviour (a chain when 2)
     MaxMsgs,          \* entries published in one behaviour
     MaxFailures,      \* nacks in one behaviour
@@ -37,12 +38,13 @@ CONSTANTS
     NoOne,            \* a model value: no consumer
     Bug               \* "none", or the name of a deliberately broken variant
 
-Bugs == {"none", "NoWithhold", "SuccessorFirst"}
+Bugs == {"none", "NoWithhold", "SuccessorFirst", "MergeWaitsForOne"}
 
 Segments == 0 .. 3          \* segment 0 and up to three successors
 NoSeg == -1                 \* pred of segment 0; segOf/bucketOf of an unpublished offset
 
-ASSUME /\ Consumers \subseteq Nat /\ InitialMembers \subseteq Consumers /\ Layouts \subseteq {"rollover", "split"}
+ASSUME /\ Consumers \subseteq Nat /\ InitialMembers \subseteq Consumers
+       /\ Layouts \subseteq {"rollover", "split", "merge"}
        /\ InitialN \in 1 .. NMax /\ RolloverN \in 1 .. NMax /\ Bug \in Bugs
        /\ MaxLayoutChanges \in 0 .. 2
        /\ \A k \in Keys : HashHi[k] \in 0 .. 65535 /\ HashLo[k] \in 0 .. 65535
@@ -61,14 +63,15 @@ VARIABLES
     members,     \* current members
     nseg,        \* segments 0 .. nseg-1 exist
     segN,        \* segN[s]: bucket count of segment s, 0 while it does not exist
-    pred,        \* pred[s]: the segment s succeeded, NoSeg for segment 0
+    pred,        \* pred[s]: the segment s succeeded (the lower one of a merge), NoSeg for segment 0
+    pred2,       \* pred2[s]: the upper segment a merged s succeeded, else NoSeg
     lo, hi,      \* the range [lo[s], hi[s]] of H >> 16 that segment s covers
     sealed,      \* the sealed segments
     assigned,    \* assigned[s][b]: the consumer bucket b of segment s was handed to, else NoOne
     seen,        \* history: seen[o] once o was delivered (set by Deliver, read by no guard)
     spent        \* budgets used by the environment
 
-vars == <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, nseg, segN, pred, lo, hi,
+vars == <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, nseg, segN, pred, pred2, lo, hi,
           sealed, assigned, seen, spent>>
 
 -----------------------------------------------------------------------------
@@ -78,9 +81,11 @@ Exists(s) == s < nseg
 Active(s) == Exists(s) /\ s \notin sealed
 InRange(s, h) == lo[s] <= h /\ h <= hi[s]
 
-\* Every segment s descends from: its predecessor, that one's predecessor, and so on.
+\* Every segment s descends from: its predecessors, theirs, and so on (the broken variant
+\* MergeWaitsForOne forgets the upper predecessor of a merge).
+Preds(s) == {p \in {pred[s], IF Bug = "MergeWaitsForOne" THEN NoSeg ELSE pred2[s]} : p # NoSeg}
 RECURSIVE Ancestors(_)
-Ancestors(s) == IF pred[s] = NoSeg THEN {} ELSE {pred[s]} \cup Ancestors(pred[s])
+Ancestors(s) == UNION {{p} \cup Ancestors(p) : p \in Preds(s)}
 
 \* KS-BKT-1: the active segment holding H >> 16, and the bucket floor(hashB * N / 65536).
 SegmentFor(k) == CHOOSE s \in Segments : Active(s) /\ InRange(s, HashHi[k])
@@ -123,6 +128,7 @@ Init ==
     /\ nseg = 1
     /\ segN = [s \in Segments |-> IF s = 0 THEN InitialN ELSE 0]
     /\ pred = [s \in Segments |-> NoSeg]
+    /\ pred2 = [s \in Segments |-> NoSeg]
     /\ lo = [s \in Segments |-> 0]
     /\ hi = [s \in Segments |-> 65535]
     /\ sealed = {}
@@ -130,7 +136,7 @@ Init ==
     /\ seen = [o \in Offsets |-> FALSE]
     /\ spent = [fail |-> 0, member |-> 0, layout |-> 0]
 
-Layout == <<nseg, segN, pred, lo, hi, sealed>>
+Layout == <<nseg, segN, pred, pred2, lo, hi, sealed>>
 
 Publish(k) ==
     /\ published < MaxMsgs
@@ -208,23 +214,42 @@ Rollover(s) ==
        /\ assigned' = [assigned EXCEPT ![new] = Handed(n)]
     /\ sealed' = sealed \cup {s}
     /\ spent' = [spent EXCEPT !.layout = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2>>
 
-\* Split: seal active segment s, create two children over its halves with max(1, N / 2) buckets each.
+\* Split: seal active segment s, create two children over [lo, m] and [m + 1, hi], m = (lo + hi) \div 2,
+\* with max(1, N / 2) buckets each.
 Split(s) ==
     /\ "split" \in Layouts /\ spent.layout < MaxLayoutChanges
     /\ Active(s) /\ nseg < 3 /\ lo[s] < hi[s]
     /\ LET a == nseg
            b == nseg + 1
-           mid == (lo[s] + hi[s] + 1) \div 2
+           mid == (lo[s] + hi[s]) \div 2
            n == IF segN[s] \div 2 >= 1 THEN segN[s] \div 2 ELSE 1 IN
        /\ nseg' = nseg + 2
        /\ segN' = [segN EXCEPT ![a] = n, ![b] = n]
        /\ pred' = [pred EXCEPT ![a] = s, ![b] = s]
-       /\ lo' = [lo EXCEPT ![a] = lo[s], ![b] = mid]
-       /\ hi' = [hi EXCEPT ![a] = mid - 1, ![b] = hi[s]]
+       /\ lo' = [lo EXCEPT ![a] = lo[s], ![b] = mid + 1]
+       /\ hi' = [hi EXCEPT ![a] = mid, ![b] = hi[s]]
        /\ assigned' = [assigned EXCEPT ![a] = Handed(n), ![b] = Handed(n)]
     /\ sealed' = sealed \cup {s}
+    /\ spent' = [spent EXCEPT !.layout = @ + 1]
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2>>
+
+\* Merge: seal two adjacent active segments a and b, create one successor over both ranges with
+\* min(N_a + N_b, N_max) buckets; both are its predecessors.
+Merge(a, b) ==
+    /\ "merge" \in Layouts /\ spent.layout < MaxLayoutChanges
+    /\ Active(a) /\ Active(b) /\ hi[a] + 1 = lo[b] /\ nseg < 4
+    /\ LET merged == nseg
+           m == IF segN[a] + segN[b] <= NMax THEN segN[a] + segN[b] ELSE NMax IN
+       /\ nseg' = nseg + 1
+       /\ segN' = [segN EXCEPT ![merged] = m]
+       /\ pred' = [pred EXCEPT ![merged] = a]
+       /\ pred2' = [pred2 EXCEPT ![merged] = b]
+       /\ lo' = [lo EXCEPT ![merged] = lo[a]]
+       /\ hi' = [hi EXCEPT ![merged] = hi[b]]
+       /\ assigned' = [assigned EXCEPT ![merged] = Handed(m)]
+    /\ sealed' = sealed \cup {a, b}
     /\ spent' = [spent EXCEPT !.layout = @ + 1]
     /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen>>
 
@@ -237,12 +262,13 @@ JoinAny == \E c \in Consumers : Join(c)
 LeaveAny == \E c \in Consumers : Leave(c)
 RolloverAny == \E s \in Segments : Rollover(s)
 SplitAny == \E s \in Segments : Split(s)
+MergeAny == \E a, b \in Segments : Merge(a, b)
 
 AllResolved == \A o \in Offsets : st[o] # "pending" /\ st[o] # "outstanding"
 Done == AllResolved /\ published = MaxMsgs /\ UNCHANGED vars
 
 Next == PublishAny \/ HandoffAny \/ DeliverAny \/ AckAny \/ NackAny \/ JoinAny \/ LeaveAny
-        \/ RolloverAny \/ SplitAny \/ Done
+        \/ RolloverAny \/ SplitAny \/ MergeAny \/ Done
 
 \* The prior owner keeps acking, the dispatcher hands over and delivers, and a consumer comes back
 \* when none is left.  One weak-fairness condition over all of these suffices: each budget is
@@ -271,7 +297,8 @@ Delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
 Open(o) == st[o] \in {"pending", "outstanding"}
 BucketHolders(s, b) == {holder[o] : o \in {p \in Offsets : segOf[p] = s /\ bucketOf[p] = b /\ st[p] = "outstanding"}}
 RECURSIVE Lineage(_)
-Lineage(s) == IF pred[s] = NoSeg THEN {} ELSE {pred[s]} \cup Lineage(pred[s])
+Lineage(s) == (IF pred[s] = NoSeg THEN {} ELSE {pred[s]} \cup Lineage(pred[s]))
+              \cup (IF pred2[s] = NoSeg THEN {} ELSE {pred2[s]} \cup Lineage(pred2[s]))
 EarlierOfKey(o) == {p \in Offsets : p < o /\ keyOf[p] = keyOf[o]}
 
 \* KS-BKT-3 computed independently of Rank/OwnsBucket: bucket b of N among k members belongs to the

@@ -11,4 +11,5 @@ TwoKeysLo == [k \in Keys |-> IF k = k1 THEN 10000 ELSE 50000]
 RolloverOnly == {"rollover"}
 SplitOnly == {"split"}
 RolloverOrSplit == {"rollover", "split"}
+SplitOrMerge == {"split", "merge"}
 ==============================================================================

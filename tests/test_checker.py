@@ -855,6 +855,48 @@ def _checkpoint_resurrected(bad: bool) -> TraceBuilder:
     return t.persisted(2)
 
 
+def _batch_of_three() -> TraceBuilder:
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=2).add("c1", capacity=1).add("c2")
+    for key in ("a", "b", "c"):
+        t.publish(key, hash=0x10, segment=0, bucket=0, entry=0)
+    return t
+
+
+def _ack_in_order(t: TraceBuilder, holders: list[str]) -> TraceBuilder:
+    for offset, holder in enumerate(holders):
+        t.ack(offset, holder).persisted(offset + 1)
+    return t
+
+
+@case("entry-split")
+def _entry_split_interrupted(bad: bool) -> TraceBuilder:
+    """A batch goes whole to one consumer, past its capacity; broken: its second message goes elsewhere."""
+    t = _batch_of_three()
+    t.deliver(0, "c1").deliver(1, "c2" if bad else "c1").deliver(2, "c1")
+    return _ack_in_order(t, ["c1", "c2" if bad else "c1", "c1"])
+
+
+@case("entry-split")
+def _entry_split_later_first(bad: bool) -> TraceBuilder:
+    """Broken: the batch's second message is delivered first."""
+    t = _batch_of_three()
+    order = (1, 0, 2) if bad else (0, 1, 2)
+    for offset in order:
+        t.deliver(offset, "c1")
+    return _ack_in_order(t, ["c1"] * 3)
+
+
+@case("entry-split")
+def _entry_split_unfinished(bad: bool) -> TraceBuilder:
+    """Broken: the op ends with the batch's last message undelivered (delivered only at the next tick)."""
+    t = _batch_of_three()
+    t.deliver(0, "c1").deliver(1, "c1")
+    if bad:
+        t.tick()
+    t.deliver(2, "c1")
+    return _ack_in_order(t, ["c1"] * 3)
+
+
 @case("best-effort-redelivery")
 def _best_effort_redelivery(bad: bool) -> TraceBuilder:
     t = TraceBuilder(profile="best-effort", selector="ring").add("c1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -292,3 +293,71 @@ def test_glob_examples_of_the_spec() -> None:
 def test_backoff_doubles_and_caps(failures: int, base: int, extra: int) -> None:
     cap = base + extra
     assert backoff(failures, base, cap) == min(base * 2 ** (failures - 1), cap)
+
+
+# --- batches (spec section 17, KS-BKT-10) ---
+
+
+def _batch(h: Harness, keys: list[str]) -> Any:
+    lows = [murmur3_32(key) & 0xFFFF for key in keys]
+    return h.d.publish_entry(keys, min(lows), max(lows))
+
+
+def test_a_batch_is_refused_outside_one_bucket_or_with_a_wrong_range_or_form() -> None:
+    # req: KS-GEN-4 (refusals change nothing), KS-BKT-10
+    h = Harness(selector="buckets", profile="owner", bucket_budget=2)
+    low, high = _keys_in_bucket(0, 2, 1)[0], _keys_in_bucket(1, 2, 1)[0]
+    before = len(h.events)
+    for keys, hash_min, hash_max in (([], 0, 0), ([low, high], 0, 0xFFFF), ([low], 0, 0xFFFF), (["x", 3], 0, 0)):
+        with pytest.raises(Refusal):
+            h.d.publish_entry(keys, hash_min, hash_max)
+    assert len(h.events) == before
+    for config in ({"profile": "strict"}, {"park_after": 1}, {"flow_control": "permits"}):
+        other = Harness(selector="buckets", bucket_budget=2, **{"profile": "owner", **config})
+        with pytest.raises(Refusal, match="publish_entry"):
+            _batch(other, [low])
+
+
+def test_a_batch_goes_whole_to_its_bucket_owner_past_the_capacity() -> None:
+    # req: KS-BKT-10, KS-FLW-1 (the batch follows its first message)
+    h = Harness(selector="buckets", profile="owner", bucket_budget=2, window=2)
+    keys = _keys_in_bucket(0, 2, 3)
+    h.d.add_consumer("c", 1)
+    outcome = _batch(h, keys)
+    assert [e["entry"] for e in h.events if e["event"] == "publish"] == [0, 0, 0]
+    assert outcome.placements is not None and len(outcome.placements) == 3
+    assert h.deliveries() == [(0, "c", 1), (1, "c", 1), (2, "c", 1)]  # capacity 1 and window 2: the batch is whole
+    h.d.publish(keys[0])
+    assert h.deliveries()[3:] == []  # a message outside the batch finds the consumer full
+    for offset in range(3):
+        h.d.ack("c", offset)
+    assert h.deliveries()[3:] == [(3, "c", 1)]
+    assert h.anomalies() == []
+
+
+def test_a_batch_waits_for_a_retry_of_one_of_its_keys() -> None:
+    # req: KS-BKT-10, KS-ORD-3
+    h = Harness(selector="buckets", profile="owner", bucket_budget=1, backoff_base=2, backoff_max=2)
+    first, second = _keys_in_bucket(0, 1, 2)
+    h.d.add_consumer("c", 10)
+    h.d.publish(second)
+    h.d.nack("c", 0)  # m0 of `second` awaits its redelivery for two ticks
+    _batch(h, [first, second])
+    assert [d[0] for d in h.deliveries()] == [0]  # m1 could go, but m2 waits behind m0: the batch waits whole
+    h.d.tick()
+    h.d.tick()
+    assert [d[0] for d in h.deliveries()] == [0, 0, 1, 2]
+    assert h.anomalies() == []
+
+
+def test_a_restart_delivers_what_is_left_of_a_batch_whole() -> None:
+    # req: KS-BKT-10, KS-CUR-3
+    h = Harness(selector="buckets", profile="owner", bucket_budget=1, persist_ack_holes=True)
+    keys = _keys_in_bucket(0, 1, 3)
+    h.d.add_consumer("c", 10)
+    _batch(h, keys)
+    h.d.ack("c", 1)  # a hole: after the restart m0 and m2 come again, together
+    h.d.restart()
+    h.d.add_consumer("c", 10)
+    assert h.deliveries()[3:] == [(0, "c", 1), (2, "c", 1)]
+    assert h.anomalies() == []

@@ -49,11 +49,18 @@ class TraceBuilder:
 
     # --- op events ---
 
-    def publish(self, key: str, hash: int | None = None, segment: int | None = None, bucket: int | None = None) -> int:
-        """Publish the next offset with this key; return the offset."""
+    def publish(
+        self,
+        key: str,
+        hash: int | None = None,
+        segment: int | None = None,
+        bucket: int | None = None,
+        entry: int | None = None,
+    ) -> int:
+        """Publish the next offset with this key (as a message of the batch `entry`, if given); return the offset."""
         offset = len(self.keys)
         self.keys.append(key)
-        self.emit("publish", offset=offset, key=key, hash=hash, segment=segment, bucket=bucket)
+        self.emit("publish", offset=offset, key=key, hash=hash, segment=segment, bucket=bucket, entry=entry)
         return offset
 
     def add(

@@ -429,6 +429,16 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
     ),
     # 2.2 checked at the end of each op
     _kind(
+        "entry-split",
+        "KS-BKT-10",
+        _O,
+        "the first delivery of a message of a batch (publish_entry) since it was published or the last restart while "
+        "an earlier message of the batch is unresolved and not yet delivered since then; or, after it, a delivery "
+        "other than the next such message of the batch to the same consumer, or the end of the op before them all",
+        "the batch's first delivery or earlier message's publish, the delivery or the op",
+        "a first delivery of a message of a batch with other messages still to deliver",
+    ),
+    _kind(
         "missed-timeout",
         "KS-RTY-3",
         _O,

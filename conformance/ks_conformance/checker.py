@@ -60,6 +60,8 @@ class Checker(ResolutionChecks):
     def abandon(self) -> None:
         """Drop the open op without its end-of-op checks: the history was cut off in the middle of it."""
         self.op = None
+        self.batch_run = None
+        self._batch_findings = []
         self._expect_ack_class = False
 
     def feed(self, event: Event) -> None:

@@ -927,6 +927,44 @@ def best_effort_redelivery_late(key: str, offset: int, pub: int, seq: int) -> Ex
 # --- 2.2 checked at the end of each op -------------------------------------------------------------------
 
 
+def entry_split_later_first(
+    key: str, offset: int, pub: int, entry: int, earlier_key: str, earlier: int, earlier_pub: int, seq: int
+) -> Explained:
+    """KS-BKT-10: a message of a batch delivered before an earlier message of the batch that was not delivered."""
+    return (
+        [
+            message_clause(earlier, earlier_key, earlier_pub),
+            message_clause(offset, key, pub),
+            f"both of the batch {entry}",
+        ],
+        f"m{offset} was delivered [seq {seq}] while m{earlier}, earlier in its batch, was not delivered yet, but a "
+        "batch is delivered whole, from its first message (KS-BKT-10)",
+        {"offset": offset, "entry": entry},
+    )
+
+
+def entry_split_interrupted(
+    entry: int, first: int, consumer: str, first_seq: int, expected: int, offset: int, name: str, seq: int
+) -> Explained:
+    """KS-BKT-10: the delivery of a batch interrupted by another delivery."""
+    return (
+        [f"m{first} of the batch {entry} was delivered to {consumer} [seq {first_seq}]"],
+        f"m{expected} of that batch was to follow it to {consumer}, but seq {seq} delivered m{offset} to {name}: a "
+        "batch goes whole to one consumer, its messages one after another (KS-BKT-10)",
+        {"offset": expected, "entry": entry, "consumer": consumer},
+    )
+
+
+def entry_split_unfinished(entry: int, first: int, consumer: str, first_seq: int, missing: list[int]) -> Explained:
+    """KS-BKT-10: an op ended with a batch partly delivered."""
+    return (
+        [f"m{first} of the batch {entry} was delivered to {consumer} [seq {first_seq}]"],
+        f"the op ended without delivering {', '.join(f'm{o}' for o in missing)} of that batch, but a batch is "
+        "delivered whole (KS-BKT-10)",
+        {"offset": missing[0], "entry": entry, "consumer": consumer},
+    )
+
+
 def missed_timeout(
     offset: int, holder: str, tick: int, delivery_seq: int, timeout: int, now: int, seq: int
 ) -> Explained:

@@ -16,10 +16,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ks_spec.buckets import bucket_hash, bucket_index
 from ks_spec.config import CONFIG_DEFAULTS
 
 from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.checker import Checker, Event
+from ks_conformance.checks.records import Segment
 from ks_conformance.protocol import Capabilities, Connection, Outcome
 
 FILTER_SELECTORS_REFUSED = ("pulsar-auto-split", "pulsar-sticky", "buckets")
@@ -159,6 +161,10 @@ class Session:
         members = self.checker.members
         if name == "publish":
             return None if op.get("offset") == len(self.checker.messages) else "invalid_argument"
+        if name == "publish_entry":
+            if op.get("offset") != len(self.checker.messages):
+                return "invalid_argument"
+            return None if batch_problem(self.config, self.checker.segments, op) is None else "invalid_argument"
         if name == "add_consumer":
             if op["consumer"] in members:
                 return "duplicate_consumer"
@@ -295,6 +301,16 @@ class Session:
             if outcome.placement:
                 event.update({k: outcome.placement.get(k) for k in ("hash", "segment", "bucket")})
             return [event]
+        if name == "publish_entry":
+            first = int(op["offset"])
+            placements = outcome.placements or []
+            published: list[Event] = []
+            for index, key in enumerate(op["keys"]):
+                event = {"event": "publish", "offset": first + index, "key": key, "entry": first}
+                if index < len(placements):
+                    event.update({k: placements[index].get(k) for k in ("hash", "segment", "bucket")})
+                published.append(event)
+            return published
         if name == "add_consumer":
             added: Event = {
                 "event": "consumer_added",
@@ -589,6 +605,33 @@ class Session:
         if not self.capabilities.cursor:
             return not checker.unresolved
         return not checker.unresolved and checker.persisted_cursor == len(checker.messages)
+
+
+def batch_problem(config: Mapping[str, Any], segments: Mapping[int, Segment], op: Mapping[str, Any]) -> str | None:
+    """Why spec section 17 refuses this `publish_entry` (None: it must be accepted)."""
+    full = {**CONFIG_DEFAULTS, **config}
+    if full["profile"] != "owner" or full["selector"] != "buckets":
+        return "batches need the owner profile and selector buckets"
+    if full["flow_control"] != "capacity" or full["read_bound"] != "window" or full["park_after"] != 0:
+        return "batches are not specified with permits, the look-ahead or parking"
+    keys = op.get("keys")
+    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
+        return "keys must be a non-empty list of strings"
+    places = set()
+    lows = []
+    for key in keys:
+        hash32 = bucket_hash(key)
+        high, low = hash32 >> 16, hash32 & 0xFFFF
+        segment = next((s for s in segments.values() if not s.sealed and s.lo <= high <= s.hi), None)
+        if segment is None:
+            return "no active segment"
+        places.add((segment.number, bucket_index(low, segment.buckets)))
+        lows.append(low)
+    if len(places) != 1:
+        return "the keys lie in more than one bucket"
+    if (op.get("hash_min"), op.get("hash_max")) != (min(lows), max(lows)):
+        return "the range is not the keys' effective range"
+    return None
 
 
 def _created(number: int, buckets: int, lo: int, hi: int, predecessor: int) -> Event:

@@ -21,11 +21,12 @@ from typing import Any, ClassVar
 from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from ks_spec.buckets import bucket_hash, bucket_index
 from ks_spec.config import CONFIG_DEFAULTS
 
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.batch import AnySession, open_session
-from ks_conformance.harness import UNBOUNDED_CAPACITY
+from ks_conformance.harness import UNBOUNDED_CAPACITY, batch_problem
 from ks_conformance.protocol import AdapterFault
 from ks_conformance.search import DRAWN_VALUES, RunContext, configs
 
@@ -207,9 +208,43 @@ class KeySharedMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.able("publish"))
     @rule(keys=st.lists(st.sampled_from(KEYS), min_size=2, max_size=4))
     def publish_several(self, keys: list[str]) -> None:
-        """Publish a burst, so that keys queue behind each other."""
+        """Publish a burst, so that keys queue behind each other; where batches are specified, the keys that share the
+        first one's bucket go as one batch when there are two or more (`publish_entry`, spec section 17). Decided
+        from the drawn keys, with no draw and no rule of its own: either would change how Hypothesis searches runs
+        that cannot batch."""
+        assert self.session is not None
+        batch = self.same_bucket(keys) if self.able("publish_entry") and self.batching() else []
+        if len(batch) >= 2:
+            lows = [bucket_hash(key) & 0xFFFF for key in batch]
+            offset = self.session.next_offset()
+            self.do(
+                {"op": "publish_entry", "offset": offset, "keys": batch, "hash_min": min(lows), "hash_max": max(lows)}
+            )
+            keys = [key for key in keys if key not in batch]
         for key in keys:
             self.publish(key)
+
+    def batching(self) -> bool:
+        """True when the configuration specifies batches: owner, buckets, capacity, window, no parking (section 17)."""
+        assert self.session is not None
+        return batch_problem(self.session.config, self.session.checker.segments, {"keys": ["-"]}) in (
+            None,
+            "the keys lie in more than one bucket",
+            "the range is not the keys' effective range",
+        )
+
+    def same_bucket(self, keys: list[str]) -> list[str]:
+        """The keys that route to the first key's bucket (a batch stays within one bucket, spec section 17)."""
+        assert self.session is not None
+        segments = self.session.checker.segments
+
+        def place(key: str) -> tuple[int, int]:
+            hash32 = bucket_hash(key)
+            segment = next(s for s in segments.values() if not s.sealed and s.lo <= hash32 >> 16 <= s.hi)
+            return segment.number, bucket_index(hash32 & 0xFFFF, segment.buckets)
+
+        first = place(keys[0])
+        return [key for key in keys if place(key) == first]
 
     @precondition(lambda self: self.able("publish") and bool(self.outstanding()))
     @rule(data=st.data())

@@ -42,6 +42,7 @@ OPS = (
     "rollover",
     "split",
     "merge",
+    "publish_entry",
 )
 REFUSAL_CODES = ("unknown_consumer", "duplicate_consumer", "invalid_argument", "not_blocked")
 PROFILES = ("strict", "owner", "best-effort")
@@ -294,6 +295,8 @@ class Outcome:
     kind: str
     events: list[dict[str, Any]] = field(default_factory=list)
     placement: dict[str, Any] | None = None
+    placements: list[dict[str, Any]] | None = None
+    """For `publish_entry`: each message's placement, in offset order."""
     code: str | None = None
     message: str = ""
     error_field: str | None = None
@@ -404,7 +407,17 @@ def interpret(response: Any, request: Mapping[str, Any], validate: bool) -> Outc
     placement = response.get("placement")
     if placement is not None and not isinstance(placement, Mapping):
         raise AdapterFault("malformed", f"{what}: field 'placement': expected an object", request=request)
-    return Outcome("ok", events=[dict(e) for e in events], placement=dict(placement) if placement else None)
+    placements = response.get("placements")
+    if placements is not None and (
+        not isinstance(placements, list) or not all(isinstance(p, Mapping) for p in placements)
+    ):
+        raise AdapterFault("malformed", f"{what}: field 'placements': expected a list of objects", request=request)
+    return Outcome(
+        "ok",
+        events=[dict(e) for e in events],
+        placement=dict(placement) if placement else None,
+        placements=[dict(p) for p in placements] if placements is not None else None,
+    )
 
 
 def effect_problem(event: Any) -> str | None:

@@ -735,6 +735,10 @@ def _needs(
         "successor-first": need(
             "buckets" in selectors and bool({"rollover", "split", "merge"} & ops), "op rollover, split or merge"
         ),
+        "entry-split": need(
+            "buckets" in selectors and "owner" in capabilities.profiles and "publish_entry" in ops,
+            "the owner profile, selector buckets and op publish_entry",
+        ),
         "checkpoint-resurrected": need("buckets" in selectors and "restart" in ops, "selector buckets and op restart")
         or need(
             True in capabilities.config_values.get("checkpoint_resume", ()),

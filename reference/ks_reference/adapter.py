@@ -109,6 +109,8 @@ class ReferenceAdapter:
         response: dict[str, Any] = {"ok": True, "events": outcome.events}
         if outcome.placement is not None:
             response["placement"] = outcome.placement.as_dict()
+        if outcome.placements is not None:
+            response["placements"] = [placement.as_dict() for placement in outcome.placements]
         return response
 
     def stats(self) -> dict[str, Any]:

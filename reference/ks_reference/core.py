@@ -62,6 +62,8 @@ class Message:
     offset: int
     key: str
     placement: Placement | None = None
+    entry: int | None = None
+    """The first offset of its batch (`publish_entry`), else None (spec section 17)."""
     state: MessageState = MessageState.PENDING
     attempts: int = 0
     """Deliveries since the last restart (KS-RTY-5)."""

@@ -67,13 +67,13 @@ class DispatchPass(Core):
     def read_into_window(self) -> None:
         """Read the next messages in offset order while the read bound allows (KS-FLW-2, KS-ISO-2, KS-ISO-3)."""
         budget = self.read_budget()
-        while budget > 0 and self.read_position < len(self.log):
+        while self.read_position < len(self.log) and (budget > 0 or self.inside_batch(self.read_position)):
             offset = self.read_position
             self.read_position += 1
             if self.cursor.is_resolved(offset):
                 continue  # req: KS-CUR-4 (a persisted ack hole is not read again)
             entry = self.log[offset]
-            message = Message(offset, entry.key)
+            message = Message(offset, entry.key, entry=entry.entry)
             if self.layout is not None:
                 message.placement = placement_of(entry)
             self.messages[offset] = message
@@ -82,6 +82,11 @@ class DispatchPass(Core):
                 budget -= 1  # a read message is unresolved (window) and waits (look-ahead), unless parked (KS-ISO-4)
             queue.append(offset)
             self.pending_counts[entry.key] += 1
+
+    def inside_batch(self, offset: int) -> bool:
+        """True when `offset` belongs to a batch that began before it: a batch is read whole (spec section 17)."""
+        entry = self.log[offset].entry
+        return entry is not None and entry < offset
 
     def reconcile_buckets(self) -> None:
         """Hand over or withhold buckets whose target changed (KS-BKT-4); emitted in the pass (phase 5)."""
@@ -151,8 +156,50 @@ class DispatchPass(Core):
             raise AssertionError("a delivery decision without a member")
         if message.attempts == 0 and self.beyond_window(message.offset):
             return "waits"  # req: KS-FLW-2, KS-ISO-4 (parked messages delivered since it was read count again)
+        if message.entry is not None and message.attempts == 0:
+            batch = self.batch_to_deliver(message, decision.member)
+            if batch is None:
+                return "waits"  # req: KS-BKT-10 (queued: another message of the batch cannot go yet)
+            for mate in batch:
+                # req: KS-BKT-10, KS-FLW-1 (the batch follows its first message, room or not)
+                self.deliver(mate, decision.member)
+            return "delivered"
         self.deliver(message, decision.member)
         return "delivered"
+
+    def batch_to_deliver(self, message: Message, holder: Member) -> list[Message] | None:
+        """The batch's messages not yet delivered since they were read, from `message` on, when it may go whole now;
+        None when `message` is not its first such message, or another cannot go: an earlier message of its key
+        awaits redelivery or is not delivered, its key is blocked, or another consumer holds its key (KS-BKT-10)."""
+        mates = [
+            m
+            for offset in range(message.offset + 1, len(self.log))
+            if self.log[offset].entry == message.entry
+            for m in [self.messages.get(offset)]
+            if m is not None and m.attempts == 0 and m.state is MessageState.PENDING
+        ]
+        earlier = [
+            m
+            for offset in range(message.entry or 0, message.offset)
+            for m in [self.messages.get(offset)]
+            if m is not None and m.attempts == 0 and m.state is MessageState.PENDING
+        ]
+        if earlier:
+            return None
+        batch = [message, *mates]
+        going = {m.offset for m in batch}
+        for mate in mates:
+            if mate.key in self.blocked:
+                return None
+            if any(h is not holder for h in self.key_holders.get(mate.key, ())):
+                return None
+            for offset in self.queues[mate.key]:
+                if offset >= mate.offset:
+                    break
+                state = self.messages[offset].state
+                if offset not in going and state is not MessageState.OUTSTANDING:
+                    return None  # req: KS-ORD-1, KS-ORD-3 (an earlier message of its key must go first)
+        return batch
 
     def beyond_window(self, offset: int) -> bool:
         """With parking under the window: True when `window` or more earlier read messages are unresolved and not

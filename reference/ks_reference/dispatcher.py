@@ -44,6 +44,7 @@ OPS = (
     "rollover",
     "split",
     "merge",
+    "publish_entry",
 )
 
 
@@ -53,6 +54,8 @@ class Outcome:
 
     events: list[Event] = field(default_factory=list)
     placement: Placement | None = None
+    placements: list[Placement] | None = None
+    """For `publish_entry`: each message's placement, in offset order."""
 
 
 class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
@@ -123,6 +126,58 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             if self.layout is not None and placement is not None:
                 self.layout.on_resolve(placement)  # its outcome is final: it holds back no successor
         return self._end(placement=placement)
+
+    def publish_entry(self, keys: object, hash_min: object, hash_max: object, offset: object = None) -> Outcome:
+        """Append a batch: one message per key at consecutive offsets, stamped with its effective `hashB` range and
+        delivered whole (spec section 17, KS-BKT-10)."""
+        expected = len(self.log)
+        if offset is not None and (not _is_int(offset) or offset != expected):
+            raise Refusal("invalid_argument", f"offset must be the next offset {expected}, got {offset!r}")
+        texts = self.check_batch(keys, hash_min, hash_max)
+        assert self.layout is not None
+        placements = [self.layout.place(text) for text in texts]
+        ops: list[Event] = []
+        entries: list[LogEntry] = []
+        for index, (text, placement) in enumerate(zip(texts, placements, strict=True)):
+            ops.append({"event": "publish", "offset": expected + index, "key": text, **placement.as_dict()})
+            ops[-1]["entry"] = expected
+            entries.append(LogEntry(text, placement.hash, placement.segment, placement.bucket, expected))
+        self._begin(*ops)
+        for index, (entry, placement) in enumerate(zip(entries, placements, strict=True)):
+            self.store.append(expected + index, entry)
+            self.log.append(entry)
+            self.layout.on_publish(expected + index, placement)
+        outcome = self._end()
+        outcome.placements = placements
+        return outcome
+
+    def check_batch(self, keys: object, hash_min: object, hash_max: object) -> list[str]:
+        """The batch's keys, or a Refusal: one bucket of one active segment, its effective range, a form that
+        specifies batches (owner, capacity, window, no parking; spec section 17)."""
+        config = self.config
+        if config.profile != "owner" or self.layout is None:
+            raise Refusal("invalid_argument", "publish_entry needs the owner profile and selector 'buckets'")
+        for field_name, value, default in (
+            ("flow_control", config.flow_control, "capacity"),
+            ("read_bound", config.read_bound, "window"),
+            ("park_after", config.park_after, 0),
+        ):
+            if value != default:
+                raise Refusal("invalid_argument", f"publish_entry is not specified with {field_name} {value!r}")
+        if not isinstance(keys, list) or not keys:
+            raise Refusal("invalid_argument", "keys must be a non-empty list of strings")
+        texts = [_text(key, "keys[]") for key in keys]
+        placements = [self.layout.place(text) for text in texts]
+        if len({(p.segment, p.bucket) for p in placements}) != 1:
+            raise Refusal("invalid_argument", "the keys of a batch must all lie in one bucket of one segment")
+        hashes = [p.hash & 0xFFFF for p in placements]
+        if (hash_min, hash_max) != (min(hashes), max(hashes)):
+            raise Refusal(
+                "invalid_argument",
+                f"[hash_min, hash_max] must be the batch's effective range [{min(hashes)}, {max(hashes)}], "
+                f"got [{hash_min!r}, {hash_max!r}]",
+            )
+        return texts
 
     def add_consumer(
         self, consumer: object, capacity: object, filters: object = None, ranges: object = None
@@ -326,6 +381,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             return self.split(arg("segment"), arg("lower"), arg("upper"))
         if name == "merge":
             return self.merge(arg("lower"), arg("upper"), arg("successor"))
+        if name == "publish_entry":
+            return self.publish_entry(arg("keys"), arg("hash_min"), arg("hash_max"), op.get("offset"))
         raise Refusal("invalid_argument", f"unknown op {name!r} (known: {', '.join(OPS)})")
 
 

@@ -19,7 +19,7 @@ from ks_spec.errors import UserError
 from pyroaring import BitMap64
 
 STORE_FORMAT = 2
-"""2 since spec 1.5: a segment records a second predecessor (a merge)."""
+"""2 since spec 1.5: a segment records a second predecessor (a merge), a log entry its batch."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ class LogEntry:
     hash: int | None = None
     segment: int | None = None
     bucket: int | None = None
+    entry: int | None = None
+    """The first offset of the batch it was published in (`publish_entry`), else None."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ class MemoryStore(Store):
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log (
-    offset INTEGER PRIMARY KEY, key TEXT NOT NULL, hash INTEGER, segment INTEGER, bucket INTEGER);
+    offset INTEGER PRIMARY KEY, key TEXT NOT NULL, hash INTEGER, segment INTEGER, bucket INTEGER, entry INTEGER);
 CREATE TABLE IF NOT EXISTS cursor (
     id INTEGER PRIMARY KEY CHECK (id = 1), position INTEGER NOT NULL, persisted_at INTEGER);
 CREATE TABLE IF NOT EXISTS holes (chunk INTEGER PRIMARY KEY, bits BLOB NOT NULL);
@@ -231,9 +233,9 @@ class SqliteStore(Store):
     def load(self) -> Snapshot:
         snapshot = Snapshot()
         snapshot.log = [
-            LogEntry(key, hash_, segment, bucket)
-            for key, hash_, segment, bucket in self._db.execute(
-                "SELECT key, hash, segment, bucket FROM log ORDER BY offset"
+            LogEntry(key, hash_, segment, bucket, entry)
+            for key, hash_, segment, bucket, entry in self._db.execute(
+                "SELECT key, hash, segment, bucket, entry FROM log ORDER BY offset"
             )
         ]
         row = self._db.execute("SELECT position, persisted_at FROM cursor WHERE id = 1").fetchone()
@@ -258,7 +260,8 @@ class SqliteStore(Store):
     def append(self, offset: int, entry: LogEntry) -> None:
         with self._transaction():
             self._db.execute(
-                "INSERT INTO log VALUES (?, ?, ?, ?, ?)", (offset, entry.key, entry.hash, entry.segment, entry.bucket)
+                "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?)",
+                (offset, entry.key, entry.hash, entry.segment, entry.bucket, entry.entry),
             )
 
     def persist_cursor(self, position: int, chunks: dict[int, bytes | None], tick: int) -> None:

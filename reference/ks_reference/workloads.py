@@ -52,6 +52,12 @@ OP_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "rollover": {"segment": (_INT, True), "successor": (_INT, True), "buckets": (_INT, True)},
     "split": {"segment": (_INT, True), "lower": (_INT, True), "upper": (_INT, True)},
     "merge": {"lower": (_INT, True), "upper": (_INT, True), "successor": (_INT, True)},
+    "publish_entry": {
+        "keys": (_LIST, True),
+        "hash_min": (_INT, True),
+        "hash_max": (_INT, True),
+        "offset": (_INT, False),
+    },
     "settle": {"max_ticks": (_INT, False)},
     "quiescent": {},
 }

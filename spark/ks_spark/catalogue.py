@@ -90,6 +90,7 @@ NOT_COMPUTED: dict[str, str] = {
     "successor-first": "selector buckets: left to the Python checker",
     "checkpoint-skip": "selector buckets: left to the Python checker",
     "checkpoint-resurrected": "selector buckets: left to the Python checker",
+    "entry-split": "selector buckets: left to the Python checker",
     "best-effort-redelivery": "left to the Python checker",
     "missed-timeout": "an end-of-op state check over all messages; globally sequential",
     "poison-ignored": "an end-of-op state check; globally sequential",

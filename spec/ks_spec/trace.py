@@ -117,6 +117,7 @@ def columns() -> tuple[str, ...]:
         "hash",
         "segment",
         "bucket",
+        "entry",
         "buckets",
         "range_lo",
         "range_hi",

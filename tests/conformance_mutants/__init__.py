@@ -349,6 +349,17 @@ MUTANTS: tuple[Mutant, ...] = (
         poison_policies=["drop"],
         config_values=CHECKPOINTS,
     ),
+    # a batch is read whole, past the window: delivered piece by piece, its later messages overrun it (FLW-2)
+    _mutant(
+        "batch_split",
+        "KS-BKT-10",
+        bugs.BatchSplit,
+        may="KS-FLW-2",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+        config_values={},
+    ),
     # best-effort (section 18)
     # a best-effort message had its outcome: sending it again is both a redelivery and a duplicate
     _mutant("best_effort_redelivers", "KS-BEF-1 KS-RES-2", bugs.BestEffortRedelivers, profiles=["best-effort"], **RING),

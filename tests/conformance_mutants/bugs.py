@@ -782,6 +782,13 @@ class OneCheckpointForAll(Dispatcher):
         super().resume_from_checkpoints()
 
 
+class BatchSplit(Dispatcher):
+    """A batch is dispatched message by message, like single messages: its keys go in the pass's key order."""
+
+    def batch_to_deliver(self, message: Message, holder: Member) -> list[Message] | None:
+        return [message]  # breaks KS-BKT-10
+
+
 class OwnersReversed(Dispatcher):
     """Bucket owners are counted over the members sorted in reverse name order."""
 

@@ -9,7 +9,7 @@ from itertools import takewhile
 
 from ks_conformance import explain
 from ks_conformance.checks.buckets import BucketChecks
-from ks_conformance.checks.records import Delivery, Incarnation, KeyState, Message
+from ks_conformance.checks.records import BatchRun, Delivery, Incarnation, KeyState, Message
 from ks_conformance.checks.state import RING_SELECTORS, Event
 from ks_conformance.glob import accepts
 
@@ -27,6 +27,10 @@ class DeliveryChecks(BucketChecks):
         incarnation = self.members.get(name)
         state = self.keys[message.key]
         first = message.deliveries == 0
+        run = self.batch_run
+        self._continuing_batch = bool(
+            first and run is not None and run.consumer == name and run.expected and run.expected[0] == message.offset
+        )
         self._check_order(message, state, seq, first)
         self._check_exclusive(message, state, seq, incarnation or self._phantoms.get(name), name)
         self._check_reason(message, seq)
@@ -39,6 +43,7 @@ class DeliveryChecks(BucketChecks):
             self._check_bucket_delivery(message, seq, incarnation, name)
         if self.best_effort:
             self._check_best_effort_outcome(message, seq)
+        self._check_batch(message, seq, name, first)
         if incarnation is None:
             incarnation = self._phantoms.get(name)
         if incarnation is None:
@@ -224,7 +229,7 @@ class DeliveryChecks(BucketChecks):
             held = len(incarnation.outstanding)
             if held >= incarnation.capacity - 1:
                 self._exercise("capacity-overrun")
-            if held + 1 > incarnation.capacity:
+            if held + 1 > incarnation.capacity and not self._continuing_batch:  # KS-BKT-10: the batch follows
                 seqs = sorted(d.seq for d in incarnation.outstanding.values())
                 self._report(
                     "capacity-overrun",
@@ -244,11 +249,60 @@ class DeliveryChecks(BucketChecks):
         below = (self.unresolved.rank(message.offset - 1) if message.offset > 0 else 0) - parked
         if below >= window - 1:
             self._exercise("window-overrun")
-        if below >= window:
+        if below >= window and not self._continuing_batch:  # KS-BKT-10: a batch is read and delivered whole
             shown = parked if self.park_after else None
             self._report(
                 "window-overrun", seq, [seq], explain.window_overrun(*message.facts, window, below, seq, shown)
             )
+
+    def _check_batch(self, message: Message, seq: int, name: str, first: bool) -> None:
+        """A batch is delivered whole (KS-BKT-10): its first delivery since it was published (or the last restart)
+        starts from its first such message, and the others follow it to the same consumer, delivery after delivery."""
+        run = self.batch_run
+        if run is not None:
+            if self._continuing_batch:
+                run.expected.pop(0)
+                if not run.expected:
+                    self.batch_run = None
+                return
+            self.batch_run = None
+            self._batch_findings.append(
+                (
+                    [run.first_seq, seq],
+                    explain.entry_split_interrupted(
+                        run.entry,
+                        run.first_offset,
+                        run.consumer,
+                        run.first_seq,
+                        run.expected[0],
+                        message.offset,
+                        name,
+                        seq,
+                    ),
+                )
+            )
+        if message.entry is None or not first:
+            return
+        waiting = [
+            o
+            for o in self.batches.get(message.entry, ())
+            if o != message.offset and not self.messages[o].resolved and self.messages[o].deliveries == 0
+        ]
+        if not waiting:
+            return
+        # req: KS-BKT-10
+        self._exercise("entry-split")
+        earlier = [o for o in waiting if o < message.offset]
+        if earlier:
+            before = self.messages[earlier[0]]
+            self._batch_findings.append(
+                (
+                    [before.publish_seq, seq],
+                    explain.entry_split_later_first(*message.facts, message.entry, *before.facts, seq),
+                )
+            )
+            return
+        self.batch_run = BatchRun(message.entry, name, message.offset, seq, waiting)
 
     def _check_attempt(self, message: Message, seq: int, attempt: int) -> None:
         if self.best_effort:

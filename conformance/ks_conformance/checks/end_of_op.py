@@ -29,6 +29,16 @@ class EndOfOpChecks(CheckerState):
         if op is None:
             return
         self._expect_ack_class = False
+        if self.batch_run is not None:
+            run, self.batch_run = self.batch_run, None
+            # req: KS-BKT-10
+            unfinished = explain.entry_split_unfinished(
+                run.entry, run.first_offset, run.consumer, run.first_seq, run.expected
+            )
+            self._batch_findings.append(([run.first_seq, self.last_seq], unfinished))
+        for witness, explained in self._batch_findings:
+            self._report("entry-split", self.last_seq, witness, explained)  # judged over the whole op (KS-BKT-10)
+        self._batch_findings = []
         if op.kind == "tick":
             self._advance_phase(7)
         if op.kind == "key_skipped":

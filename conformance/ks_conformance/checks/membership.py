@@ -72,6 +72,9 @@ class OpEventChecks(QuiescenceChecks):
             self._exercise("blocked-key-leak")
         if self.buckets:
             self._publish_placement(message, event)
+        if event.get("entry") is not None:
+            message.entry = int(event["entry"])
+            self.batches.setdefault(message.entry, []).append(offset)
 
     def _publish_placement(self, message: Message, event: Event) -> None:
         seq = message.publish_seq

@@ -93,6 +93,8 @@ class Message:
     hash: int | None = None
     segment: int | None = None
     bucket: int | None = None
+    entry: int | None = None
+    """The first offset of the batch it was published in (`publish_entry`), else None."""
     resolved: bool = False
     resolution_seq: int | None = None
     resolution: str | None = None
@@ -160,6 +162,17 @@ class Segment:
     created_seq: int
     sealed: bool = False
     unresolved: OrderedOffsets = field(default_factory=OrderedOffsets)
+
+
+@dataclass(slots=True)
+class BatchRun:
+    """A batch being delivered (KS-BKT-10): its first offset, who takes it, what must follow, and where it began."""
+
+    entry: int
+    consumer: str
+    first_offset: int
+    first_seq: int
+    expected: list[int]
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from ks_conformance import explain
 from ks_conformance.anomalies import Anomaly, Explanation, Verdict, requirement_profiles, verdict_of
 from ks_conformance.catalogue import CATALOGUE
 from ks_conformance.checks.records import (
+    BatchRun,
     Delivery,
     Incarnation,
     KeyState,
@@ -100,6 +101,14 @@ class CheckerState:
         self.bucket_unresolved: dict[tuple[int, int], OrderedOffsets] = {}
         self.checkpoints: dict[tuple[int, int], tuple[int, int]] = {}
         """Per bucket, its last checkpoint and that event's seq (they outlive a restart: the store keeps them)."""
+        self.batches: dict[int, list[int]] = {}
+        """Per batch (its first offset), the offsets it was published with (`publish_entry`)."""
+        self.batch_run: BatchRun | None = None
+        """The batch whose delivery has begun and must go on, delivery after delivery (KS-BKT-10)."""
+        self._batch_findings: list[tuple[list[int], explain.Explained]] = []
+        """What KS-BKT-10 found in the open op: reported when it closes (entry-split is an end-of-op check)."""
+        self._continuing_batch = False
+        """True while judging a delivery that continues `batch_run` (exempt from capacity and window, KS-BKT-10)."""
         self.loaded_checkpoints: dict[tuple[int, int], tuple[int, int]] = {}
         """With `checkpoint_resume`, the checkpoints the last restart resumed from (KS-BKT-9)."""
         self.bucket_last: dict[tuple[int, int], tuple[int, Incarnation, int]] = {}
