@@ -1193,6 +1193,20 @@ def test_found_at_the_event_that_shows_it_when_fed_one_at_a_time() -> None:
             assert [a.name for a in checker.anomalies] == _anomaly_names(bad())
 
 
+@pytest.mark.parametrize("durable", [False, True])
+def test_a_batch_is_judged_again_after_a_restart_even_with_durable_attempts(durable: bool) -> None:
+    """KS-BKT-10 counts deliveries since the last restart: attempt counts that survive it do not hide the batch."""
+    declared = {"durable_attempts": True} if durable else None
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=1, declared=declared).add("c1")
+    for key in ("a", "b", "c"):
+        t.publish(key, hash=0x10, segment=0, bucket=0, entry=0)
+    t.deliver(0, "c1").deliver(1, "c1").deliver(2, "c1")
+    t.restart().add("c1")
+    attempt = 2 if durable else 1
+    t.deliver(2, "c1", attempt).deliver(0, "c1", attempt)  # the batch's last message first
+    assert "entry-split" in [a.name for a in check_events(t.events).anomalies]
+
+
 def test_the_op_after_a_tick_does_not_smear_its_phases() -> None:
     """An ack right after a tick that persisted is its own op: its delivery is not a phase-order anomaly."""
     t = owner(persist_interval=1).add("c1", capacity=1)

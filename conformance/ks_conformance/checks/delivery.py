@@ -28,8 +28,9 @@ class DeliveryChecks(BucketChecks):
         state = self.keys[message.key]
         first = message.deliveries == 0
         run = self.batch_run
+        anew = not message.delivered_since_restart
         self._continuing_batch = bool(
-            first and run is not None and run.consumer == name and run.expected and run.expected[0] == message.offset
+            anew and run is not None and run.consumer == name and run.expected and run.expected[0] == message.offset
         )
         self._check_order(message, state, seq, first)
         self._check_exclusive(message, state, seq, incarnation or self._phantoms.get(name), name)
@@ -43,7 +44,7 @@ class DeliveryChecks(BucketChecks):
             self._check_bucket_delivery(message, seq, incarnation, name)
         if self.best_effort:
             self._check_best_effort_outcome(message, seq)
-        self._check_batch(message, seq, name, first)
+        self._check_batch(message, seq, name, anew)
         if incarnation is None:
             incarnation = self._phantoms.get(name)
         if incarnation is None:
@@ -255,7 +256,7 @@ class DeliveryChecks(BucketChecks):
                 "window-overrun", seq, [seq], explain.window_overrun(*message.facts, window, below, seq, shown)
             )
 
-    def _check_batch(self, message: Message, seq: int, name: str, first: bool) -> None:
+    def _check_batch(self, message: Message, seq: int, name: str, anew: bool) -> None:
         """A batch is delivered whole (KS-BKT-10): its first delivery since it was published (or the last restart)
         starts from its first such message, and the others follow it to the same consumer, delivery after delivery."""
         run = self.batch_run
@@ -281,12 +282,12 @@ class DeliveryChecks(BucketChecks):
                     ),
                 )
             )
-        if message.entry is None or not first:
+        if message.entry is None or not anew:
             return
         waiting = [
             o
             for o in self.batches.get(message.entry, ())
-            if o != message.offset and not self.messages[o].resolved and self.messages[o].deliveries == 0
+            if o != message.offset and not self.messages[o].resolved and not self.messages[o].delivered_since_restart
         ]
         if not waiting:
             return
@@ -418,6 +419,7 @@ class DeliveryChecks(BucketChecks):
         delivery = Delivery(self._serial, message.offset, holder, attempt, self.now, seq, self.epoch)
         message.deliveries += 1
         message.delivered_ever = True
+        message.delivered_since_restart = True
         message.last_delivery_seq = seq
         message.restored_seq = None
         message.outstanding = delivery

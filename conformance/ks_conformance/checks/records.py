@@ -100,6 +100,8 @@ class Message:
     resolution: str | None = None
     deliveries: int = 0
     delivered_ever: bool = False
+    delivered_since_restart: bool = False
+    """Delivered since the last restart, whatever `durable_attempts` keeps of `deliveries` (KS-BKT-10)."""
     last_delivery_seq: int | None = None
     failures: int = 0
     failure_seqs: list[int] = field(default_factory=list)

@@ -361,6 +361,7 @@ class CheckerState:
             message.failure_seqs = []
             message.last_failure = None
         message.outstanding = None
+        message.delivered_since_restart = False
         message.retrying = False
         message.ready = False
         message.returned = False
