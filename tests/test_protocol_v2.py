@@ -243,3 +243,13 @@ def test_two_deliveries_to_one_non_member_are_not_a_split_owner() -> None:
     names = {a.name for a in checker.anomalies}
     assert "split-owner" not in names
     assert names  # the deliveries to a non-member are reported (inactive-delivery)
+
+
+def test_filter_rules_are_skipped_when_no_declared_selector_takes_filters() -> None:
+    """Buckets refuse filters (spec section 5): an adapter that has filters but declares only `buckets` is never
+    drawn one, so the filter rules are skipped with that reason, not vacuous."""
+    result = _run(ReferenceAdapter(durable=False), **{**BASE, "selectors": ["buckets"]})
+    _assert_clean(result)
+    for identifier in ("KS-FLT-2", "KS-FLT-3", "KS-FLT-4"):
+        line = _status(result, identifier)
+        assert line["status"] == "skipped" and "a selector that takes them" in line["reason"], line

@@ -28,7 +28,7 @@ from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels, r
 from ks_conformance.batch import AnySession
 from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
 from ks_conformance.determinism import seed_decides
-from ks_conformance.harness import SLOTS, Session, Step
+from ks_conformance.harness import FILTER_SELECTORS_REFUSED, SLOTS, Session, Step
 from ks_conformance.machine import FaultAbort, Violation, machine_for
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
 from ks_conformance.scenario import Scenario, events_signature, replay, write_scenario
@@ -652,6 +652,9 @@ def _needs(
         return f"{field_name} > 0 (the adapter supports {values or 'none of the values drawn'}{said})"
 
     fixed_target = bool(selectors - {"pulsar-sticky", "buckets"})
+    # Filters are drawn only under a selector that takes them (the others refuse them, spec section 5).
+    filtering = capabilities.filters and bool(selectors - set(FILTER_SELECTORS_REFUSED))
+    no_filters = "capability filters and a selector that takes them (not pulsar-auto-split, pulsar-sticky, buckets)"
 
     def forms(field_name: str) -> list[Any]:
         """The values of an option the kit may draw: the declared ones, else the default alone."""
@@ -688,11 +691,11 @@ def _needs(
         or need(positive("evict_after"), supported("evict_after")),
         "inactive-delivery": need("disconnect" in ops, "op disconnect"),
         "reconnect-ignored": need("reconnect" in ops and "disconnect" in ops, "op reconnect"),
-        "filter-violation": need(capabilities.filters, "capability filters"),
-        "unjustified-filter": need(capabilities.filters, "capability filters"),
-        "unfiltered-wait": need(capabilities.filters and fixed_target, "capability filters"),
+        "filter-violation": need(filtering, no_filters),
+        "unjustified-filter": need(filtering, no_filters),
+        "unfiltered-wait": need(filtering and fixed_target, no_filters),
         "unjustified-outcome": None,
-        "filtered-without-members": need(capabilities.filters and "remove_consumer" in ops, "capability filters"),
+        "filtered-without-members": need(filtering and "remove_consumer" in ops, no_filters),
         "resurrected": need("restart" in ops, "op restart"),
         "persist-early": need("tick" in ops, "op tick")
         or need(capabilities.cursor, "a persisted cursor (capability cursor)")

@@ -101,7 +101,11 @@ PRESETS: dict[str, Preset] = {
             },
             capabilities={
                 # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
-                "ops": [op for op in OPS if op not in ("disconnect", "reconnect", "rollover", "split", "merge")],
+                "ops": [
+                    op
+                    for op in OPS
+                    if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")
+                ],
                 "filters": False,
                 "poison_policies": ["dead-letter"],
             },
@@ -117,7 +121,7 @@ PRESETS: dict[str, Preset] = {
             "strict",
             "danube",
             {"tick_order": ["danube"], "evict_after": [1, 2, 6]},
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge")]},
+            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")]},
             differences=(
                 "an evicted consumer's messages are delivered again (KS-MEM-1); the `danube_at_most_once` preset "
                 "reproduces Danube's at-most-once eviction instead",
@@ -130,7 +134,7 @@ PRESETS: dict[str, Preset] = {
             "strict",
             "danube",
             {"tick_order": ["danube"], "evict_after": [1, 2]},
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge")]},
+            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")]},
             dispatcher=EvictionCountsAsAck,
             expected={
                 "KS-CUR-1": "Danube counts an evicted consumer's in-flight messages as acked (at-most-once) so that "
