@@ -95,7 +95,8 @@ def use_tests_folder(path: Sequence[str] = ()) -> None:
 def reference_run(transport: str, seed: int) -> ReferenceRun:
     """The `ci` profile against the reference over one transport (`in-process` or `stdio`)."""
     from ks_conformance.adapters import connect, stdio_command
-    from ks_conformance.suite import run_suite, settings_for
+    from ks_conformance.results import settings_for
+    from ks_conformance.suite import run_suite
 
     adapter = "reference" if transport == "in-process" else stdio_command("reference")
     started = time.perf_counter()
@@ -118,7 +119,8 @@ def catch_time(name: str, seed: int) -> Catch:
     """Run the `ci` profile against mutant `name` until its first finding on a target requirement."""
     from conformance_mutants import BY_NAME
     from ks_conformance.protocol import InProcessConnection
-    from ks_conformance.suite import Finding, run_suite, settings_for
+    from ks_conformance.results import Finding, settings_for
+    from ks_conformance.suite import run_suite
 
     mutant = BY_NAME[name]
     targets = targets_of(name)
@@ -184,7 +186,8 @@ def whole_run(name: str, seed: int, profile: str) -> WholeRun:
 
 def timed_run(name: str, connect: Callable[[], Any], seed: int, profile: str, must: frozenset[str]) -> WholeRun:
     """Run `profile` to the end against an adapter; the time of the last finding, from the run's start."""
-    from ks_conformance.suite import Finding, run_suite, settings_for
+    from ks_conformance.results import Finding, settings_for
+    from ks_conformance.suite import run_suite
 
     last = [0.0]
 

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from ks_conformance.adapters import connect, stdio_command
 from ks_conformance.report import read_report, schema_problem
-from ks_conformance.suite import run_suite, settings_for
+from ks_conformance.results import settings_for
+from ks_conformance.suite import run_suite
 from ks_spec.requirements import load_index
 
 TESTS = Path(__file__).resolve().parent
@@ -266,8 +267,9 @@ def test_coverage_rounds_aim_at_what_is_still_vacuous() -> None:
     """A coverage round searches only where a vacuous requirement's checks can run, with the form options at
     their defaults unless those checks need them (a round drawing permits would dilute a search for KS-POI-4)."""
     from ks_conformance.adapters import connect
+    from ks_conformance.results import RunResult
     from ks_conformance.search import strata
-    from ks_conformance.suite import RunResult, _focused, _plain_for
+    from ks_conformance.suite import _focused, _plain_for
 
     connection = connect("reference")
     info = connection.start()
@@ -372,8 +374,8 @@ def test_a_kind_seen_while_searching_for_another_gets_its_own_shrunk_witness(tmp
     from conformance_mutants import BY_NAME
     from ks_conformance.catalogue import BY_NAME as KINDS
     from ks_conformance.protocol import InProcessConnection
+    from ks_conformance.results import report_lines
     from ks_conformance.scenario import read_scenario, replay
-    from ks_conformance.suite import report_lines
     from ks_reference.adapter import create
 
     name = "per_message_routing"
@@ -407,7 +409,7 @@ def test_a_kind_seen_while_searching_for_another_gets_its_own_shrunk_witness(tmp
 def test_the_same_seed_gives_the_same_report_and_scenarios(tmp_path: Path) -> None:
     """Shrinking is bounded by counts of replays, never by the clock: two runs of one seed agree byte for byte
     (the timestamps and the run time aside), scenarios included."""
-    from ks_conformance.suite import report_lines
+    from ks_conformance.results import report_lines
 
     def run(folder: Path) -> tuple[list[str], dict[str, str]]:
         result = _judge_in_process("persist_eagerly+no_draining", folder, shrinks=20)

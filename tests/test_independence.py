@@ -79,3 +79,35 @@ def test_the_spec_defaults_are_the_reference_defaults() -> None:
     every_field = {"selector": "buckets", "read_bound": "lookahead"}  # the fields that apply only to some configs
     parsed = Config.parse(every_field).as_dict()
     assert {**CONFIG_DEFAULTS, **every_field} == parsed
+
+
+@pytest.mark.parametrize(
+    "package", ["spec/ks_spec", "reference/ks_reference", "conformance/ks_conformance", "spark/ks_spark"]
+)
+def test_no_module_imports_one_that_imports_it_back(package: str) -> None:
+    """Issue 17: no import circle inside a package, counting imports inside functions too (a deferred import that
+    only hides a circle from the interpreter still makes two modules impossible to read apart)."""
+    folder = ROOT / package
+    name = folder.name
+    modules = {path.stem for path in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == name:
+                parts = node.module.split(".")
+                found = {parts[1]} if len(parts) > 1 else {alias.name for alias in node.names}
+                targets |= found & modules
+        graph[path.stem] = targets - {path.stem}
+    circles = []
+    for start in sorted(graph):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            module, trail = stack.pop()
+            for target in sorted(graph[module]):
+                if target == start:
+                    circles.append(" -> ".join([*trail, target]))
+                elif target not in seen:
+                    seen.add(target)
+                    stack.append((target, [*trail, target]))
+    assert not circles, circles

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -59,3 +60,21 @@ def test_mypy_strict_clean() -> None:
         check=False,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+LONG_MODULE_LINES = 500
+"""Issue 17: a module past about this many lines says in its docstring why it is long."""
+
+
+def test_every_long_module_says_why_it_is_long() -> None:
+    packages = ("cli/keyshared", "spec/ks_spec", "models/ks_models", "reference/ks_reference")
+    packages += ("conformance/ks_conformance", "spark/ks_spark")
+    unexplained = []
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            if text.count("\n") > LONG_MODULE_LINES:
+                doc = ast.get_docstring(ast.parse(text)) or ""
+                if "Long because" not in doc:
+                    unexplained.append(f"{path.relative_to(ROOT)} ({text.count(chr(10))} lines)")
+    assert not unexplained, f"split these modules or say why they are long ('Long because ...'): {unexplained}"

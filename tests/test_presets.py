@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ks_conformance.protocol import Capabilities, InProcessConnection
+from ks_conformance.results import settings_for
 from ks_conformance.search import configs
-from ks_conformance.suite import run_suite, settings_for
+from ks_conformance.suite import run_suite
 from ks_reference import presets
 from ks_reference.presets import PRESETS, Preset
 from ks_spec.config import config_problem

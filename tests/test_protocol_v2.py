@@ -20,8 +20,9 @@ from conformance_mutants import bugs
 from ks_conformance.builder import TraceBuilder
 from ks_conformance.checker import Checker, check_events
 from ks_conformance.protocol import Capabilities, InProcessConnection
+from ks_conformance.results import RunResult, settings_for
 from ks_conformance.stdio import StdioConnection
-from ks_conformance.suite import RunResult, run_suite, settings_for
+from ks_conformance.suite import run_suite
 from ks_reference.adapter import CAPABILITIES, ReferenceAdapter
 
 QUICK = {"max_examples": 12, "examples_total": 24, "rounds": 2, "coverage_rounds": 0, "determinism_replays": 1}

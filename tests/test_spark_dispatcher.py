@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from ks_conformance.adapters import stdio_command
 from ks_conformance.protocol import Capabilities, InProcessConnection
-from ks_conformance.suite import run_suite, settings_for
+from ks_conformance.results import settings_for
+from ks_conformance.suite import run_suite
 from ks_reference.config import Config
 from ks_reference.selectors import make_selector
 from ks_spark.adapter import CAPABILITIES, create, create_local

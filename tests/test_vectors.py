@@ -16,8 +16,7 @@ from conformance_mutants import DOUBLE_MUTANTS, MUTANTS, Mutant
 from keyshared.cli import main
 from ks_conformance.catalogue import CATALOGUE, checked_requirements, checks_of
 from ks_conformance.protocol import Connection, InProcessConnection
-from ks_conformance.scenario import events_signature
-from ks_conformance.tracefile import check_trace
+from ks_conformance.tracefile import check_trace, events_signature
 from ks_conformance.vectors import VECTORS_DIR, Vector, VectorResult, find_vectors, run_vectors
 from ks_reference.adapter import create as create_reference
 from ks_spec.trace import read_events

@@ -135,7 +135,8 @@ def run_run(args: argparse.Namespace) -> int:
     """Run the suite, print the summary, write the reports; exit by verdict."""
     from ks_conformance import report
     from ks_conformance.protocol import StartFailed
-    from ks_conformance.suite import report_lines, run_suite, settings_for
+    from ks_conformance.results import report_lines, settings_for
+    from ks_conformance.suite import run_suite
     from ks_spec.errors import UserError
 
     overrides: dict[str, int] = {}

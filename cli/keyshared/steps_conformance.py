@@ -14,7 +14,8 @@ _results: dict[str, Any] = {}
 
 def _run(adapter: str) -> Any:
     from ks_conformance.adapters import connect
-    from ks_conformance.suite import run_suite, settings_for
+    from ks_conformance.results import settings_for
+    from ks_conformance.suite import run_suite
 
     return run_suite(lambda: connect(adapter), settings_for("ci", VERIFY_SEED))
 

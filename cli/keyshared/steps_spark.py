@@ -66,7 +66,8 @@ def _spark_dispatcher_step(args: argparse.Namespace) -> StepResult:
     import pyarrow as pa
     import pyarrow.parquet as pq
     from ks_conformance.protocol import InProcessConnection
-    from ks_conformance.suite import run_suite, settings_for
+    from ks_conformance.results import settings_for
+    from ks_conformance.suite import run_suite
     from ks_spark.adapter import create
     from ks_spark.session import SessionOptions, get_session
     from ks_spark.validator import validate

@@ -308,7 +308,7 @@ class BatchSession:
 
     def _compare_prefix(self, session: Session) -> None:
         """The events of ops replayed before must come back the same (a batch engine replays from a reset)."""
-        from ks_conformance.scenario import events_signature
+        from ks_conformance.tracefile import events_signature
 
         signature = events_signature(session.trace)
         previous = self._signature

@@ -3,6 +3,9 @@
 This module is the single place that names anomalies. The trace checker, the conformance harness, the
 reports and the Spark validator all import it, so it must stay free of heavy dependencies:
 standard library only. tests/test_checker_catalogue.py keeps it equal to the tables of checking.md.
+
+Long because it is the catalogue itself: one entry of six fields per anomaly kind, mirrored row for row from
+spec/checking.md.
 """
 
 from __future__ import annotations

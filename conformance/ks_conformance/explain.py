@@ -7,6 +7,9 @@ one violation reads the same in both. A kind whose texts differ with the situati
 per situation (`duplicate_resolved`, `duplicate_outstanding`); a "why" that a check chooses among
 several has a phrase function beside its kind (`timeout_not_due`). Standard library only: Spark tasks
 import it.
+
+Long because the catalogue is: one function per kind and situation (60 kinds), kept in catalogue order in one
+file (a test checks the order) so that each kind's wording reads beside its neighbours'.
 """
 
 from __future__ import annotations

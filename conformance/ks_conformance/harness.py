@@ -5,6 +5,9 @@ effects only), feeds them and the adapter's effects to the `Checker`, and adds t
 harness can make (spec/checking.md section 2.4): refusals (KS-GEN-4), stats (KS-OBS-1, KS-OBS-2,
 KS-BEF-2). `settle` drives the subscription to quiescence (spec section 19) and records the
 `quiescent` point where liveness is judged. The steps it performed are a replayable scenario.
+
+Long because each op's expected refusal (KS-GEN-4), its op events and the stats comparison live here together,
+so that the harness's whole contract for one op reads in one file.
 """
 
 from __future__ import annotations

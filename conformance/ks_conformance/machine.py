@@ -10,6 +10,9 @@ goes on, so a cheap anomaly found once never hides a deeper one behind it. Every
 (shrink replays included) is recorded as an observation, so a requirement violated anywhere in a run is
 never reported passed. Hypothesis only searches here; the kit shrinks what it finds itself, by counted
 replays (shrink.py).
+
+Long because every op the kit draws is a rule method of one class, as Hypothesis's stateful API wants; the
+configuration strategies and the run context live in search.py.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ Every response is interpreted here, the same way for both transports: an op is `
 events), `refused` (a refusal the spec defines), or `skipped` (a known gap); anything else raises
 `AdapterFault`, which makes a run's verdict unknown, never conformant. With `validate=True` every request
 and response is also checked against spec/schemas/adapter-v2.schema.json (the `--validate-protocol` mode).
+
+Long because both transports (in process, and JSON lines over stdio with process supervision and timeouts)
+interpret every response here, the same way: that sameness is why it is one module.
 """
 
 from __future__ import annotations

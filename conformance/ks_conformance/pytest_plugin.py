@@ -59,7 +59,8 @@ class ConformanceRun:
         from ks_conformance import report
         from ks_conformance.adapters import connect
         from ks_conformance.protocol import StartFailed
-        from ks_conformance.suite import report_lines, run_suite, settings_for
+        from ks_conformance.results import report_lines, settings_for
+        from ks_conformance.suite import run_suite
 
         option = self.config.getoption
         adapter = str(option(OPTION_ADAPTER))
@@ -151,7 +152,8 @@ def keyshared_suite(tmp_path: Path) -> Iterator[Callable[..., Any]]:
     Returns the `RunResult` (`.verdict`, `.requirements`, `.anomalies`); scenarios go to `tmp_path`.
     """
     from ks_conformance.adapters import connect
-    from ks_conformance.suite import run_suite, settings_for
+    from ks_conformance.results import settings_for
+    from ks_conformance.suite import run_suite
 
     def run(adapter: str, profile: str = "ci", seed: int = 0) -> Any:
         return run_suite(lambda: connect(adapter), settings_for(profile, seed), scenarios=tmp_path / "scenarios")

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -228,8 +228,3 @@ def replay(
             session.perform(step.op, expect=step.expect)
     session.flush()
     return Replay(session)
-
-
-def events_signature(trace: Sequence[Mapping[str, Any]]) -> list[str]:
-    """A trace as comparable lines (for the determinism check, KS-GEN-5)."""
-    return [json.dumps(event, sort_keys=True) for event in trace if event.get("event") != "config"]

@@ -8,144 +8,37 @@ then shrinks every other kind seen anywhere the same way (a kind seen in any exa
 requirement), replays the passing examples with the most events on the adapter and on a newly started one
 to check determinism (KS-GEN-5), and turns it all into one status per requirement: passed, failed,
 warning, vacuous, skipped or untested (spec/report-format.md).
+
+Long because the rounds, the shrinking of each kind and the coverage rounds share one run context; the run's data
+(results.py) and the requirement statuses (statuses.py) live apart.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS
 from ks_spec.errors import UserError
-from ks_spec.requirements import load_index
 
 from ks_conformance import report
-from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels, requirement_profiles
+from ks_conformance.anomalies import Anomaly, Explanation, requirement_profiles
 from ks_conformance.batch import AnySession
-from ks_conformance.catalogue import BY_NAME, CATALOGUE, INDIRECT, checks_of
+from ks_conformance.catalogue import BY_NAME, CATALOGUE, checks_of
 from ks_conformance.determinism import seed_decides
-from ks_conformance.harness import FILTER_SELECTORS_REFUSED, SLOTS, Session, Step
+from ks_conformance.harness import SLOTS, Session, Step
 from ks_conformance.machine import FaultAbort, Violation, machine_for
-from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartInfo
-from ks_conformance.scenario import Scenario, events_signature, replay, write_scenario
-from ks_conformance.search import Observation, RunContext, Stratum, strata, usable_values
+from ks_conformance.protocol import AdapterFault, Capabilities, Connection
+from ks_conformance.results import Finding, RunResult, RunSettings
+from ks_conformance.scenario import Scenario, replay, write_scenario
+from ks_conformance.search import Observation, RunContext, Stratum, strata
 from ks_conformance.shrink import Witness, shrink
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """How hard a run looks: Hypothesis examples and steps per round, rounds, and the seed."""
-
-    profile: str
-    max_examples: int
-    """Hypothesis examples per stratum (profile x poison policy) and round, at least."""
-    steps: int
-    rounds: int
-    """At most this many rounds per stratum, each of its examples (however many end at a new kind); the next
-    round runs only if this one found something."""
-    examples_total: int = 0
-    """Examples per round over all strata: an implementation declaring few strata gets more per stratum."""
-    seed: int = 0
-    batch_chunk: int = 12
-    """In batch mode: ops per replay while an example is drawn."""
-    coverage_rounds: int = 2
-    """Extra rounds over every stratum while a MUST requirement's checks were never exercised."""
-    determinism_replays: int = 3
-    shrinks: int = 100
-    """Replays per witness when shrinking (shrink.py): a count, never seconds, so that one seed gives one result."""
-    shrink_cap_seconds: int = 600
-    """A wall-clock safety cap on shrinking one witness; the report lists it under `limits` if it ever fires."""
-
-    def examples_per_stratum(self, strata: int) -> int:
-        """`max_examples`, or more when few strata share the `examples_total` budget."""
-        return max(self.max_examples, -(-self.examples_total // max(strata, 1)))
-
-    def to_json(self) -> dict[str, Any]:
-        """For the report header."""
-        return {
-            "profile": self.profile,
-            "seed": self.seed,
-            "max_examples": self.max_examples,
-            "examples_total": self.examples_total,
-            "stateful_step_count": self.steps,
-            "rounds": self.rounds,
-            "shrinks": self.shrinks,
-            "shrink_cap_seconds": self.shrink_cap_seconds,
-            "batch_chunk": self.batch_chunk,
-            "coverage_rounds": self.coverage_rounds,
-        }
-
-
-PROFILES = {
-    "ci": RunSettings("ci", max_examples=30, steps=40, rounds=3, examples_total=210, shrinks=100),
-    "thorough": RunSettings("thorough", max_examples=300, steps=80, rounds=8, examples_total=2100, shrinks=500),
-}
-"""`ci` runs in about a minute against the reference; `thorough` is for nightly runs."""
-
-
-def settings_for(profile: str, seed: int = 0, **overrides: Any) -> RunSettings:
-    """The named settings profile with a seed (and any field overridden)."""
-    base = PROFILES[profile]
-    values = {**base.__dict__, "seed": seed, **overrides}
-    return RunSettings(**values)
-
-
-@dataclass
-class Finding:
-    """A violation found by a round, with the scenario that reproduces it."""
-
-    anomalies: list[Anomaly]
-    config: dict[str, Any]
-    scenario: Scenario
-    trace: list[dict[str, Any]]
-    path: Path | None = None
-    earlier: list[Anomaly] = field(default_factory=list)
-    """Anomalies of kinds found before that the same example showed first: this one may be their consequence."""
-    shrunk: bool = True
-    """False when replaying the example did not show the kind again, so it could not be shrunk: the scenario is
-    the example as it ran."""
-
-
-@dataclass
-class RunResult:
-    """Everything a run found, ready to be rendered as a report."""
-
-    adapter: str
-    transport: str
-    info: StartInfo
-    capabilities: Capabilities
-    settings: RunSettings
-    findings: list[Finding] = field(default_factory=list)
-    faults: list[tuple[AdapterFault, Path | None]] = field(default_factory=list)
-    exercised: dict[str, int] = field(default_factory=dict)
-    skipped_ops: dict[str, str] = field(default_factory=dict)
-    refused_values: dict[str, list[Any]] = field(default_factory=dict)
-    """Undeclared configuration values the adapter refused (their requirements may be skipped)."""
-    examples: int = 0
-    steps: int = 0
-    started: str = ""
-    duration: float = 0.0
-    requirements: list[dict[str, Any]] = field(default_factory=list)
-    limits: list[str] = field(default_factory=list)
-    """Wall-clock safety caps that fired: where the run's result may depend on the machine's speed."""
-
-    @property
-    def anomalies(self) -> list[Anomaly]:
-        """Every anomaly of every finding."""
-        return [a for f in self.findings for a in f.anomalies]
-
-    @property
-    def verdict(self) -> str:
-        """conformant, not-conformant or unknown (spec/report-format.md section 2)."""
-        if any(r["status"] == "failed" for r in self.requirements):
-            return "not-conformant"
-        if self.faults or any(r["status"] == "vacuous" and r["level"] == "MUST" for r in self.requirements):
-            return "unknown"
-        return "conformant"
+from ks_conformance.statuses import check_needs, requirement_statuses
+from ks_conformance.tracefile import events_signature
 
 
 def run_suite(
@@ -407,7 +300,7 @@ def _plain_for(requirements: Sequence[str], declared: Capabilities, result: RunR
             requirement
             for requirement in requirements
             for kind in checks_of(requirement)
-            if _needs(kind.name, capabilities, result.skipped_ops, result.refused_values) is None
+            if check_needs(kind.name, capabilities, result.skipped_ops, result.refused_values) is None
         }
 
     plain, wanted = declared, exercisable(declared)
@@ -432,7 +325,7 @@ def _focused(
         narrowed = declared.narrowed(profiles=(stratum.profile,), selectors=(selector,), poison_policies=policies)
         return any(
             stratum.profile in profiles.get(requirement, ())
-            and _needs(kind.name, narrowed, result.skipped_ops, result.refused_values) is None
+            and check_needs(kind.name, narrowed, result.skipped_ops, result.refused_values) is None
             for requirement in requirements
             for kind in checks_of(requirement)
         )
@@ -620,247 +513,6 @@ def _many_keys_probe(config: dict[str, Any], capabilities: Capabilities) -> tupl
     if config.get("selector") == "pulsar-sticky":
         join["ranges"] = [[0, SLOTS - 1]]
     return dict(config), [*steps, Step(op=join), Step(settle="oldest")]
-
-
-# --- requirement statuses --------------------------------------------------------------------------
-
-
-def _needs(
-    name: str,
-    capabilities: Capabilities,
-    skipped: Mapping[str, str],
-    refused: Mapping[str, Sequence[Any]] | None = None,
-) -> str | None:
-    """Why an anomaly's check cannot be exercised against these capabilities, or None if it can."""
-    ops = set(capabilities.ops) - set(skipped)
-    selectors = set(capabilities.selectors)
-    policies = set(capabilities.poison_policies)
-    failures = "nack" in ops or capabilities.ack_timeout
-    refusals = refused or {}
-
-    def need(condition: bool, what: str) -> str | None:
-        return None if condition else what
-
-    def positive(field_name: str) -> bool:
-        """True if the kit may draw a value above 0 for a timing field (declared, and not refused)."""
-        return any(v > 0 for v in usable_values(capabilities, refusals, field_name))
-
-    def supported(field_name: str) -> str:
-        values = usable_values(capabilities, refusals, field_name)
-        gone = sorted(set(refusals.get(field_name, ())))
-        said = f"; refused {gone}" if gone else ""
-        return f"{field_name} > 0 (the adapter supports {values or 'none of the values drawn'}{said})"
-
-    fixed_target = bool(selectors - {"pulsar-sticky", "buckets"})
-    # Filters are drawn only under a selector that takes them (the others refuse them, spec section 5).
-    filtering = capabilities.filters and bool(selectors - set(FILTER_SELECTORS_REFUSED))
-    no_filters = "capability filters and a selector that takes them (not pulsar-auto-split, pulsar-sticky, buckets)"
-
-    def forms(field_name: str) -> list[Any]:
-        """The values of an option the kit may draw: the declared ones, else the default alone."""
-        declared = capabilities.config_values.get(field_name, [CONFIG_DEFAULTS[field_name]])
-        return [v for v in declared if v not in refusals.get(field_name, ())]
-
-    requirements: dict[str, str | None] = {
-        "stale-nack-accepted": need("nack" in ops, "op nack"),
-        "holder-nack-ignored": need("nack" in ops, "op nack"),
-        "premature-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
-        or need(positive("ack_timeout"), supported("ack_timeout")),
-        "missed-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
-        or need(positive("ack_timeout"), supported("ack_timeout")),
-        "early-retry": need(failures and "tick" in ops, "op nack or capability ack_timeout")
-        or need(positive("backoff_base"), supported("backoff_base")),
-        "retry-overtaken": need(failures or "remove_consumer" in ops, "op nack, ack_timeout or remove_consumer"),
-        "retry-overrun": need(failures and bool(policies), "failures and a poison policy"),
-        "poison-ignored": need(failures and bool(policies) and "tick" in ops, "failures and a poison policy"),
-        "blocked-key-leak": need(failures and "block" in policies, "poison policy block"),
-        "unjustified-block": need(failures and "block" in policies, "poison policy block"),
-        "stale-budget": need(
-            failures and "block" in policies and "release" in ops, "poison policy block and op release"
-        ),
-        "return-counted": need(failures and bool(policies) and "tick" in ops, "failures and a poison policy")
-        or need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
-        "skip-ignored": need(failures and "block" in policies and "skip" in ops, "poison policy block and op skip"),
-        "dead-letter-mismatch": need(failures and "dead-letter" in policies, "poison policy dead-letter"),
-        "unjustified-resolution": need(
-            (failures and bool(policies & {"drop", "dead-letter"})) or "skip" in ops, "a poison policy that resolves"
-        ),
-        "premature-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect")
-        or need(positive("evict_after"), supported("evict_after")),
-        "missed-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect")
-        or need(positive("evict_after"), supported("evict_after")),
-        "inactive-delivery": need("disconnect" in ops, "op disconnect"),
-        "reconnect-ignored": need("reconnect" in ops and "disconnect" in ops, "op reconnect"),
-        "filter-violation": need(filtering, no_filters),
-        "unjustified-filter": need(filtering, no_filters),
-        "unfiltered-wait": need(filtering and fixed_target, no_filters),
-        "unjustified-outcome": None,
-        "filtered-without-members": need(filtering and "remove_consumer" in ops, no_filters),
-        "resurrected": need("restart" in ops, "op restart"),
-        "persist-early": need("tick" in ops, "op tick")
-        or need(capabilities.cursor, "a persisted cursor (capability cursor)")
-        or need(positive("persist_interval"), supported("persist_interval")),
-        "persist-late": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
-        "restart-skip": need("restart" in ops, "op restart")
-        or need(capabilities.cursor, "a persisted cursor (capability cursor): without one nothing is volatile"),
-        "cursor-skip": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
-        "cursor-regress": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
-        "cursor-stall": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
-        "overtaken-hold": need(
-            capabilities.held_events,
-            "held events (capability held_events); a held message overtaken shows as key-reorder (KS-ORD-1)",
-        ),
-        "drain-stuck": need(
-            capabilities.held_events,
-            "held events (capability held_events); a drain that never clears shows as stuck-key (KS-LIV-1)",
-        )
-        or need(bool(selectors - {"any"}), "a selector with key affinity (with any, a held key never moves: no drain)")
-        or need(
-            "owner" in capabilities.profiles and bool(selectors - {"any", "buckets"}),
-            "the owner profile with a selector other than any and buckets (in strict a key's next message waits for "
-            "the previous one, and under buckets a moving bucket is withheld instead, KS-BKT-4: no key drains)",
-        ),
-        "key-moved": need(bool(selectors - {"any"}), "a selector with key affinity (not any)"),
-        "phase-order": need("tick" in ops, "op tick"),
-        "lost": need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
-        "split-owner": need(len(capabilities.profiles) > 0, ""),
-        "unstable-assignment": need(bool(selectors - {"buckets", "any"}), "a selector other than buckets and any"),
-        "idle-while-ready": need(fixed_target, "a selector with a fixed target, or any"),
-        "misrouted-bucket": need("buckets" in selectors, "selector buckets"),
-        "bucket-misassigned": need("buckets" in selectors, "selector buckets"),
-        "unstable-buckets": need("buckets" in selectors, "selector buckets")
-        or need(
-            bool(set(capabilities.config_values.get("bucket_assignment", ())) - {"sorted"}),
-            "bucket_assignment sticky or controller declared in config_values (sorted is exempt from KS-BKT-8)",
-        ),
-        "bucket-split-owner": need("buckets" in selectors, "selector buckets"),
-        "checkpoint-skip": need("buckets" in selectors, "selector buckets"),
-        "successor-first": need(
-            "buckets" in selectors and bool({"rollover", "split", "merge"} & ops), "op rollover, split or merge"
-        ),
-        "entry-split": need(
-            "buckets" in selectors and "owner" in capabilities.profiles and "publish_entry" in ops,
-            "the owner profile, selector buckets and op publish_entry",
-        ),
-        "checkpoint-resurrected": need("buckets" in selectors and "restart" in ops, "selector buckets and op restart")
-        or need(
-            True in capabilities.config_values.get("checkpoint_resume", ()),
-            "checkpoint_resume true declared in config_values",
-        ),
-        "capacity-overrun": need(capabilities.capacity, "capability capacity (capacity never binds)")
-        or need("capacity" in forms("flow_control"), "flow_control capacity (the adapter declares only permits)"),
-        "permit-overrun": need("permits" in forms("flow_control"), "flow_control permits declared in config_values")
-        or need("flow" in ops, "op flow (permits nobody can grant are not drawn)"),
-        "window-overrun": need(capabilities.window, "capability window (no read-ahead window)")
-        or need("window" in forms("read_bound"), "read_bound window (the adapter declares only lookahead)"),
-        "stats-mismatch": need(capabilities.stats, "capability stats"),
-        "blocked-key-hidden": need(capabilities.stats and "block" in policies, "capability stats and policy block"),
-        "drop-uncounted": need(capabilities.stats, "capability stats"),
-        "nondeterministic": need(capabilities.deterministic, "the adapter does not declare itself deterministic"),
-        "config-accepted": need("ring" in selectors or bool(selectors - {"buckets"}), "a selector other than buckets"),
-    }
-    return requirements.get(name)
-
-
-def requirement_statuses(result: RunResult) -> list[dict[str, Any]]:
-    """One `requirement` line per requirement of the spec, in spec order."""
-    capabilities = result.capabilities
-    violations: dict[str, list[Anomaly]] = {}
-    for anomaly in result.anomalies:
-        violations.setdefault(anomaly.requirement, []).append(anomaly)
-    lines: list[dict[str, Any]] = []
-    for entry in load_index():
-        identifier, level, title = str(entry["id"]), str(entry["level"]), str(entry["title"])
-        profiles = [str(p) for p in entry["profiles"]]  # type: ignore[attr-defined]
-        checks = [k.name for k in checks_of(identifier)]
-        line: dict[str, Any] = {
-            "type": "requirement",
-            "id": identifier,
-            "title": title,
-            "level": level,
-            "checks": checks,
-            "exercised": {name: result.exercised.get(name, 0) for name in checks},
-        }
-        tested_profiles = [p for p in capabilities.profiles if p in profiles]
-        found = violations.get(identifier, [])
-        line["violations"] = len(found)
-        if not tested_profiles:
-            line.update(
-                status="skipped",
-                reason=f"applies to {', '.join(profiles)}; the implementation declares "
-                f"{', '.join(capabilities.profiles)}",
-            )
-        elif not checks:
-            line.update(status="untested", reason=INDIRECT.get(identifier, "no check of its own"))
-        elif found:
-            line["status"] = "failed" if level == "MUST" else "warning"
-        else:
-            missing = [_needs(name, capabilities, result.skipped_ops, result.refused_values) for name in checks]
-            usable = [name for name, why in zip(checks, missing, strict=True) if not why]
-            if not usable:
-                reasons = sorted({why for why in missing if why})
-                line.update(status="skipped", reason="needs " + " or ".join(reasons))
-            elif sum(result.exercised.get(name, 0) for name in usable) == 0:
-                line.update(status="vacuous", reason="its checks were never exercised in this run")
-            else:
-                line["status"] = "passed"
-        lines.append(line)
-    return lines
-
-
-def report_lines(result: RunResult) -> list[dict[str, Any]]:
-    """The run as a report (spec/report-format.md)."""
-    lines: list[dict[str, Any]] = [
-        report.header(
-            "conformance",
-            protocol_version=result.info.version,
-            adapter=result.adapter,
-            transport=result.transport,
-            implementation=result.info.implementation,
-            capabilities=result.capabilities.to_json(),
-            settings=result.settings.to_json(),
-            started=result.started,
-            **({"refused_config_values": result.refused_values} if result.refused_values else {}),
-        )
-    ]
-    lines += result.requirements
-    for finding in result.findings:
-        events_by_seq = {event["seq"]: event for event in finding.trace}
-        for anomaly in finding.anomalies:
-            line = {"type": "violation", **anomaly.to_json(), "config": finding.config}
-            line["events"] = [events_by_seq[s] for s in anomaly.witness if s in events_by_seq]
-            if not finding.shrunk:
-                line["shrunk"] = False
-            if finding.earlier:
-                line["preceded_by"] = [{"anomaly": a.name, "seq": a.seq} for a in finding.earlier]
-            if finding.path is not None:
-                line["scenario"] = str(finding.path)
-            lines.append(line)
-    for fault, path in result.faults:
-        error = {"type": "error", **fault.to_json()}
-        if path is not None:
-            error["scenario"] = str(path)
-        lines.append(error)
-    counts: dict[str, int] = {}
-    for requirement in result.requirements:
-        counts[requirement["status"]] = counts.get(requirement["status"], 0) + 1
-    levels = requirement_levels()
-    lines.append(
-        {
-            "type": "footer",
-            "verdict": result.verdict,
-            "counts": counts,
-            "observed_anomalies": sorted({a.name for a in result.anomalies}),
-            "violated": sorted({a.requirement for a in result.anomalies if levels.get(a.requirement) == "MUST"}),
-            "warnings": sorted({a.requirement for a in result.anomalies if levels.get(a.requirement) != "MUST"}),
-            "examples": result.examples,
-            "steps": result.steps,
-            "duration_s": round(result.duration, 3),
-            "finished": report.now_iso(),
-            **({"limits": result.limits} if result.limits else {}),
-        }
-    )
-    return lines
 
 
 def describe_catalogue() -> list[tuple[str, str, str]]:

@@ -7,7 +7,7 @@ A malformed trace cannot be judged: its verdict is unknown, with the first probl
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,3 +173,8 @@ def select_witnesses(anomalies: list[Anomaly], per_anomaly: int) -> list[Anomaly
             seen[anomaly.name] = seen.get(anomaly.name, 0) + 1
             chosen.append(anomaly)
     return chosen
+
+
+def events_signature(trace: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A trace as comparable lines (for the determinism check, KS-GEN-5)."""
+    return [json.dumps(event, sort_keys=True) for event in trace if event.get("event") != "config"]

@@ -20,7 +20,8 @@ from ks_spec.errors import MissingInput, UserError
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
 from ks_conformance.catalogue import BY_NAME, checks_of
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection
-from ks_conformance.scenario import Scenario, events_signature, read_scenario, replay, unmet
+from ks_conformance.scenario import Scenario, read_scenario, replay, unmet
+from ks_conformance.tracefile import events_signature
 
 VECTORS_DIR = paths.SPEC_DIR / "vectors"
 """The frozen corpus shipped with the spec."""

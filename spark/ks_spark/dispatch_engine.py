@@ -7,6 +7,9 @@ key's messages then go through one `KeyEngine` in offset order inside one task (
 construction, not by scheduling luck), and the cursor is a running maximum over offsets. Where the
 limits would bind, the dispatcher is not equivalent to the reference and says so in its capabilities
 (`flow_control: false`). No Spark here: the engine and the timeline are tested without a JVM.
+
+Long because the key engine and the timeline it reads are one model of the per-key rules (ordering, draining,
+retries, poison, restarts): split, a rule would sit apart from the state it reads.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ It follows the Python checker (`ks_conformance.checker`) rule for rule on the an
 explains them in the checker's own words (`ks_conformance.explain`), and emits what the global
 checks need: each delivery's interval (for capacity) and, per message and restart era, when it
 stopped being unresolved and when it was first delivered (window and cursor).
+
+Long because it is one state machine, the per-key state of checking.md section 1 with every per-key rule Spark
+computes; issue 14 replaces it by the Python checker's own per-key logic rather than splitting it.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ The stages, each a Spark job over the whole trace:
 
 What reaches the driver: per-split summaries, the timeline, counts per anomaly and exercised check,
 and the first few anomalies of each kind with their witness events.
+
+Long because it drives three Spark stages and checks their inputs, with the one-line errors bad Parquet or JSON
+lines get; each stage's own logic lives in its module.
 """
 
 from __future__ import annotations

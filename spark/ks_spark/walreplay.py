@@ -10,6 +10,9 @@ the keys' engines run in tasks over the log partitioned by key, the cursor is a 
 offsets computed block by block, and the trace gets its sequence numbers from per-partition counts.
 Each crash starts a new era (one pass over the log), because what a restart reads again depends on the
 cursor that every key moved before it.
+
+Long because planning, running and numbering a replay at any size are one pipeline whose stages hand Spark
+DataFrames to each other.
 """
 
 from __future__ import annotations

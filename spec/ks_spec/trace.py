@@ -3,6 +3,9 @@
 Everything here is derived from `spec/schemas/trace-event-v1.schema.json`, the single source
 of the format: the column list, each event kind's required and optional columns, and the
 Arrow schema used for Parquet.
+
+Long because reading, writing and validating the format (JSON lines and Parquet, one-line errors naming file,
+line and field) all derive from the one schema here.
 """
 
 from __future__ import annotations

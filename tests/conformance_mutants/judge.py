@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ks_conformance.protocol import InProcessConnection
+from ks_conformance.results import settings_for
 from ks_conformance.scenario import read_scenario, replay
-from ks_conformance.suite import run_suite, settings_for
+from ks_conformance.suite import run_suite
 from ks_reference.adapter import create as create_reference
 
 from conformance_mutants import BY_NAME

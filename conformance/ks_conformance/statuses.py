@@ -1,0 +1,205 @@
+"""How a conformance run's checks become requirement statuses (spec/report-format.md).
+
+`check_needs` says which checks of spec/checking.md the capabilities an adapter declares can exercise at all (the
+kit never draws what an adapter cannot do, so those requirements are *skipped*, with the reason);
+`requirement_statuses` turns a run's findings and exercise counts into one status per requirement: failed or
+warning, passed, vacuous (applicable but never exercised), skipped or untested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ks_spec.config import CONFIG_DEFAULTS
+from ks_spec.requirements import load_index
+
+from ks_conformance.anomalies import Anomaly
+from ks_conformance.catalogue import INDIRECT, checks_of
+from ks_conformance.harness import FILTER_SELECTORS_REFUSED
+from ks_conformance.protocol import Capabilities
+from ks_conformance.results import RunResult
+from ks_conformance.search import usable_values
+
+
+def check_needs(
+    name: str,
+    capabilities: Capabilities,
+    skipped: Mapping[str, str],
+    refused: Mapping[str, Sequence[Any]] | None = None,
+) -> str | None:
+    """Why an anomaly's check cannot be exercised against these capabilities, or None if it can."""
+    ops = set(capabilities.ops) - set(skipped)
+    selectors = set(capabilities.selectors)
+    policies = set(capabilities.poison_policies)
+    failures = "nack" in ops or capabilities.ack_timeout
+    refusals = refused or {}
+
+    def need(condition: bool, what: str) -> str | None:
+        return None if condition else what
+
+    def positive(field_name: str) -> bool:
+        """True if the kit may draw a value above 0 for a timing field (declared, and not refused)."""
+        return any(v > 0 for v in usable_values(capabilities, refusals, field_name))
+
+    def supported(field_name: str) -> str:
+        values = usable_values(capabilities, refusals, field_name)
+        gone = sorted(set(refusals.get(field_name, ())))
+        said = f"; refused {gone}" if gone else ""
+        return f"{field_name} > 0 (the adapter supports {values or 'none of the values drawn'}{said})"
+
+    fixed_target = bool(selectors - {"pulsar-sticky", "buckets"})
+    # Filters are drawn only under a selector that takes them (the others refuse them, spec section 5).
+    filtering = capabilities.filters and bool(selectors - set(FILTER_SELECTORS_REFUSED))
+    no_filters = "capability filters and a selector that takes them (not pulsar-auto-split, pulsar-sticky, buckets)"
+
+    def forms(field_name: str) -> list[Any]:
+        """The values of an option the kit may draw: the declared ones, else the default alone."""
+        declared = capabilities.config_values.get(field_name, [CONFIG_DEFAULTS[field_name]])
+        return [v for v in declared if v not in refusals.get(field_name, ())]
+
+    requirements: dict[str, str | None] = {
+        "stale-nack-accepted": need("nack" in ops, "op nack"),
+        "holder-nack-ignored": need("nack" in ops, "op nack"),
+        "premature-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
+        or need(positive("ack_timeout"), supported("ack_timeout")),
+        "missed-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
+        or need(positive("ack_timeout"), supported("ack_timeout")),
+        "early-retry": need(failures and "tick" in ops, "op nack or capability ack_timeout")
+        or need(positive("backoff_base"), supported("backoff_base")),
+        "retry-overtaken": need(failures or "remove_consumer" in ops, "op nack, ack_timeout or remove_consumer"),
+        "retry-overrun": need(failures and bool(policies), "failures and a poison policy"),
+        "poison-ignored": need(failures and bool(policies) and "tick" in ops, "failures and a poison policy"),
+        "blocked-key-leak": need(failures and "block" in policies, "poison policy block"),
+        "unjustified-block": need(failures and "block" in policies, "poison policy block"),
+        "stale-budget": need(
+            failures and "block" in policies and "release" in ops, "poison policy block and op release"
+        ),
+        "return-counted": need(failures and bool(policies) and "tick" in ops, "failures and a poison policy")
+        or need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
+        "skip-ignored": need(failures and "block" in policies and "skip" in ops, "poison policy block and op skip"),
+        "dead-letter-mismatch": need(failures and "dead-letter" in policies, "poison policy dead-letter"),
+        "unjustified-resolution": need(
+            (failures and bool(policies & {"drop", "dead-letter"})) or "skip" in ops, "a poison policy that resolves"
+        ),
+        "premature-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect")
+        or need(positive("evict_after"), supported("evict_after")),
+        "missed-eviction": need("disconnect" in ops and "tick" in ops, "op disconnect")
+        or need(positive("evict_after"), supported("evict_after")),
+        "inactive-delivery": need("disconnect" in ops, "op disconnect"),
+        "reconnect-ignored": need("reconnect" in ops and "disconnect" in ops, "op reconnect"),
+        "filter-violation": need(filtering, no_filters),
+        "unjustified-filter": need(filtering, no_filters),
+        "unfiltered-wait": need(filtering and fixed_target, no_filters),
+        "unjustified-outcome": None,
+        "filtered-without-members": need(filtering and "remove_consumer" in ops, no_filters),
+        "resurrected": need("restart" in ops, "op restart"),
+        "persist-early": need("tick" in ops, "op tick")
+        or need(capabilities.cursor, "a persisted cursor (capability cursor)")
+        or need(positive("persist_interval"), supported("persist_interval")),
+        "persist-late": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "restart-skip": need("restart" in ops, "op restart")
+        or need(capabilities.cursor, "a persisted cursor (capability cursor): without one nothing is volatile"),
+        "cursor-skip": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "cursor-regress": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "cursor-stall": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "overtaken-hold": need(
+            capabilities.held_events,
+            "held events (capability held_events); a held message overtaken shows as key-reorder (KS-ORD-1)",
+        ),
+        "drain-stuck": need(
+            capabilities.held_events,
+            "held events (capability held_events); a drain that never clears shows as stuck-key (KS-LIV-1)",
+        )
+        or need(bool(selectors - {"any"}), "a selector with key affinity (with any, a held key never moves: no drain)")
+        or need(
+            "owner" in capabilities.profiles and bool(selectors - {"any", "buckets"}),
+            "the owner profile with a selector other than any and buckets (in strict a key's next message waits for "
+            "the previous one, and under buckets a moving bucket is withheld instead, KS-BKT-4: no key drains)",
+        ),
+        "key-moved": need(bool(selectors - {"any"}), "a selector with key affinity (not any)"),
+        "phase-order": need("tick" in ops, "op tick"),
+        "lost": need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
+        "split-owner": need(len(capabilities.profiles) > 0, ""),
+        "unstable-assignment": need(bool(selectors - {"buckets", "any"}), "a selector other than buckets and any"),
+        "idle-while-ready": need(fixed_target, "a selector with a fixed target, or any"),
+        "misrouted-bucket": need("buckets" in selectors, "selector buckets"),
+        "bucket-misassigned": need("buckets" in selectors, "selector buckets"),
+        "unstable-buckets": need("buckets" in selectors, "selector buckets")
+        or need(
+            bool(set(capabilities.config_values.get("bucket_assignment", ())) - {"sorted"}),
+            "bucket_assignment sticky or controller declared in config_values (sorted is exempt from KS-BKT-8)",
+        ),
+        "bucket-split-owner": need("buckets" in selectors, "selector buckets"),
+        "checkpoint-skip": need("buckets" in selectors, "selector buckets"),
+        "successor-first": need(
+            "buckets" in selectors and bool({"rollover", "split", "merge"} & ops), "op rollover, split or merge"
+        ),
+        "entry-split": need(
+            "buckets" in selectors and "owner" in capabilities.profiles and "publish_entry" in ops,
+            "the owner profile, selector buckets and op publish_entry",
+        ),
+        "checkpoint-resurrected": need("buckets" in selectors and "restart" in ops, "selector buckets and op restart")
+        or need(
+            True in capabilities.config_values.get("checkpoint_resume", ()),
+            "checkpoint_resume true declared in config_values",
+        ),
+        "capacity-overrun": need(capabilities.capacity, "capability capacity (capacity never binds)")
+        or need("capacity" in forms("flow_control"), "flow_control capacity (the adapter declares only permits)"),
+        "permit-overrun": need("permits" in forms("flow_control"), "flow_control permits declared in config_values")
+        or need("flow" in ops, "op flow (permits nobody can grant are not drawn)"),
+        "window-overrun": need(capabilities.window, "capability window (no read-ahead window)")
+        or need("window" in forms("read_bound"), "read_bound window (the adapter declares only lookahead)"),
+        "stats-mismatch": need(capabilities.stats, "capability stats"),
+        "blocked-key-hidden": need(capabilities.stats and "block" in policies, "capability stats and policy block"),
+        "drop-uncounted": need(capabilities.stats, "capability stats"),
+        "nondeterministic": need(capabilities.deterministic, "the adapter does not declare itself deterministic"),
+        "config-accepted": need("ring" in selectors or bool(selectors - {"buckets"}), "a selector other than buckets"),
+    }
+    return requirements.get(name)
+
+
+def requirement_statuses(result: RunResult) -> list[dict[str, Any]]:
+    """One `requirement` line per requirement of the spec, in spec order."""
+    capabilities = result.capabilities
+    violations: dict[str, list[Anomaly]] = {}
+    for anomaly in result.anomalies:
+        violations.setdefault(anomaly.requirement, []).append(anomaly)
+    lines: list[dict[str, Any]] = []
+    for entry in load_index():
+        identifier, level, title = str(entry["id"]), str(entry["level"]), str(entry["title"])
+        profiles = [str(p) for p in entry["profiles"]]  # type: ignore[attr-defined]
+        checks = [k.name for k in checks_of(identifier)]
+        line: dict[str, Any] = {
+            "type": "requirement",
+            "id": identifier,
+            "title": title,
+            "level": level,
+            "checks": checks,
+            "exercised": {name: result.exercised.get(name, 0) for name in checks},
+        }
+        tested_profiles = [p for p in capabilities.profiles if p in profiles]
+        found = violations.get(identifier, [])
+        line["violations"] = len(found)
+        if not tested_profiles:
+            line.update(
+                status="skipped",
+                reason=f"applies to {', '.join(profiles)}; the implementation declares "
+                f"{', '.join(capabilities.profiles)}",
+            )
+        elif not checks:
+            line.update(status="untested", reason=INDIRECT.get(identifier, "no check of its own"))
+        elif found:
+            line["status"] = "failed" if level == "MUST" else "warning"
+        else:
+            missing = [check_needs(name, capabilities, result.skipped_ops, result.refused_values) for name in checks]
+            usable = [name for name, why in zip(checks, missing, strict=True) if not why]
+            if not usable:
+                reasons = sorted({why for why in missing if why})
+                line.update(status="skipped", reason="needs " + " or ".join(reasons))
+            elif sum(result.exercised.get(name, 0) for name in usable) == 0:
+                line.update(status="vacuous", reason="its checks were never exercised in this run")
+            else:
+                line["status"] = "passed"
+        lines.append(line)
+    return lines
