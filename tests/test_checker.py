@@ -775,17 +775,20 @@ def _bucket_split_owner(bad: bool) -> TraceBuilder:
     return t
 
 
+def _successor_goes(t: TraceBuilder, one: int, bad: bool) -> TraceBuilder:
+    """m`one` of a successor segment goes while m0, of an ancestor, is outstanding (bad), or after its ack."""
+    if bad:
+        return t.deliver(one, "c1")
+    return t.held(one, "predecessor", "c1").ack(0, "c1").deliver(one, "c1").persisted(1)
+
+
 @case("successor-first")
 def _successor_first(bad: bool) -> TraceBuilder:
     t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c1")
     t.deliver(t.publish("k", hash=0x10000, segment=0, bucket=0), "c1")
     t.seal(0).segment(1, 4, 0, 0xFFFF, predecessor=0)
     one = t.publish("k", hash=0x10000, segment=1, bucket=0)
-    if bad:
-        t.deliver(one, "c1")
-    else:
-        t.held(one, "predecessor", "c1").ack(0, "c1").deliver(one, "c1").persisted(1)
-    return t
+    return _successor_goes(t, one, bad)
 
 
 @case("successor-first")
@@ -796,11 +799,7 @@ def _merged_successor_first(bad: bool) -> TraceBuilder:
     t.deliver(t.publish("k", hash=0x90000000, segment=2, bucket=0), "c1")
     t.seal(1).seal(2).segment(3, 2, 0, 0xFFFF, predecessor=1, second_predecessor=2)
     one = t.publish("k", hash=0x90000000, segment=3, bucket=0)
-    if bad:
-        t.deliver(one, "c1")
-    else:
-        t.held(one, "predecessor", "c1").ack(0, "c1").deliver(one, "c1").persisted(1)
-    return t
+    return _successor_goes(t, one, bad)
 
 
 @case("successor-first")
@@ -810,11 +809,7 @@ def _grandparent_successor_first(bad: bool) -> TraceBuilder:
     t.deliver(t.publish("k", hash=0x10000, segment=0, bucket=0), "c1")
     t.seal(0).segment(1, 4, 0, 0xFFFF, predecessor=0).seal(1).segment(2, 4, 0, 0xFFFF, predecessor=1)
     one = t.publish("k", hash=0x10000, segment=2, bucket=0)
-    if bad:
-        t.deliver(one, "c1")
-    else:
-        t.held(one, "predecessor", "c1").ack(0, "c1").deliver(one, "c1").persisted(1)
-    return t
+    return _successor_goes(t, one, bad)
 
 
 @case("checkpoint-skip")

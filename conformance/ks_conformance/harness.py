@@ -610,28 +610,37 @@ class Session:
         return not checker.unresolved and checker.persisted_cursor == len(checker.messages)
 
 
-def batch_problem(config: Mapping[str, Any], segments: Mapping[int, Segment], op: Mapping[str, Any]) -> str | None:
-    """Why spec section 17 refuses this `publish_entry` (None: it must be accepted)."""
+def batch_form_problem(config: Mapping[str, Any]) -> str | None:
+    """Why spec section 17 refuses every `publish_entry` under this configuration (None: batches are specified)."""
     full = {**CONFIG_DEFAULTS, **config}
     if full["profile"] != "owner" or full["selector"] != "buckets":
         return "batches need the owner profile and selector buckets"
     if full["flow_control"] != "capacity" or full["read_bound"] != "window" or full["park_after"] != 0:
         return "batches are not specified with permits, the look-ahead or parking"
+    return None
+
+
+def place_key(segments: Mapping[int, Segment], key: str) -> tuple[int, int] | None:
+    """(segment, bucket) of a key in the current layout (KS-BKT-1), None if no active segment covers it."""
+    hash32 = bucket_hash(key)
+    segment = next((s for s in segments.values() if not s.sealed and s.lo <= hash32 >> 16 <= s.hi), None)
+    return None if segment is None else (segment.number, bucket_index(hash32 & 0xFFFF, segment.buckets))
+
+
+def batch_problem(config: Mapping[str, Any], segments: Mapping[int, Segment], op: Mapping[str, Any]) -> str | None:
+    """Why spec section 17 refuses this `publish_entry` (None: it must be accepted)."""
+    form = batch_form_problem(config)
+    if form is not None:
+        return form
     keys = op.get("keys")
     if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
         return "keys must be a non-empty list of strings"
-    places = set()
-    lows = []
-    for key in keys:
-        hash32 = bucket_hash(key)
-        high, low = hash32 >> 16, hash32 & 0xFFFF
-        segment = next((s for s in segments.values() if not s.sealed and s.lo <= high <= s.hi), None)
-        if segment is None:
-            return "no active segment"
-        places.add((segment.number, bucket_index(low, segment.buckets)))
-        lows.append(low)
+    places = {place_key(segments, key) for key in keys}
+    if None in places:
+        return "no active segment"
     if len(places) != 1:
         return "the keys lie in more than one bucket"
+    lows = [bucket_hash(key) & 0xFFFF for key in keys]
     if (op.get("hash_min"), op.get("hash_max")) != (min(lows), max(lows)):
         return "the range is not the keys' effective range"
     return None

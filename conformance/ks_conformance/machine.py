@@ -24,12 +24,12 @@ from typing import Any, ClassVar
 from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from ks_spec.buckets import bucket_hash, bucket_index
+from ks_spec.buckets import bucket_hash
 from ks_spec.config import CONFIG_DEFAULTS
 
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.batch import AnySession, open_session
-from ks_conformance.harness import UNBOUNDED_CAPACITY, batch_problem
+from ks_conformance.harness import UNBOUNDED_CAPACITY, batch_form_problem, place_key
 from ks_conformance.protocol import AdapterFault
 from ks_conformance.search import DRAWN_VALUES, RunContext, configs
 
@@ -230,24 +230,14 @@ class KeySharedMachine(RuleBasedStateMachine):
     def batching(self) -> bool:
         """True when the configuration specifies batches: owner, buckets, capacity, window, no parking (section 17)."""
         assert self.session is not None
-        return batch_problem(self.session.config, self.session.checker.segments, {"keys": ["-"]}) in (
-            None,
-            "the keys lie in more than one bucket",
-            "the range is not the keys' effective range",
-        )
+        return batch_form_problem(self.session.config) is None
 
     def same_bucket(self, keys: list[str]) -> list[str]:
         """The keys that route to the first key's bucket (a batch stays within one bucket, spec section 17)."""
         assert self.session is not None
         segments = self.session.checker.segments
-
-        def place(key: str) -> tuple[int, int]:
-            hash32 = bucket_hash(key)
-            segment = next(s for s in segments.values() if not s.sealed and s.lo <= hash32 >> 16 <= s.hi)
-            return segment.number, bucket_index(hash32 & 0xFFFF, segment.buckets)
-
-        first = place(keys[0])
-        return [key for key in keys if place(key) == first]
+        first = place_key(segments, keys[0])
+        return [key for key in keys if place_key(segments, key) == first]
 
     @precondition(lambda self: self.able("publish") and bool(self.outstanding()))
     @rule(data=st.data())

@@ -8,6 +8,7 @@ order and deliver each that the rules allow, stopping at the first that they do 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import takewhile
 
 from ks_reference.core import Core, Member, Message, MessageState, placement_of
 
@@ -171,21 +172,18 @@ class DispatchPass(Core):
         """The batch's messages not yet delivered since they were read, from `message` on, when it may go whole now;
         None when `message` is not its first such message, or another cannot go: an earlier message of its key
         awaits redelivery or is not delivered, its key is blocked, or another consumer holds its key (KS-BKT-10)."""
-        mates = [
-            m
-            for offset in range(message.offset + 1, len(self.log))
-            if self.log[offset].entry == message.entry
-            for m in [self.messages.get(offset)]
-            if m is not None and m.attempts == 0 and m.state is MessageState.PENDING
-        ]
-        earlier = [
-            m
-            for offset in range(message.entry or 0, message.offset)
-            for m in [self.messages.get(offset)]
-            if m is not None and m.attempts == 0 and m.state is MessageState.PENDING
-        ]
-        if earlier:
+
+        def undelivered(offset: int) -> bool:
+            m = self.messages.get(offset)
+            return m is not None and m.attempts == 0 and m.state is MessageState.PENDING
+
+        if any(undelivered(offset) for offset in range(message.entry or 0, message.offset)):
             return None
+        # A batch's offsets are consecutive: its mates end at the first offset of another entry.
+        following = takewhile(
+            lambda offset: self.log[offset].entry == message.entry, range(message.offset + 1, len(self.log))
+        )
+        mates = [self.messages[offset] for offset in following if undelivered(offset)]
         batch = [message, *mates]
         going = {m.offset for m in batch}
         for mate in mates:

@@ -107,9 +107,7 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
     def publish(self, key: object, offset: object = None) -> Outcome:
         """Append a message with this routing key; `offset`, when given, must be the next one."""
         text = _text(key, "key")
-        expected = len(self.log)
-        if offset is not None and (not _is_int(offset) or offset != expected):
-            raise Refusal("invalid_argument", f"offset must be the next offset {expected}, got {offset!r}")
+        expected = self.next_offset(offset)
         placement = self.layout.place(text) if self.layout is not None else None
         op: Event = {"event": "publish", "offset": expected, "key": text}
         entry = LogEntry(text)
@@ -130,12 +128,9 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
     def publish_entry(self, keys: object, hash_min: object, hash_max: object, offset: object = None) -> Outcome:
         """Append a batch: one message per key at consecutive offsets, stamped with its effective `hashB` range and
         delivered whole (spec section 17, KS-BKT-10)."""
-        expected = len(self.log)
-        if offset is not None and (not _is_int(offset) or offset != expected):
-            raise Refusal("invalid_argument", f"offset must be the next offset {expected}, got {offset!r}")
-        texts = self.check_batch(keys, hash_min, hash_max)
+        expected = self.next_offset(offset)
+        texts, placements = self.check_batch(keys, hash_min, hash_max)
         assert self.layout is not None
-        placements = [self.layout.place(text) for text in texts]
         ops: list[Event] = []
         entries: list[LogEntry] = []
         for index, (text, placement) in enumerate(zip(texts, placements, strict=True)):
@@ -151,9 +146,16 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         outcome.placements = placements
         return outcome
 
-    def check_batch(self, keys: object, hash_min: object, hash_max: object) -> list[str]:
-        """The batch's keys, or a Refusal: one bucket of one active segment, its effective range, a form that
-        specifies batches (owner, capacity, window, no parking; spec section 17)."""
+    def next_offset(self, offset: object) -> int:
+        """The offset the next message gets; a Refusal when the op names another one."""
+        expected = len(self.log)
+        if offset is not None and (not _is_int(offset) or offset != expected):
+            raise Refusal("invalid_argument", f"offset must be the next offset {expected}, got {offset!r}")
+        return expected
+
+    def check_batch(self, keys: object, hash_min: object, hash_max: object) -> tuple[list[str], list[Placement]]:
+        """The batch's keys and their placements, or a Refusal: one bucket of one active segment, its effective
+        range, a form that specifies batches (owner, capacity, window, no parking; spec section 17)."""
         config = self.config
         if config.profile != "owner" or self.layout is None:
             raise Refusal("invalid_argument", "publish_entry needs the owner profile and selector 'buckets'")
@@ -177,7 +179,7 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
                 f"[hash_min, hash_max] must be the batch's effective range [{min(hashes)}, {max(hashes)}], "
                 f"got [{hash_min!r}, {hash_max!r}]",
             )
-        return texts
+        return texts, placements
 
     def add_consumer(
         self, consumer: object, capacity: object, filters: object = None, ranges: object = None
