@@ -33,6 +33,10 @@ class TraceCheck:
     malformed: str | None = None
     exercised: dict[str, int] = field(default_factory=dict)
     config: dict[str, object] = field(default_factory=dict)
+    messages: int = 0
+    """Messages published in the trace."""
+    messages_kept: int = 0
+    """Of those, the ones still on the checker's heap at the end (the rest were settled and archived)."""
 
     @property
     def warnings(self) -> list[Anomaly]:
@@ -92,6 +96,8 @@ def check_trace(path: Path) -> TraceCheck:
         checker.abandon()
     result.problems = list(checker.problems)
     result.config = dict(checker.config)
+    result.messages, result.messages_kept = len(checker.messages), checker.messages.live_count
+    checker.messages.close()
     if result.malformed is not None:  # not judged: a reader in parallel (Spark) finds it before judging anything
         result.verdict = Verdict.UNKNOWN
         return result

@@ -25,7 +25,7 @@ class DeliveryChecks(BucketChecks):
         name = str(event["consumer"])
         attempt = int(event["attempt"])
         incarnation = self.members.get(name)
-        state = self.keys[message.key]
+        state = self._key(message.key)
         first = message.deliveries == 0
         run = self.batch_run
         anew = not message.delivered_since_restart
@@ -423,6 +423,7 @@ class DeliveryChecks(BucketChecks):
         message.last_delivery_seq = seq
         message.restored_seq = None
         message.outstanding = delivery
+        self._outstanding_epochs[self.epoch] += 1
         self.parked.discard(message.offset)  # an outstanding message is never parked (KS-ISO-4)
         holder.outstanding[message.offset] = delivery
         state.outstanding[message.offset] = delivery

@@ -50,6 +50,7 @@ class EndOfOpChecks(CheckerState):
             self._check_idle(op)
             self._count_temptations()
         self.op = None
+        self._settle()
 
     def _count_temptations(self) -> None:
         """Count the ordering checks as exercised when an op ends where a dispatcher could have broken them.
@@ -61,7 +62,7 @@ class EndOfOpChecks(CheckerState):
         """
         reorder = held = False
         for key in self._idle_heads:
-            state = self.keys[key]
+            state = self._key(key)
             if len(state.undelivered) >= 2 and not state.blocked:
                 reorder = True
                 head = state.undelivered.first()
@@ -73,7 +74,7 @@ class EndOfOpChecks(CheckerState):
         if held:
             self._exercise("overtaken-hold")
         for key in list(self._awaiting_keys):
-            state = self.keys[key]
+            state = self._key(key)
             if not state.awaiting:
                 self._awaiting_keys.discard(key)
                 continue
@@ -84,15 +85,16 @@ class EndOfOpChecks(CheckerState):
         if self.best_effort:
             return
         for key in list(self._blocked_keys):
-            state = self.keys[key]
+            state = self._key(key)
             if not state.blocked:
                 self._blocked_keys.discard(key)
             elif any(self.messages[o].outstanding is None and o not in state.blocked for o in state.unresolved):
                 self._exercise("blocked-key-leak")
                 break
         moved = False
-        for key in list(self._holding_keys):
-            state = self.keys[key]
+        earlier = any(epoch < self.epoch for epoch in self._outstanding_epochs)
+        for key in list(self._holding_keys) if earlier else ():
+            state = self._key(key)
             if not state.outstanding:
                 self._holding_keys.discard(key)
             elif len(state.unresolved) > len(state.outstanding):
@@ -140,8 +142,8 @@ class EndOfOpChecks(CheckerState):
     def _after_phase_1(self, op: OpState) -> None:
         timeout = int(self.config["ack_timeout"])
         for delivery in op.due_timeouts:
-            message = self.messages[delivery.offset]
-            if message.outstanding is delivery and timeout > 0:
+            message = self.messages.peek(delivery.offset)  # an archived message is not outstanding
+            if message is not None and message.outstanding is delivery and timeout > 0:
                 # req: KS-RTY-3
                 self._report(
                     "missed-timeout",
@@ -181,8 +183,8 @@ class EndOfOpChecks(CheckerState):
     def _phase_3_point(self) -> None:
         while self._readiness and self._readiness[0][0] <= self.now:
             _, offset, serial = heapq.heappop(self._readiness)
-            message = self.messages[offset]
-            if message.retrying and message.failure_serial == serial:
+            message = self.messages.peek(offset)  # an archived message is resolved, so not retrying
+            if message is not None and message.retrying and message.failure_serial == serial:
                 # req: KS-RTY-4
                 message.ready = True
 
@@ -269,7 +271,7 @@ class EndOfOpChecks(CheckerState):
             return
         window = int(self.config["window"])
         within = self._read_bound()
-        in_window = (key for key in self._idle_heads if within(self.keys[key].unresolved.first() or 0) is not None)
+        in_window = (key for key in self._idle_heads if within(self._key(key).unresolved.first() or 0) is not None)
         if next(in_window, None) is None:
             return
         # req: KS-ISO-2 (the window's messages are the `window` smallest unresolved offsets), KS-ISO-3
@@ -282,8 +284,8 @@ class EndOfOpChecks(CheckerState):
         fixed_target = not self.any_selector
         if fixed_target and len(ready) < len(self.members) and not any(m.filters for m in self.members.values()):
             return
-        for key in sorted(self._idle_heads, key=lambda k: self.keys[k].unresolved.first() or 0):
-            state = self.keys[key]
+        for key in sorted(self._idle_heads, key=lambda k: self._key(k).unresolved.first() or 0):
+            state = self._key(key)
             head = state.unresolved.first()
             waiting = None if head is None else within(head)
             if head is None or waiting is None:
@@ -390,7 +392,9 @@ class EndOfOpChecks(CheckerState):
         for other in self._keys_of_slot.get(slot, ()):
             if other == key:
                 continue
-            mate = self.keys[other]
+            mate = self.keys.get(other)
+            if mate is None:
+                continue  # at rest: nothing blocked, awaiting or outstanding
             if mate.blocked or mate.awaiting:
                 return True  # req: KS-DRN-3
             if any(filtered or delivery.epoch < self.epoch for delivery in mate.outstanding.values()):

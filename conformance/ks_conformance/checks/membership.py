@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from bisect import insort
 
 from ks_spec.config import CONFIG_DEFAULTS
 from ks_spec.slots import SLOT_SELECTORS, slot_of
@@ -54,7 +55,9 @@ class OpEventChecks(QuiescenceChecks):
         self.unresolved.add(offset)
         self.state_version += 1
         state = self.keys.get(message.key)
-        if state is None:
+        if state is None and message.key in self._resting:
+            state = self._key(message.key)
+        elif state is None:
             state = self.keys[message.key] = KeyState()
             if self.config["drain_granularity"] == "hash" and self.config["selector"] in SLOT_SELECTORS:
                 slot = slot_of(str(self.config["selector"]), message.key)
@@ -185,8 +188,8 @@ class OpEventChecks(QuiescenceChecks):
         timeout = int(self.config["ack_timeout"])
         while self._timeouts and self._timeouts[0][0] <= self.now:
             _, _, delivery = heapq.heappop(self._timeouts)
-            message = self.messages[delivery.offset]
-            if message.outstanding is delivery:
+            message = self.messages.peek(delivery.offset)  # an archived message is not outstanding
+            if message is not None and message.outstanding is delivery:
                 op.due_timeouts.append(delivery)
         if timeout > 0:
             self._exercise("missed-timeout", len(op.due_timeouts))
@@ -210,8 +213,13 @@ class OpEventChecks(QuiescenceChecks):
         if self.config.get("checkpoint_resume"):
             self.loaded_checkpoints = dict(self.checkpoints)
         holes = self.persisted_holes
-        for message in self.messages:
+        self.messages.restarted(len(self.messages) if self.best_effort else self.persisted_cursor)
+        for message in self.messages.live():
             self._reset_volatile(message)
+            if message.entry is not None:  # a mate the restart may restore waits for its batch again (KS-BKT-10)
+                mates = self.batches.setdefault(message.entry, [])
+                if message.offset not in mates:
+                    insort(mates, message.offset)
             if self.best_effort:
                 continue  # best-effort outcomes are final (KS-BEF-1): there is no cursor to resume from
             if message.resolved and message.offset >= self.persisted_cursor and message.offset not in holes:

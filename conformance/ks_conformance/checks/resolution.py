@@ -295,7 +295,7 @@ class ResolutionChecks(DeliveryChecks):
         if message is None:
             return
         seq = int(event["seq"])
-        state = self.keys[message.key]
+        state = self._key(message.key)
         message.blocked = True
         message.blocked_seq = seq
         self._clear_awaiting(message, state)

@@ -16,6 +16,7 @@ from pyroaring import BitMap
 from ks_conformance import explain
 from ks_conformance.anomalies import Anomaly, Explanation, Verdict, requirement_profiles, verdict_of
 from ks_conformance.catalogue import CATALOGUE
+from ks_conformance.checks.messages import CHUNK, MessageLog
 from ks_conformance.checks.records import (
     BatchRun,
     Delivery,
@@ -68,6 +69,11 @@ class CheckerState:
     The checks of section 2 are the subclasses of the `ks_conformance.checks` modules; `Checker` is the last.
     """
 
+    archive_chunk = CHUNK
+    """Offsets per archived chunk of settled messages (tests make it tiny to archive and revive constantly)."""
+    rest_keys = True
+    """Put keys with nothing left to rest (tests turn it off to compare against the state kept whole)."""
+
     def __init__(self) -> None:
         self.anomalies: list[Anomaly] = []
         self.problems: list[Problem] = []
@@ -76,8 +82,15 @@ class CheckerState:
         self.events_seen = 0
         self.now = 0
         self.last_seq = -1
-        self.messages: list[Message] = []
+        self.messages = MessageLog(self._reset_volatile, self.archive_chunk)
+        """Every published message by offset, the settled ones archived off the heap (checks/messages.py)."""
         self.keys: dict[str, KeyState] = {}
+        """The keys with something unresolved, outstanding, awaiting or blocked (and those not yet put to rest)."""
+        self._resting: dict[str, tuple[int, Incarnation, int, int | None] | None] = {}
+        """Keys with nothing left (dropped from `keys` at the end of an op): where each was last delivered, which
+        KS-ASN-1 and KS-ASN-2 judge its next delivery against."""
+        self._emptied: set[str] = set()
+        """Keys that may have nothing left since the last op ended (candidates to put to rest)."""
         self._keys_of_slot: dict[int, list[str]] = {}
         """Per slot, its keys (only with hash-granularity draining, KS-DRN-3)."""
         self.unresolved = BitMap()
@@ -136,7 +149,10 @@ class CheckerState:
         self._awaiting_keys: set[str] = set()
         self._blocked_keys: set[str] = set()
         self._holding_keys: set[str] = set()
-        """Keys that had outstanding deliveries when last looked at (pruned lazily), so no op scans every key."""
+        """Keys with outstanding deliveries, so no op scans every key."""
+        self._outstanding_epochs: Counter[int] = Counter()
+        """Outstanding deliveries per epoch they were made in: no op looks for deliveries of an earlier epoch
+        (split-owner's situation) while there are none."""
         self._idle_reported: set[tuple[int, int]] = set()
         self._phantoms: dict[str, Incarnation] = {}
         """Non-members that received deliveries, one per name until a member of that name joins."""
@@ -208,6 +224,49 @@ class CheckerState:
             holes -= self.unresolved
         return holes
 
+    def _settle(self) -> None:
+        """Archive the messages no rule can change any more unless an event names them again (see MessageLog).
+
+        Below the cursor every message is resolved; below the persisted cursor a restart resumes none of them.
+        """
+        limit = self.cursor()
+        if self.has_cursor and not self.best_effort:
+            limit = min(limit, self.persisted_cursor)
+        self.messages.settle(limit, _settled)
+        self._rest_keys()
+        archived = self.messages.archived_below
+        while self.batches:  # a batch whose messages are all archived (resolved) has no mate left to wait for
+            first = next(iter(self.batches))
+            if self.batches[first][-1] >= archived:
+                break
+            del self.batches[first]
+
+    def _key(self, key: str) -> KeyState:
+        """The state of a key that has been published, woken from rest if it had nothing left."""
+        state = self.keys.get(key)
+        if state is None:
+            state = self.keys[key] = KeyState(last_delivery=self._resting.pop(key))
+            self._emptied.add(key)  # back to rest at the end of the op if nothing is left
+        return state
+
+    def _rest_keys(self) -> None:
+        """Put to rest the keys left with nothing unresolved, outstanding, awaiting or blocked: their state is
+        their last delivery only, so memory follows the keys in use rather than every key ever published."""
+        if not self.rest_keys:
+            self._emptied.clear()
+            return
+        for key in self._emptied:
+            state = self.keys.get(key)
+            if state is None or state.unresolved or state.outstanding or state.awaiting or state.blocked:
+                continue
+            self._resting[key] = state.last_delivery
+            del self.keys[key]
+            self._idle_heads.discard(key)
+            self._awaiting_keys.discard(key)
+            self._blocked_keys.discard(key)
+            self._holding_keys.discard(key)
+        self._emptied.clear()
+
     def _message_of(self, event: Event) -> Message | None:
         """The message an effect names, or None (a problem) when the offset or key cannot be placed."""
         offset = int(event["offset"])
@@ -244,7 +303,7 @@ class CheckerState:
                 message.return_seq = seq
                 message.returned_delivery_seq = delivery.seq
                 message.awaiting_seq = seq
-                self.keys[message.key].awaiting.add(offset)
+                self._key(message.key).awaiting.add(offset)
                 self._awaiting_keys.add(message.key)
             self._refresh_head(message.key)
         incarnation.outstanding.clear()
@@ -259,8 +318,15 @@ class CheckerState:
         if delivery is None:
             return
         message.outstanding = None
+        self._outstanding_epochs[delivery.epoch] -= 1
+        if not self._outstanding_epochs[delivery.epoch]:
+            del self._outstanding_epochs[delivery.epoch]
         delivery.holder.outstanding.pop(message.offset, None)
-        self.keys[message.key].outstanding.pop(message.offset, None)
+        state = self._key(message.key)
+        state.outstanding.pop(message.offset, None)
+        if not state.outstanding:
+            self._holding_keys.discard(message.key)
+            self._emptied.add(message.key)
         if self.park_after:
             self._park_if_behind(message)
         if message.segment is not None and message.bucket is not None:
@@ -273,7 +339,7 @@ class CheckerState:
 
     def _fail(self, message: Message, kind: str, seq: int) -> None:
         """A failed delivery (nack or timeout): the message is retrying until its back-off ends (section 10)."""
-        state = self.keys[message.key]
+        state = self._key(message.key)
         self._end_delivery(message)
         message.failures += 1
         message.failure_seqs.append(seq)
@@ -320,7 +386,7 @@ class CheckerState:
         self._resolve_silently(message, resolution, seq)
 
     def _resolve_silently(self, message: Message, resolution: str, seq: int) -> None:
-        state = self.keys[message.key]
+        state = self._key(message.key)
         message.resolved = True
         message.resolution = resolution
         message.resolution_seq = seq
@@ -331,6 +397,7 @@ class CheckerState:
         self.unresolved.discard(message.offset)
         self.state_version += 1
         state.unresolved.discard(message.offset)
+        self._emptied.add(message.key)
         if self.park_after:
             self._unpark_resolved(message)
         state.undelivered.discard(message.offset)
@@ -407,6 +474,8 @@ class CheckerState:
         unresolved: dict[str, list[int]] = {}
         for offset in self.unresolved:
             unresolved.setdefault(self.messages[offset].key, []).append(offset)
+        for key in unresolved:
+            self._key(key)  # a key at rest whose messages the restart restored
         if self.park_after:  # nothing is outstanding after a restart: each key's messages behind P are parked
             self._key_unresolved = {key: BitMap(offsets) for key, offsets in unresolved.items()}
             self.parked = BitMap()
@@ -420,6 +489,8 @@ class CheckerState:
             state.awaiting = set()
             state.blocked = set()
         self.bucket_outstanding = {}
+        self._outstanding_epochs = Counter()
+        self._holding_keys = set()
         self.bucket_unresolved = {}
         for segment in self.segments.values():
             segment.unresolved = OrderedOffsets()
@@ -440,11 +511,16 @@ class CheckerState:
 
     def _refresh_head(self, key: str) -> None:
         """Keep the set of keys whose earliest unresolved message has no outstanding delivery (KS-ISO-1)."""
-        head = self.keys[key].unresolved.first()
+        state = self.keys.get(key)  # a key at rest has no head
+        head = None if state is None else state.unresolved.first()
         if head is not None and self.messages[head].outstanding is None:
             self._idle_heads.add(key)
         else:
             self._idle_heads.discard(key)
+
+
+def _settled(message: Message) -> bool:
+    return message.resolved and message.outstanding is None
 
 
 def bucket_owner(bucket: int, buckets: int, names: list[str]) -> str:
