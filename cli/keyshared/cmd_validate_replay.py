@@ -22,15 +22,17 @@ def register(commands: Any) -> None:
     """Add `validate-replay`."""
     command = commands.add_parser(
         "validate-replay",
-        help="judge traces with PySpark, at scale, on the subset of the anomaly kinds it computes (--list-checks)",
+        help="judge traces with PySpark on every anomaly kind of check-trace (some in parallel, the rest in one task)",
         description="Judge each trace (JSON lines, Parquet, or a folder of Parquet files; local paths or any URL "
-        "Spark reads) with DataFrame jobs, on a subset of the anomaly kinds of spec/checking.md: `--list-checks` "
-        "prints every kind, its requirement, and whether Spark computes it (and if not, why). Anomalies found have "
-        "the same names and explanations as `check-trace`; the kinds not computed are judged only by `check-trace`. "
-        "A trace with no MUST anomaly among the kinds computed is `valid` only when every kind that applies to its "
-        'configuration was computed, and otherwise `valid-partial`, printed as "valid on N of M checks; not checked: '
-        '..." and listed per trace in the report (`not_computed`). The trace is never collected to the driver: only '
-        "counts and the first witnesses of each anomaly kind. Runs embedded on every core by default; pass --master "
+        "Spark reads) with Spark jobs on every anomaly kind of spec/checking.md, as `check-trace` does: the kinds "
+        "`--list-checks` marks parallel are computed by DataFrame passes over all cores, the others by the Python "
+        "checker itself (check-trace's code) fed the whole trace in seq order in one Spark task, which runs at one "
+        "core's speed. Anomalies have the same names and explanations as `check-trace`. With --partial the one-task "
+        "pass is skipped: a trace with no MUST anomaly among the kinds computed is then `valid` only when every kind "
+        'that applies to its configuration was computed, and otherwise `valid-partial`, printed as "valid on N of M '
+        'checks; not checked: ..." and listed per trace in the report (`not_computed`). The trace is never '
+        "collected to the driver: only counts and the first witnesses of each anomaly kind. Runs embedded on every "
+        "core by default; pass --master "
         "for a cluster, or run it under spark-submit (spark/ks_spark/submit.py) without code changes. Exit codes: 0 "
         "valid, 1 invalid, 2 unknown, 3 valid-partial, 64 usage, 66 missing trace, 69 no Java or Spark cannot start, "
         "70 a Spark job failed (out of memory, a lost executor); for several traces, the worst verdict (invalid, "
@@ -40,8 +42,14 @@ def register(commands: Any) -> None:
     command.add_argument(
         "--list-checks",
         action="store_true",
-        help="print every anomaly kind judged from a trace, its requirement, and whether Spark computes it (and why "
-        "not); starts no Spark",
+        help="print every anomaly kind judged from a trace, its requirement, and whether Spark computes it in "
+        "parallel or in the one-task pass (and why); starts no Spark",
+    )
+    command.add_argument(
+        "--partial",
+        action="store_true",
+        help="skip the one-task pass (the Python checker): only the kinds computed in parallel, much faster on large "
+        "traces; the verdict says which kinds that apply were not checked (valid-partial, exit 3)",
     )
     command.add_argument(
         "--master",
@@ -70,15 +78,20 @@ def register(commands: Any) -> None:
 
 
 def list_checks() -> int:
-    """Print each trace anomaly kind, its requirement, and `computed` or `not computed: <reason>`, from catalogue.py."""
+    """Print each trace anomaly kind, its requirement, and where it is computed (in parallel, or in the one-task
+    pass and why not in parallel), from catalogue.py."""
     from ks_spark.catalogue import listing
 
     rows = listing()
     width = max(len(name) for name, _, _ in rows)
     for name, requirement, status in rows:
         console.print(f"{name:<{width}}  {requirement:<9}  {status}", soft_wrap=True, markup=False)
-    computed = sum(1 for _, _, status in rows if status == "computed")
-    console.print(f"{computed} of {len(rows)} kinds computed; `keyshared check-trace` computes all {len(rows)}")
+    parallel = sum(1 for _, _, status in rows if status == "parallel")
+    console.print(
+        f"all {len(rows)} kinds computed: {parallel} in parallel, {len(rows) - parallel} by the Python checker in one "
+        "task (skipped with --partial)",
+        soft_wrap=True,
+    )
     return 0
 
 
@@ -117,7 +130,9 @@ def run_validate_replay(args: argparse.Namespace) -> int:
                 bar.update(task, description=f"{trace}: {description}", completed=done, total=total or None)
 
             with spark_job(trace), SparkProgress(session, update) as spark_progress:
-                results.append(validate(session, trace, witnesses=args.witnesses, stage=spark_progress.stage))
+                results.append(
+                    validate(session, trace, witnesses=args.witnesses, stage=spark_progress.stage, partial=args.partial)
+                )
             bar.remove_task(task)
     for result in results:
         colour = COLOUR[result.verdict.value]

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ks_conformance import explain
-from ks_conformance.anomalies import Anomaly, Explanation
+from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
+from ks_conformance.catalogue import kind
 from ks_conformance.tracefile import config_problem
 from ks_spec.errors import MissingInput, UserError
 from ks_spec.trace import JSON_BLANK, is_parquet, line_problem
@@ -43,7 +44,7 @@ from ks_spark.keystate import (
     ROW_EXERCISED,
     ROW_INTERVAL,
 )
-from ks_spark.reader import TraceSource, read, resolve
+from ks_spark.reader import TraceSource, read, resolve, spark_schema
 from ks_spark.sequence import (
     META,
     OUTPUT_DDL,
@@ -55,6 +56,7 @@ from ks_spark.sequence import (
     sequence_function,
     sequence_input,
 )
+from ks_spark.sequential import sequential_pass
 from ks_spark.session import cache_level, default_parallelism
 from ks_spark.timeline import MalformedTrace, Timeline, build_timeline
 
@@ -112,8 +114,10 @@ class ValidationResult:
     all_anomalies: list[tuple[str, int, tuple[int, ...]]] | None = None
     """With `everything=True`: every anomaly as (name, seq, witness), for the differential tests."""
     not_computed: list[str] = field(default_factory=list)
-    """The anomaly kinds that apply to the trace's configuration but the validator does not compute
-    (empty until the configuration has been read), in catalogue order."""
+    """The anomaly kinds that apply to the trace's configuration but were not computed (empty until the
+    configuration has been read, and after the sequential pass computed them), in catalogue order."""
+    sequential: list[str] = field(default_factory=list)
+    """The kinds the sequential pass (the Python checker in one task) computed, in catalogue order."""
 
     @property
     def total(self) -> int:
@@ -133,6 +137,7 @@ def validate(
     witnesses: int = DEFAULT_WITNESSES,
     stage: Stage | None = None,
     everything: bool = False,
+    partial: bool = False,
 ) -> ValidationResult:
     """Judge one trace (a .jsonl or .parquet file, a folder of .parquet files, or a URL Spark can read).
 
@@ -146,7 +151,7 @@ def validate(
     result = ValidationResult(trace, Verdict.UNKNOWN)
     try:
         source = resolve(trace)
-        _judge(session, source, result, witnesses, say, everything)
+        _judge(session, source, result, witnesses, say, everything, partial)
     except MissingInput:
         raise
     except MalformedTrace as error:
@@ -221,18 +226,24 @@ def unsupported_semantics(config: Mapping[str, Any], declared: Mapping[str, Any]
     if not what:
         return None
     return (
-        f"the trace declares {', '.join(what)} (adapter protocol v2), which changes rules the Spark validator "
-        "computes and is not judged by it yet: judge it with keyshared check-trace"
+        f"the trace declares {', '.join(what)} (adapter protocol v2), which changes rules the parallel passes "
+        "compute: judge it without --partial (the one-task pass honours it) or with keyshared check-trace"
     )
 
 
 def _judge(
-    session: SparkSession, source: TraceSource, result: ValidationResult, witnesses: int, say: Stage, everything: bool
+    session: SparkSession,
+    source: TraceSource,
+    result: ValidationResult,
+    witnesses: int,
+    say: Stage,
+    everything: bool,
+    partial: bool = False,
 ) -> None:
     from pyspark.sql import functions as F
 
     parallelism = default_parallelism(session)
-    events = read(session, source)
+    events = raw_events = read(session, source)
     say("checking the format and reading the timeline")
     sequence = sequence_input(events).mapInArrow(sequence_function(kind_rules()), OUTPUT_DDL).persist(cache_level())
     small = sequence.where(F.col("rtype").isin(RUN, PROBLEM, META)).collect()
@@ -248,10 +259,14 @@ def _judge(
         sequence.unpersist()
         return
     unsupported = unsupported_semantics(timeline.config, timeline.declared)
-    if unsupported is not None:  # judged by check-trace only, for now: never a verdict on other rules
+    if unsupported is not None and partial:  # the parallel passes would judge it by other rules: no verdict
         result.problems = [(0, unsupported)]
         result.verdict = Verdict.UNKNOWN
         sequence.unpersist()
+        return
+    if unsupported is not None:  # the one-task pass honours what the trace declares: it judges every kind
+        sequence.unpersist()
+        _judge_in_one_task(raw_events, result, catalogue.applicable(timeline.config), witnesses, say, everything)
         return
     result.problems = list(timeline.contradictions)
     context = timeline.context
@@ -290,6 +305,14 @@ def _judge(
         session, key_rows, persists, timeline.pub_bases(), context, timeline.published, window, parallelism
     )
     findings = _findings(session, key_rows, sequence, persists, sweep, holes, context, cached)
+    limit = witnesses if not everything else None
+    outcome = None
+    if result.not_computed and not partial:
+        say(f"judging {len(result.not_computed)} other kinds in one pass (the Python checker)")
+        before = min((seq for seq, _ in result.problems), default=None)
+        outcome = sequential_pass(raw_events, list(spark_schema().fieldNames()), result.not_computed, limit, before)
+        known = {seq for seq, _ in result.problems}
+        result.problems = sorted([*result.problems, *(p for p in outcome.problems if p[0] not in known)])
     # After a contradiction the state is not trustworthy: as the Python checker, report nothing from it on.
     cutoff = min((seq for seq, _ in result.problems), default=None)
     if cutoff is not None:
@@ -308,19 +331,29 @@ def _judge(
     driver_found = [a for a in _driver_anomalies(timeline, unresolved_at) if cutoff is None or a.seq < cutoff]
     for anomaly in driver_found:
         counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
+    counted_by_spark = sum(counts.values())
+    sequential_found: list[Anomaly] = []
+    if outcome is not None:  # its own first contradiction already stopped it; an earlier one of Spark's too
+        counts.update(outcome.counts)
+        sequential_found = outcome.anomalies
     active = context.active
     result.counts = dict(sorted(counts.items()))
     result.exercised = {
         check.anomaly: exercised.get(check.anomaly, 0) for check in catalogue.CHECKS if check.anomaly in active
     }
+    if outcome is not None:
+        result.exercised.update(outcome.exercised)
+        result.sequential = list(result.not_computed)
+        result.not_computed = []
     anomalies = findings.where(F.col("bad") == 1)
     say("explaining the witnesses")
-    limit = witnesses if not everything else None
-    chosen = _first_per_name(anomalies, limit) if sum(counts.values()) > len(driver_found) else []
+    chosen = _first_per_name(anomalies, limit) if counted_by_spark > len(driver_found) else []
     rows = [row.asDict() for row in chosen]
-    found = _complete(session, rows, key_rows, timeline, window) + [
-        a for a in driver_found if limit is None or _rank(driver_found, a) < limit
-    ]
+    found = (
+        _complete(session, rows, key_rows, timeline, window)
+        + [a for a in driver_found if limit is None or _rank(driver_found, a) < limit]
+        + sequential_found
+    )
     found.sort(key=lambda a: (a.seq, a.name))
     if everything:
         result.all_anomalies = [(a.name, a.seq, a.witness) for a in found]
@@ -328,7 +361,8 @@ def _judge(
     witness_seqs = sorted({s for a in shown for s in a.witness})
     witness_events = _events_by_seq(events, witness_seqs)
     result.findings = [Finding(a, [witness_events[s] for s in a.witness if s in witness_events]) for a in shown]
-    violated = any(catalogue.level(catalogue.BY_NAME[name]) == "MUST" for name in counts if name in catalogue.BY_NAME)
+    levels = requirement_levels()
+    violated = any(levels[kind(name).requirement] == "MUST" for name in counts)
     if violated:
         result.verdict = Verdict.INVALID
     elif result.problems:
@@ -338,6 +372,33 @@ def _judge(
     for frame in (sequence, key_rows, findings, *cached):
         frame.unpersist()
     broadcast.unpersist()
+
+
+def _judge_in_one_task(
+    events: DataFrame, result: ValidationResult, kinds: Iterable[str], witnesses: int, say: Stage, everything: bool
+) -> None:
+    """Judge every kind in `kinds` in the one-task pass alone (a trace whose declarations the parallel passes do not
+    honour): the verdict, counts, exercised checks, contradictions and witnesses are the Python checker's."""
+    wanted = list(kinds)
+    say(f"judging all {len(wanted)} kinds in one pass (the Python checker)")
+    outcome = sequential_pass(events, list(spark_schema().fieldNames()), wanted, None if everything else witnesses)
+    result.problems = list(outcome.problems)
+    result.counts = dict(sorted(outcome.counts.items()))
+    result.exercised = dict(outcome.exercised)
+    result.sequential, result.not_computed = wanted, []
+    found = sorted(outcome.anomalies, key=lambda a: (a.seq, a.name))
+    if everything:
+        result.all_anomalies = [(a.name, a.seq, a.witness) for a in found]
+    shown = _select(found, witnesses)
+    witness_events = _events_by_seq(events, sorted({s for a in shown for s in a.witness}))
+    result.findings = [Finding(a, [witness_events[s] for s in a.witness if s in witness_events]) for a in shown]
+    levels = requirement_levels()
+    if any(levels[kind(name).requirement] == "MUST" for name in result.counts):
+        result.verdict = Verdict.INVALID
+    elif result.problems:
+        result.verdict = Verdict.UNKNOWN
+    else:
+        result.verdict = Verdict.VALID
 
 
 def _findings(

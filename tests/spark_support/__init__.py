@@ -51,8 +51,9 @@ def assert_exercised_agree(spark_counts: dict[str, int], python_counts: dict[str
             assert count == python_counts.get(name, 0), name
 
 
-def expected_not_computed(python: Checker) -> list[str]:
-    """The trace kinds the Python checker applied to this trace that Spark does not compute, in catalogue order."""
+def parallel_kinds_not_computed(python: Checker) -> list[str]:
+    """The trace kinds the Python checker applied to this trace that Spark's parallel passes do not compute, in
+    catalogue order (what `--partial` leaves unchecked)."""
     from ks_conformance.catalogue import CATALOGUE, Stage
     from ks_spark.catalogue import BY_NAME
 
@@ -63,16 +64,24 @@ def expected_not_computed(python: Checker) -> list[str]:
     ]
 
 
-def expected_verdict(python: Checker) -> str:
-    """The Spark verdict the Python checker's judgement implies: invalid only on a MUST anomaly Spark computes,
-    valid only when Spark computes every kind that applies, valid-partial otherwise."""
+def expected_not_computed(python: Checker, partial: bool = False) -> list[str]:
+    """What validate-replay reports not computed: nothing, unless `--partial` skipped the one-task pass."""
+    return parallel_kinds_not_computed(python) if partial else []
+
+
+def expected_verdict(python: Checker, partial: bool = False) -> str:
+    """The Spark verdict the Python checker's judgement implies: the same verdict, or with `--partial` invalid only
+    on a MUST anomaly Spark computes in parallel, valid only when those are every kind that applies, else
+    valid-partial."""
     from ks_spark.catalogue import BY_NAME
 
+    if not partial:
+        return python.verdict.value
     if any(a.name in BY_NAME and a.level == "MUST" for a in python.anomalies):
         return "invalid"
     if python.problems:
         return "unknown"
-    return "valid-partial" if expected_not_computed(python) else "valid"
+    return "valid-partial" if parallel_kinds_not_computed(python) else "valid"
 
 
 @cache

@@ -1,0 +1,86 @@
+"""The sequential pass: the Python checker itself, run in one Spark task over the whole trace in seq order.
+
+The parallel passes (per key, capacity, window, cursor) compute the anomaly kinds of `ks_spark.catalogue.CHECKS`.
+Every other kind is judged by `ks_conformance.checker.Checker` (the very code `check-trace` runs, so there is
+one implementation of those rules) fed every event in seq order inside a single task: the trace is never
+collected to the driver, only the anomalies of the kinds asked for, the exercised counts and the
+contradictions come back. The checker streams (spec/checking.md section 1, what a checker may forget), so the
+task's memory follows the trace's live state; its speed is one core's (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from ks_conformance.anomalies import Anomaly
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+OUTPUT_DDL = "payload binary"
+
+
+@dataclass
+class SequentialOutcome:
+    """What the Python checker found in the whole trace, for the kinds asked for."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    anomalies: list[Anomaly] = field(default_factory=list)
+    """Every anomaly of those kinds when all were asked for; else the first `limit` of each kind."""
+    exercised: dict[str, int] = field(default_factory=dict)
+    problems: list[tuple[int, str]] = field(default_factory=list)
+    events: int = 0
+
+
+def judge_function(
+    columns: list[str], kinds: Collection[str], limit: int | None, before: int | None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow body: every event in seq order into one Checker; one row out, the pickled outcome.
+
+    Anomalies at or after `before` (a contradiction the other passes found) are left out, as the checker leaves
+    out those after its own."""
+    wanted = frozenset(kinds)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from ks_conformance.checker import Checker
+
+        checker = Checker()
+        events = 0
+        for batch in batches:
+            filled = [i for i, column in enumerate(batch.columns) if column.null_count < len(column)]
+            names = [columns[i] for i in filled]
+            for values in zip(*(batch.column(i).to_pylist() for i in filled), strict=True):
+                checker.feed({k: v for k, v in zip(names, values, strict=True) if v is not None})
+                events += 1
+        checker.finish()
+        checker.messages.close()
+        outcome = SequentialOutcome(events=events, problems=[(p.seq, p.message) for p in checker.problems])
+        for anomaly in checker.anomalies:
+            if anomaly.name not in wanted or (before is not None and anomaly.seq >= before):
+                continue
+            seen = outcome.counts.get(anomaly.name, 0)
+            outcome.counts[anomaly.name] = seen + 1
+            if limit is None or seen < limit:
+                outcome.anomalies.append(anomaly)
+        outcome.exercised = {name: checker.exercised[name] for name in wanted if checker.applies(name)}
+        yield pa.RecordBatch.from_pydict(
+            {"payload": [pickle.dumps(outcome)]}, schema=pa.schema([("payload", pa.binary())])
+        )
+
+    return run
+
+
+def sequential_pass(
+    events: DataFrame, columns: list[str], kinds: Collection[str], limit: int | None, before: int | None = None
+) -> SequentialOutcome:
+    """Run the Python checker over `events` (the trace's columns) in one task, in seq order."""
+    ordered = events.select(*columns).repartition(1).sortWithinPartitions("seq")
+    rows = ordered.mapInArrow(judge_function(columns, kinds, limit, before), OUTPUT_DDL).collect()
+    if not rows:  # an empty trace: nothing was judged
+        return SequentialOutcome()
+    outcome: SequentialOutcome = pickle.loads(rows[0].payload)
+    return outcome
