@@ -95,3 +95,16 @@ def test_random_reference_traces_with_random_faults(spark: Any, tmp_path: Path, 
         mutated = INJECTIONS[target][1](events)
         events = mutated if mutated is not None else events
     assert_same_judgment(spark, events, tmp_path / ("trace.parquet" if seed % 2 else "trace.jsonl"))
+
+
+def test_with_partial_a_trace_the_parallel_passes_cannot_judge_is_unknown_with_the_reason(
+    spark: Any, tmp_path: Path
+) -> None:
+    from ks_spark.validator import validate
+
+    bad, _ = dict((case[0], case[2]) for case in FIRST_CASES)["unjustified-outcome"]
+    write_trace(bad().events, tmp_path / "trace.jsonl")
+    result = validate(spark, str(tmp_path / "trace.jsonl"), partial=True)
+    assert result.verdict.value == "unknown" and result.counts == {}
+    ((seq, reason),) = result.problems
+    assert seq == 0 and "without --partial" in reason

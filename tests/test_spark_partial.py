@@ -222,12 +222,14 @@ def test_the_verify_step_reports_the_reference_trace_as_valid_on_every_kind(spar
     assert " events valid on " in result.summary and " in one task" in result.summary
 
 
-def test_protocol_v2_declarations_are_unknown_to_the_spark_validator_with_the_reason() -> None:
-    """A trace declaring no cursor, outcomes, durable attempts or selector any changes rules Spark computes:
-    until Spark honours them, its verdict is unknown (never a valid or invalid judged by the wrong rules)."""
+def test_semantics_the_parallel_passes_do_not_honour_are_named_with_the_reason() -> None:
+    """A trace declaring no cursor, outcomes, durable attempts, selector any, or configuring checkpoint_resume changes
+    rules the parallel passes compute: it is judged wholly in the one task (the Python checker), and with --partial
+    its verdict is unknown with this reason (never a valid or invalid judged by the wrong rules)."""
     from ks_spark.validator import unsupported_semantics
 
     assert unsupported_semantics({"profile": "strict", "selector": "ring"}, {}) is None
     said = unsupported_semantics({"selector": "any"}, {"cursor": False})
     assert said is not None and "'cursor'" in said and "selector 'any'" in said and "check-trace" in said
     assert unsupported_semantics({}, {"durable_attempts": True}) is not None
+    assert "checkpoint_resume" in (unsupported_semantics({"checkpoint_resume": True}, {}) or "")

@@ -219,15 +219,18 @@ def _read_failure(trace: str, text: str) -> str | None:
 
 
 def unsupported_semantics(config: Mapping[str, Any], declared: Mapping[str, Any]) -> str | None:
-    """Why the Spark validator cannot judge this trace (what it declares changes rules it computes), or None."""
-    what = [f"'{name}'" for name in sorted(declared)]
+    """Why the parallel passes cannot judge this trace (what it declares or configures changes rules they compute),
+    or None. Such a trace is judged wholly by the one-task pass (the Python checker)."""
+    what = [f"'{name}' (adapter protocol v2)" for name in sorted(declared)]
     if config.get("selector") == "any":
-        what.append("selector 'any'")
+        what.append("selector 'any' (adapter protocol v2)")
+    if config.get("checkpoint_resume"):
+        what.append("'checkpoint_resume' (KS-BKT-9: a restart resumes below each bucket's checkpoint)")
     if not what:
         return None
     return (
-        f"the trace declares {', '.join(what)} (adapter protocol v2), which changes rules the parallel passes "
-        "compute: judge it without --partial (the one-task pass honours it) or with keyshared check-trace"
+        f"the trace declares {', '.join(what)}, which changes rules the parallel passes compute: judge it without "
+        "--partial (the one-task pass honours it) or with keyshared check-trace"
     )
 
 
