@@ -152,3 +152,17 @@ def test_each_injected_fault_agrees(spark: Any, tmp_path: Path, target: str, see
         pytest.skip(f"seed {seed} of {workload} offers no place for {target}")
     counts = _compare(spark, events, tmp_path / "trace.jsonl")
     assert target.split("/")[0] in counts
+
+
+def test_a_message_delivered_again_to_its_holder_still_counts_as_held(spark: Any, tmp_path: Path) -> None:
+    """The consumer holds the message when its duplicate delivery arrives: capacity counts both, as the checker
+    does (the parallel pass ordered the replaced delivery's end first and missed the overrun; found by the random
+    differential of tests/test_spark_catalogue.py)."""
+    from ks_conformance.builder import TraceBuilder
+
+    trace = TraceBuilder(profile="owner", selector="ring").add("c1", capacity=2)
+    trace.deliver(trace.publish("a"), "c1")
+    trace.deliver(trace.publish("b"), "c1")
+    trace.deliver(1, "c1", attempt=2)
+    counts = _compare(spark, trace.events, tmp_path / "trace.parquet")
+    assert counts.get("capacity-overrun") == 1

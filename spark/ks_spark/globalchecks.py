@@ -100,7 +100,13 @@ def capacity_findings(
     # The usual case, few blocks near capacity: sent to every task, so the deltas are never shuffled for a join.
     if candidates.count() <= CAPACITY_BROADCAST_BLOCKS:
         candidates = F.broadcast(candidates)
-    within = Window.partitionBy("inc", "block").orderBy("seq", "delta").rowsBetween(Window.unboundedPreceding, 0)
+    # At one seq a start comes before an end: the only end at a delivery's seq is the delivery it replaces (the same
+    # message delivered again to the same consumer), which the consumer still holds when the new one arrives.
+    within = (
+        Window.partitionBy("inc", "block")
+        .orderBy("seq", F.col("delta").desc())
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
     held = (
         deltas.join(candidates, ["inc", "block"])
         .withColumn("running", F.sum("delta").over(within))

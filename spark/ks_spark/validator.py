@@ -644,7 +644,8 @@ def _complete(
         intervals = key_rows.where(F.col("r") == ROW_INTERVAL)
         for row in (
             intervals.join(F.broadcast(queries), F.col("a") == F.col("qinc"))
-            .where((F.col("b") < F.col("qseq")) & (F.col("c").isNull() | (F.col("c") > F.col("qseq"))))
+            # held at the delivery: ended after it, or by it (a redelivery of the same message replaces it)
+            .where((F.col("b") < F.col("qseq")) & (F.col("c").isNull() | (F.col("c") >= F.col("qseq"))))
             .groupBy("qinc", "qseq")
             .agg(F.sort_array(F.collect_list("b")).alias("held"))
             .collect()
