@@ -27,12 +27,9 @@ pytestmark = pytest.mark.spark
 Event = dict[str, Any]
 SAMPLE = (
     "key-reorder",  # per key, parallel
-    "capacity-overrun",  # across keys, parallel
-    "filter-violation",  # at each event, one task
-    "early-retry",  # timing, one task
-    "idle-while-ready",  # end of op, one task
+    "early-retry",  # at each event, timing, one task
+    "entry-split",  # end of op, buckets and batches (capacity and the window in the one task too)
     "stuck-key",  # at quiescence, parallel
-    "entry-split",  # buckets and batches, one task
     "unjustified-outcome",  # declared outcomes (protocol v2): every kind in the one task
 )
 FIRST_CASES = [case for case in ALL_CASES if case[1] == 0 and case[0] in SAMPLE]

@@ -3,7 +3,7 @@
 Traces come from the reference dispatcher (named workloads) and from injecting faults of every kind the
 Spark validator computes in parallel. Compared: every anomaly (name, seq, witness) of every kind (those of
 the parallel passes and those of the one-task pass), the exercised counts, the verdict, and the explanation
-text of every witness the Spark side shows; with `--partial`, the kinds left unchecked and `valid-partial`.
+text of every witness the Spark side shows (`--partial` is tested in tests/test_spark_partial.py).
 """
 
 from __future__ import annotations
@@ -34,21 +34,17 @@ def _workload(name: str, size: int = 300, seed: int = 3) -> list[Event]:
     return events
 
 
-def _compare(spark: Any, events: list[Event], path: Path, partial: bool = False) -> dict[str, int]:
-    """Judge `events` with both checkers; assert they agree; return the Spark side's counts.
-
-    Without `partial` every kind is compared (the parallel passes' and the one-task pass's); with it, the kinds
-    the parallel passes compute, and the verdict and the kinds not computed that `--partial` implies.
-    """
-    from ks_spark.catalogue import BY_NAME
+def _compare(spark: Any, events: list[Event], path: Path) -> dict[str, int]:
+    """Judge `events` with both checkers; assert they agree on every kind (the parallel passes' and the one-task
+    pass's); return the Spark side's counts."""
     from ks_spark.validator import validate
 
     write_trace(events, path)
-    result = validate(spark, str(path), witnesses=3, everything=True, partial=partial)
+    result = validate(spark, str(path), witnesses=3, everything=True)
     python: Checker = check_events(events)
     assert result.malformed is None
     spark_found = sorted(result.all_anomalies or [])
-    python_found = sorted((a.name, a.seq, a.witness) for a in python.anomalies if not partial or a.name in BY_NAME)
+    python_found = sorted((a.name, a.seq, a.witness) for a in python.anomalies)
     assert spark_found == python_found
     assert_exercised_agree(result.exercised, {k: v for k, v in python.exercised.items() if python.applies(k)})
     python_texts = {(a.name, a.seq, a.witness): a.explanation.text() for a in python.anomalies}
@@ -56,8 +52,8 @@ def _compare(spark: Any, events: list[Event], path: Path, partial: bool = False)
         anomaly = finding.anomaly
         assert anomaly.explanation.text() == python_texts[(anomaly.name, anomaly.seq, anomaly.witness)]
         assert [e["seq"] for e in finding.events] == list(anomaly.witness)
-    assert result.not_computed == expected_not_computed(python, partial)
-    assert result.verdict.value == expected_verdict(python, partial)
+    assert result.not_computed == expected_not_computed(python)
+    assert result.verdict.value == expected_verdict(python)
     return result.counts
 
 
@@ -74,13 +70,6 @@ def test_injected_faults_agree(spark: Any, tmp_path: Path, group: str) -> None:
     counts = _compare(spark, events, tmp_path / f"{group}.parquet")
     for target in targets:
         assert target.split("/")[0] in counts, f"{target} was injected but not found"
-
-
-def test_injected_faults_agree_with_the_parallel_passes_alone(spark: Any, tmp_path: Path) -> None:
-    """--partial: the parallel passes' anomalies are the checker's on their kinds, the rest named unchecked."""
-    for group, (workload, targets) in sorted(COMBINED.items()):
-        counts = _compare(spark, inject_all(_workload(workload), targets), tmp_path / f"{group}.parquet", partial=True)
-        assert all(target.split("/")[0] in counts for target in targets)
 
 
 @pytest.mark.parametrize("block", [1, 5])

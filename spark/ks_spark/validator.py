@@ -5,12 +5,14 @@ The stages, each a Spark job over the whole trace:
 1. the sequence pass (`ks_spark.sequence`): the format rules over the physical order, and the small
    timeline every key needs (membership, restarts, quiescent points, the configuration);
 2. the per-key pass (`ks_spark.keystate`): events partitioned by key and sorted by seq, judged per key;
-3. the global checks (`ks_spark.globalchecks`): capacity per incarnation, the window and the cursor.
+3. the global checks (`ks_spark.globalchecks`): capacity per incarnation, the window and the cursor;
+4. the one-task pass (`ks_spark.sequential`): the Python checker itself, fed the whole trace in seq order in one
+   task, for every kind the parallel passes do not compute (skipped with `partial`).
 
 What reaches the driver: per-split summaries, the timeline, counts per anomaly and exercised check,
 and the first few anomalies of each kind with their witness events.
 
-Long because it drives three Spark stages and checks their inputs, with the one-line errors bad Parquet or JSON
+Long because it drives four Spark stages and checks their inputs, with the one-line errors bad Parquet or JSON
 lines get; each stage's own logic lives in its module.
 """
 

@@ -1,6 +1,9 @@
 """The reconstructed state of spec/checking.md section 1: messages, keys, incarnations, the cursor, and
 the transitions every check relies on. The checks themselves are in the sibling modules, one per part of
 section 2.
+
+Long because it is the one state every check reads and the transitions that keep it (restarts, parking, and
+what may be forgotten, section 1); the archive of settled messages is its own module (checks/messages.py).
 """
 
 from __future__ import annotations
