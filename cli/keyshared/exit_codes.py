@@ -25,7 +25,7 @@ EXIT_CODES: dict[int, str] = {
     OK: "success: the checks passed, the trace is valid, the dispatcher conformant",
     FAILED: "a check failed: not conformant, an invalid trace, a failed vector, a model result unlike the manifest's",
     UNKNOWN: "no verdict: a trace that cannot be judged, an adapter that crashed or hung, a MUST left vacuous",
-    VALID_PARTIAL: "validate-replay: no MUST anomaly among the kinds computed, but some kinds that apply were not",
+    VALID_PARTIAL: "validate-replay --partial: no MUST anomaly among the kinds computed, but some that apply were not",
     USAGE: "usage error: a bad option or argument (an unknown requirement ID, a malformed --master)",
     DATA: "malformed input: a trace, a workload, a scenario or vector file, a configuration",
     NO_INPUT: "a file or folder named on the command line does not exist",
