@@ -1,4 +1,5 @@
-"""The anomalies of spec/checking.md that the Spark validator computes, with their requirements.
+"""The anomalies of spec/checking.md that the Spark validator computes in parallel passes, with their requirements;
+the others are judged by the Python checker in one task (ks_spark.sequential) unless `--partial` skips it.
 
 Names and requirement IDs follow the anomaly catalogue; levels come from spec/requirements.json.
 Which kinds apply to a trace is the Python checker's own rule (`applicable`), so the validator can
@@ -107,7 +108,8 @@ NOT_COMPUTED: dict[str, str] = {
     "unjustified-block": "needs failures per message; not yet ported to the per-key pass",
     "stale-budget": "needs failures since a release per message; not yet ported to the per-key pass",
 }
-"""Anomaly kinds of spec/checking.md section 2.1-2.3 that the Spark validator does not compute, and why."""
+"""Anomaly kinds of spec/checking.md section 2.1-2.3 that the parallel passes do not compute, and why (the one-task
+pass computes them)."""
 
 
 @cache

@@ -5,7 +5,8 @@ Every other kind is judged by `ks_conformance.checker.Checker` (the very code `c
 one implementation of those rules) fed every event in seq order inside a single task: the trace is never
 collected to the driver, only the anomalies of the kinds asked for, the exercised counts and the
 contradictions come back. The checker streams (spec/checking.md section 1, what a checker may forget), so the
-task's memory follows the trace's live state; its speed is one core's (benchmarks/README.md).
+task's memory follows the trace's live state; it judges at one core's speed at best (benchmarks/README.md), and on
+a large trace the shuffle to one partition and the sort by seq before it cost more than the judging (issue 14).
 """
 
 from __future__ import annotations
