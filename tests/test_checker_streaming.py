@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ks_conformance.builder import TraceBuilder
 from ks_conformance.checker import Checker
 from ks_conformance.vectors import VECTORS_DIR, find_vectors
 from ks_reference.store import MemoryStore
@@ -90,25 +91,24 @@ def test_a_long_valid_run_keeps_only_its_live_state() -> None:
     assert len(forgetful.keys) <= len(forgetful.unresolved) + 64
 
 
+def settle(trace: TraceBuilder, numbers: range, consumer: str) -> None:
+    """Publish key k<n> for each number, deliver and ack it, and persist the cursor past it: settled messages."""
+    for number in numbers:
+        offset = trace.publish(f"k{number}")
+        trace.deliver(offset, consumer)
+        trace.ack(offset, consumer)
+        trace.persisted(offset + 1)
+
+
 def test_a_message_named_after_it_was_archived_is_judged_with_every_fact() -> None:
     """A duplicate delivery of a long-settled message: revived from the archive, reported as if never gone."""
-    from ks_conformance.builder import TraceBuilder
-
     trace = TraceBuilder(profile="strict", selector="ring", persist_interval=0)
     trace.add("c1")
-    for number in range(10):
-        offset = trace.publish(f"k{number}")
-        trace.deliver(offset, "c1")
-        trace.ack(offset, "c1")
-        trace.persisted(offset + 1)
+    settle(trace, range(10), "c1")
     trace.deliver(2, "c1", attempt=2)  # its second delivery: only the revived facts know that
     trace.remove("c1")  # ends that delivery: the message is settled again
     trace.add("c2")
-    for number in range(10, 12):  # new chunks archived: the revived message goes back, as it is now
-        offset = trace.publish(f"k{number}")
-        trace.deliver(offset, "c2")
-        trace.ack(offset, "c2")
-        trace.persisted(offset + 1)
+    settle(trace, range(10, 12), "c2")  # new chunks archived: the revived message goes back, as it is now
     trace.deliver(2, "c2", attempt=3)  # its third: the archive must hold the revived message's new facts
     forgetful = Forgetful()
     for event in trace.events[:-1]:
@@ -121,15 +121,9 @@ def test_a_message_named_after_it_was_archived_is_judged_with_every_fact() -> No
 
 def test_a_restart_from_a_cursor_persisted_below_the_archive_restores_what_it_must() -> None:
     """A persisted cursor moved back below archived messages: the restart brings them back, unresolved."""
-    from ks_conformance.builder import TraceBuilder
-
     trace = TraceBuilder(profile="strict", selector="ring", persist_interval=0)
     trace.add("c1")
-    for number in range(10):
-        offset = trace.publish(f"k{number}")
-        trace.deliver(offset, "c1")
-        trace.ack(offset, "c1")
-        trace.persisted(offset + 1)
+    settle(trace, range(10), "c1")
     trace.persisted(3)
     trace.restart()
     trace.add("c1")
