@@ -27,7 +27,7 @@ KINDS = sorted({kind for kind, _, _ in ALL_CASES})
 def outcome_of(events: list[Event], kinds: list[str], limit: int | None = None, before: int | None = None) -> Any:
     schema = arrow_schema()
     table = pa.Table.from_pylist(events, schema=schema)
-    run = judge_function(schema.names, kinds, limit, before)
+    run = judge_function(kinds, limit, before)
     (batch,) = list(run(iter(table.to_batches(max_chunksize=7))))
     outcome: SequentialOutcome = pickle.loads(batch.column(0)[0].as_py())
     return outcome

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from ks_conformance.anomalies import Anomaly
+from ks_spec.trace import batch_events
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -38,7 +39,7 @@ class SequentialOutcome:
 
 
 def judge_function(
-    columns: list[str], kinds: Collection[str], limit: int | None, before: int | None
+    kinds: Collection[str], limit: int | None, before: int | None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow body: every event in seq order into one Checker; one row out, the pickled outcome.
 
@@ -52,10 +53,8 @@ def judge_function(
         checker = Checker()
         events = 0
         for batch in batches:
-            filled = [i for i, column in enumerate(batch.columns) if column.null_count < len(column)]
-            names = [columns[i] for i in filled]
-            for values in zip(*(batch.column(i).to_pylist() for i in filled), strict=True):
-                checker.feed({k: v for k, v in zip(names, values, strict=True) if v is not None})
+            for event in batch_events(batch):
+                checker.feed(event)
                 events += 1
         checker.finish()
         checker.messages.close()
@@ -80,7 +79,7 @@ def sequential_pass(
 ) -> SequentialOutcome:
     """Run the Python checker over `events` (the trace's columns) in one task, in seq order."""
     ordered = events.select(*columns).repartition(1).sortWithinPartitions("seq")
-    rows = ordered.mapInArrow(judge_function(columns, kinds, limit, before), OUTPUT_DDL).collect()
+    rows = ordered.mapInArrow(judge_function(kinds, limit, before), OUTPUT_DDL).collect()
     if not rows:  # an empty trace: nothing was judged
         return SequentialOutcome()
     outcome: SequentialOutcome = pickle.loads(rows[0].payload)

@@ -460,14 +460,22 @@ def _read_parquet(file: Path) -> Iterator[tuple[str, Event]]:
     row = 0
     try:
         for batch in parquet.iter_batches(batch_size=65536):
-            # Column by column, leaving out the columns this batch never fills: three times faster than row dicts.
-            filled = [i for i, column in enumerate(batch.columns) if column.null_count < len(column)]
-            filled_names = [batch.schema.names[i] for i in filled]
-            for values in zip(*(batch.column(i).to_pylist() for i in filled), strict=True):
+            for event in batch_events(batch):
                 row += 1
-                yield f"{file}:{row}", {k: v for k, v in zip(filled_names, values, strict=True) if v is not None}
+                yield f"{file}:{row}", event
     except (pa.ArrowInvalid, OSError) as error:
         raise UserError(f"{file}:{row + 1}: not a readable Parquet file ({_first_line(error)})") from None
+
+
+def batch_events(batch: pa.RecordBatch) -> Iterator[Event]:
+    """The events of an Arrow batch of trace columns, null columns left out of each event.
+
+    Column by column, skipping the columns the batch never fills: three times faster than row dicts.
+    """
+    filled = [i for i, column in enumerate(batch.columns) if column.null_count < len(column)]
+    names = [batch.schema.names[i] for i in filled]
+    for values in zip(*(batch.column(i).to_pylist() for i in filled), strict=True):
+        yield {k: v for k, v in zip(names, values, strict=True) if v is not None}
 
 
 def _first_line(error: BaseException) -> str:
