@@ -359,21 +359,7 @@ def _judge(
         + [a for a in driver_found if limit is None or _rank(driver_found, a) < limit]
         + sequential_found
     )
-    found.sort(key=lambda a: (a.seq, a.name))
-    if everything:
-        result.all_anomalies = [(a.name, a.seq, a.witness) for a in found]
-    shown = _select(found, witnesses)
-    witness_seqs = sorted({s for a in shown for s in a.witness})
-    witness_events = _events_by_seq(events, witness_seqs)
-    result.findings = [Finding(a, [witness_events[s] for s in a.witness if s in witness_events]) for a in shown]
-    levels = requirement_levels()
-    violated = any(levels[kind(name).requirement] == "MUST" for name in counts)
-    if violated:
-        result.verdict = Verdict.INVALID
-    elif result.problems:
-        result.verdict = Verdict.UNKNOWN
-    else:  # a bare valid only when every applicable kind was computed
-        result.verdict = Verdict.VALID_PARTIAL if result.not_computed else Verdict.VALID
+    _conclude(result, events, found, witnesses, everything)
     for frame in (sequence, key_rows, findings, *cached):
         frame.unpersist()
     broadcast.unpersist()
@@ -391,7 +377,15 @@ def _judge_in_one_task(
     result.counts = dict(sorted(outcome.counts.items()))
     result.exercised = dict(outcome.exercised)
     result.sequential, result.not_computed = wanted, []
-    found = sorted(outcome.anomalies, key=lambda a: (a.seq, a.name))
+    _conclude(result, events, outcome.anomalies, witnesses, everything)
+
+
+def _conclude(
+    result: ValidationResult, events: DataFrame, found: list[Anomaly], witnesses: int, everything: bool
+) -> None:
+    """The findings shown (the first `witnesses` of each kind, with their events) and the verdict from the counts,
+    the contradictions and the kinds not computed."""
+    found.sort(key=lambda a: (a.seq, a.name))
     if everything:
         result.all_anomalies = [(a.name, a.seq, a.witness) for a in found]
     shown = _select(found, witnesses)
@@ -402,8 +396,8 @@ def _judge_in_one_task(
         result.verdict = Verdict.INVALID
     elif result.problems:
         result.verdict = Verdict.UNKNOWN
-    else:
-        result.verdict = Verdict.VALID
+    else:  # a bare valid only when every applicable kind was computed
+        result.verdict = Verdict.VALID_PARTIAL if result.not_computed else Verdict.VALID
 
 
 def _findings(
