@@ -29,7 +29,8 @@ def register(commands: Any) -> None:
         "checker itself (check-trace's code) fed the whole trace in seq order in one Spark task, which runs at one "
         "core's speed (under selector buckets capacity and the window go there too; a trace with checkpoint_resume or "
         "protocol v2 declarations goes there whole). Anomalies have the same names and explanations as "
-        "`check-trace`. With --partial the one-task pass is skipped: a trace with no MUST anomaly among the kinds computed is then `valid` only when every kind "
+        "`check-trace`. With --partial the one-task pass is skipped: a trace with no MUST anomaly among the kinds "
+        "computed is then `valid` only when every kind "
         'that applies to its configuration was computed, and otherwise `valid-partial`, printed as "valid on N of M '
         'checks; not checked: ..." and listed per trace in the report (`not_computed`). The trace is never '
         "collected to the driver: only counts and the first witnesses of each anomaly kind. Runs embedded on every "
