@@ -206,7 +206,7 @@ def timed_run(name: str, connect: Callable[[], Any], seed: int, profile: str, mu
 PROCRASTINATE = ROOT / "conformance" / "adapters" / "procrastinate"
 
 
-def run_procrastinate(seeds: int, thorough: bool, log: Callable[[str], None]) -> list[WholeRun]:
+def run_procrastinate(seeds: Sequence[int], thorough: bool, log: Callable[[str], None]) -> list[WholeRun]:
     """Whole runs against the procrastinate adapter on a private PostgreSQL cluster (started and stopped here)."""
     from ks_conformance.stdio import StdioConnection
 
@@ -220,7 +220,7 @@ def run_procrastinate(seeds: int, thorough: bool, log: Callable[[str], None]) ->
     command = f"{sys.executable} {PROCRASTINATE / 'adapter.py'} --dsn {dsn}"
     runs: list[WholeRun] = []
     try:
-        for seed in range(seeds):
+        for seed in seeds:
             for profile in ("ci", "thorough") if thorough else ("ci",):
                 run = timed_run(
                     "procrastinate",
@@ -387,6 +387,9 @@ def main() -> None:
     """Parse the options, run the reference figures, then the mutants, and print both tables."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seeds", type=int, help="seeds per figure; medians are printed (default 3, --quick 1)")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="procrastinate: start at this seed (to split a --thorough run)"
+    )
     parser.add_argument("--mutants", help="comma-separated mutant names to run (default every mutant)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes for the mutants (default 2)")
     parser.add_argument("--quick", action="store_true", help="1 seed and a handful of mutants: checks the script")
@@ -401,8 +404,8 @@ def main() -> None:
     # A kill (SIGTERM) unwinds like Ctrl-C, so that the PostgreSQL cluster of the procrastinate part is stopped.
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     seeds = args.seeds if args.seeds is not None else 1 if args.quick else 3
-    if seeds < 1 or args.workers < 1:
-        parser.error("--seeds and --workers must be at least 1")
+    if seeds < 1 or args.workers < 1 or args.first_seed < 0:
+        parser.error("--seeds and --workers must be at least 1, --first-seed at least 0")
     try:
         names = select_mutants(args.mutants, args.quick)
     except ValueError as error:
@@ -415,7 +418,8 @@ def main() -> None:
     console.print(f"machine: {machine()}")
     console.print(f"date: {datetime.date.today().isoformat()}")
     if args.only == "procrastinate":
-        whole = run_procrastinate(seeds, args.thorough, lambda line: errors.print(line, highlight=False))
+        chosen = range(args.first_seed, args.first_seed + seeds)
+        whole = run_procrastinate(chosen, args.thorough, lambda line: errors.print(line, highlight=False))
         table = doubles_table(whole)
         table.title = "procrastinate adapter: one whole ci run per seed (and a thorough run with --thorough)"
         console.print(table)

@@ -315,7 +315,9 @@ def _judge(
     if result.not_computed and not partial:
         say(f"judging {len(result.not_computed)} other kinds in one pass (the Python checker)")
         before = min((seq for seq, _ in result.problems), default=None)
-        outcome = sequential_pass(raw_events, list(spark_schema().fieldNames()), result.not_computed, limit, before)
+        outcome = sequential_pass(
+            raw_events, list(spark_schema().fieldNames()), result.not_computed, limit, before, timeline.events
+        )
         known = {seq for seq, _ in result.problems}
         result.problems = sorted([*result.problems, *(p for p in outcome.problems if p[0] not in known)])
     # After a contradiction the state is not trustworthy: as the Python checker, report nothing from it on.
@@ -372,7 +374,9 @@ def _judge_in_one_task(
     honour): the verdict, counts, exercised checks, contradictions and witnesses are the Python checker's."""
     wanted = list(kinds)
     say(f"judging all {len(wanted)} kinds in one pass (the Python checker)")
-    outcome = sequential_pass(events, list(spark_schema().fieldNames()), wanted, None if everything else witnesses)
+    outcome = sequential_pass(
+        events, list(spark_schema().fieldNames()), wanted, None if everything else witnesses, rows=result.events
+    )
     result.problems = list(outcome.problems)
     result.counts = dict(sorted(outcome.counts.items()))
     result.exercised = dict(outcome.exercised)
