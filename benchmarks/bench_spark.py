@@ -1,8 +1,9 @@
 """Benchmark of the Spark replay validator; run `python -m benchmarks.bench_spark` (`--quick` for a one-minute check).
 
 For synthetic valid traces of 10M and 100M events (benchmarks/synthetic_trace.py, cached under --data):
-events per second of `ks_spark.validator.validate` on local[1] and local[2] (the scaling), of the Python
-checker (check_trace's loop), and of pandas and DuckDB baselines doing a far smaller per-key check on the
+events per second of `ks_spark.validator.validate` on local[1] and local[2] (the scaling), with --partial
+(the parallel passes alone) and on every kind (the one-task pass included; sizes up to --every-kind-up-to),
+of the Python checker (check_trace's loop), and of pandas and DuckDB baselines doing a far smaller per-key check on the
 same Parquet files; the Spark floor (the key events shuffled into Python, unchecked: what the design
 costs before it checks anything); the peak memory of the driver, the JVM and Spark's Python workers; the
 cores each Spark run kept busy; the validator's stages; and the Spark dispatcher's messages per second.
@@ -647,7 +648,7 @@ def spark_rows(
                 verdict,
             )
         )
-        if cores == 2 and events <= args.every_kind_up_to:
+        if events <= args.every_kind_up_to:
             rows.append(every_kind_row(trace, events, options, args))
         floor = run_child("floor", options, args.limit, args.spark_timeout)
         what = f"{FLOOR} (key events into Python, unchecked), {master}"
@@ -684,16 +685,17 @@ class Memo:
 def every_kind_row(trace: Path, events: int, options: dict[str, Any], args: argparse.Namespace) -> Row:
     """The validator without --partial: every kind, the one-task pass (the Python checker) included; one run."""
     what = f"{EVERY_KIND}, {options['master']}"
+    cores = options["master"].removeprefix("local[").removesuffix("]")
     result = run_child("spark", {**options, "partial": False}, args.limit, args.spark_timeout)
     if result.error is not None:
         note = f"timed out after {result.seconds:.0f}s" if result.timed_out else result.error
-        return Row(what, "2", None, None, note=note)
+        return Row(what, cores, None, None, note=note)
     figures = result.figures
     one_task = next((s for d, s in figures["stages"] if d.startswith("judging") and "one pass" in d), 0.0)
     note = f"{figures['verdict']}, {figures['anomalies']} anomalies; the one-task pass {one_task:.0f}s"
     return Row(
         what,
-        "2",
+        cores,
         figures["events"] / figures["seconds"],
         figures["seconds"],
         max(result.peaks.driver, figures["driver_hwm"]),

@@ -72,8 +72,14 @@ def _kill_mid_batch(tmp: Path, variant: str, partitions: int) -> None:
     signal_dir = tmp / "signal"
     extra = ["--set", f"signal={signal_dir}", "--set", f"pause_batch={KILL_BATCH}", "--set", "pause_seconds=600"]
     log = (tmp / "run1.log").open("w")
+    scratch = tmp / "scratch"  # a killed child cannot remove its temporary folders (Python's, Spark's): keep them here
+    scratch.mkdir()
     child = subprocess.Popen(
-        _command(tmp, variant, partitions, extra), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        _command(tmp, variant, partitions, extra),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(scratch), "SPARK_LOCAL_DIRS": str(scratch)},
     )
     try:
         deadline = time.monotonic() + WAIT_S
