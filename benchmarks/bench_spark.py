@@ -2,7 +2,7 @@
 
 For synthetic valid traces of 10M and 100M events (benchmarks/synthetic_trace.py, cached under --data):
 events per second of `ks_spark.validator.validate` on local[1] and local[2] (the scaling), with --partial
-(the parallel passes alone) and on every kind (the one-task pass included; sizes up to --every-kind-up-to),
+(the parallel passes) and on every kind (the Python checker in one task; sizes up to --every-kind-up-to),
 of the Python checker (check_trace's loop), and of pandas and DuckDB baselines doing a far smaller per-key check on the
 same Parquet files; the Spark floor (the key events shuffled into Python, unchecked: what the design
 costs before it checks anything); the peak memory of the driver, the JVM and Spark's Python workers; the
@@ -289,7 +289,7 @@ def _hwm(pid: int) -> int:
 def spark_child(trace: str, master: str, driver_memory: str | None, partial: bool = True) -> dict[str, Any]:
     """Start a session on `master`, validate the trace once, report times, stages and the JVM's VmHWM.
 
-    `partial`: the parallel passes only (`--partial`); else every kind, the one-task pass (the Python checker) too.
+    `partial`: the parallel passes only (`--partial`); else every kind, by the Python checker in one task.
     """
     from ks_spark.session import SessionOptions, get_session
     from ks_spark.validator import validate
@@ -683,7 +683,7 @@ class Memo:
 
 
 def every_kind_row(trace: Path, events: int, options: dict[str, Any], args: argparse.Namespace) -> Row:
-    """The validator without --partial: every kind, the one-task pass (the Python checker) included; one run."""
+    """The validator without --partial: every kind, judged by the Python checker in one task; one run."""
     what = f"{EVERY_KIND}, {options['master']}"
     cores = options["master"].removeprefix("local[").removesuffix("]")
     result = run_child("spark", {**options, "partial": False}, args.limit, args.spark_timeout)

@@ -1,9 +1,10 @@
 """validate-replay and check-trace agree on every anomaly kind of spec/checking.md, and on random faulty traces.
 
 For each anomaly kind the checker's own cases (tests/test_checker.py) hold a trace that shows it and a close valid
-twin. validate-replay, computing every kind (its parallel passes and its one-task pass), must give each the same
-verdict, the same anomalies (name, seq, witness) and the same explanations as check-trace. The default run takes
-the first case of a sample of kinds across the stages and passes; the slow tier takes every case, and random
+twin. validate-replay (the checker in one Spark task) must give each the same verdict, anomalies (name, seq,
+witness), exercised counts, contradictions and explanations as check-trace; validate-replay --partial (the parallel
+passes) the same anomalies and explanations on the kinds it computes and the verdict that implies. The default run
+takes the first case of a sample of kinds across the stages and passes; the slow tier takes every case, and random
 reference traces with random faults injected.
 """
 
@@ -18,7 +19,7 @@ from ks_conformance.checker import check_events
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import NAMED_WORKLOADS, run_named
 from ks_spec.trace import write_trace
-from spark_support import spark_fixture  # noqa: F401  (spark_fixture: `spark`)
+from spark_support import assert_partial_agrees, spark_fixture, trace_exercised  # noqa: F401  (spark_fixture: `spark`)
 from spark_support.faults import INJECTIONS
 from test_checker import ALL_CASES
 
@@ -36,7 +37,7 @@ FIRST_CASES = [case for case in ALL_CASES if case[1] == 0 and case[0] in SAMPLE]
 
 
 def assert_same_judgment(spark: Any, events: list[Event], path: Path) -> set[str]:
-    """Both judges on one trace: same verdict, anomalies and explanations; the kinds found."""
+    """The judges on one trace: the same judgment (--partial: on the kinds it computes); the kinds found."""
     from ks_spark.validator import validate
 
     write_trace(events, path)
@@ -45,12 +46,14 @@ def assert_same_judgment(spark: Any, events: list[Event], path: Path) -> set[str
     assert result.malformed is None
     assert result.not_computed == []
     assert result.verdict.value == python.verdict.value
+    assert result.exercised == trace_exercised(python)
     assert sorted(result.all_anomalies or []) == sorted((a.name, a.seq, a.witness) for a in python.anomalies)
     assert sorted(result.problems) == sorted((p.seq, p.message) for p in python.problems)
     texts = {(a.name, a.seq, a.witness): a.explanation.text() for a in python.anomalies}
     for finding in result.findings:
         anomaly = finding.anomaly
         assert anomaly.explanation.text() == texts[(anomaly.name, anomaly.seq, anomaly.witness)]
+    assert_partial_agrees(spark, str(path), python)
     return {a.name for a in python.anomalies}
 
 

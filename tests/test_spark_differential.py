@@ -1,9 +1,11 @@
 """The Spark validator and the Python checker report the same anomalies on the same traces.
 
 Traces come from the reference dispatcher (named workloads) and from injecting faults of every kind the
-Spark validator computes in parallel. Compared: every anomaly (name, seq, witness) of every kind (those of
-the parallel passes and those of the one-task pass), the exercised counts, the verdict, and the explanation
-text of every witness the Spark side shows (`--partial` is tested in tests/test_spark_partial.py).
+Spark validator computes in parallel. Each trace is judged three ways: check-trace; validate-replay by default
+(the checker in one Spark task: every anomaly, exercised count, contradiction and verdict equal); and
+validate-replay --partial, whose parallel passes are a second implementation of their kinds' rules: the same
+anomalies (name, seq, witness) of those kinds, exercised counts that agree, the verdict the checker's judgement
+implies, and the explanation text of every witness shown.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from ks_reference.store import MemoryStore
 from ks_reference.workloads import NAMED_WORKLOADS, run_named
 from ks_spec.trace import write_trace
 from spark_support import (  # noqa: F401  (spark_fixture: `spark`)
-    assert_exercised_agree,
+    assert_partial_agrees,
     expected_not_computed,
     expected_verdict,
     spark_fixture,
+    trace_exercised,
 )
 from spark_support.faults import COMBINED, INJECTIONS, inject_all
 
@@ -35,18 +38,17 @@ def _workload(name: str, size: int = 300, seed: int = 3) -> list[Event]:
 
 
 def _compare(spark: Any, events: list[Event], path: Path) -> dict[str, int]:
-    """Judge `events` with both checkers; assert they agree on every kind (the parallel passes' and the one-task
-    pass's); return the Spark side's counts."""
+    """Judge `events` with the checker, validate-replay and validate-replay --partial; assert they agree (see the
+    module doc); return the counts of the parallel passes."""
     from ks_spark.validator import validate
 
     write_trace(events, path)
-    result = validate(spark, str(path), witnesses=3, everything=True)
     python: Checker = check_events(events)
+    result = validate(spark, str(path), witnesses=3, everything=True)
     assert result.malformed is None
-    spark_found = sorted(result.all_anomalies or [])
-    python_found = sorted((a.name, a.seq, a.witness) for a in python.anomalies)
-    assert spark_found == python_found
-    assert_exercised_agree(result.exercised, {k: v for k, v in python.exercised.items() if python.applies(k)})
+    assert sorted(result.all_anomalies or []) == sorted((a.name, a.seq, a.witness) for a in python.anomalies)
+    assert result.exercised == trace_exercised(python)
+    assert sorted(result.problems) == sorted((p.seq, p.message) for p in python.problems)
     python_texts = {(a.name, a.seq, a.witness): a.explanation.text() for a in python.anomalies}
     for finding in result.findings:
         anomaly = finding.anomaly
@@ -54,7 +56,7 @@ def _compare(spark: Any, events: list[Event], path: Path) -> dict[str, int]:
         assert [e["seq"] for e in finding.events] == list(anomaly.witness)
     assert result.not_computed == expected_not_computed(python)
     assert result.verdict.value == expected_verdict(python)
-    return result.counts
+    return assert_partial_agrees(spark, str(path), python)
 
 
 @pytest.mark.parametrize("workload", ["steady", "churn", "crash-restart", "best-effort-saturation"])

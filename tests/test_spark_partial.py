@@ -1,9 +1,9 @@
 """The Spark validator claims only what it checked: every kind, or with `--partial` `valid-partial` (exit 3) naming
 the applicable kinds not computed.
 
-Its parallel passes compute a subset of the anomaly kinds of spec/checking.md (ks_spark.catalogue); the one-task
-pass (the Python checker) the rest. A fault of a kind only the one-task pass computes is `invalid` for check-trace
-and for validate-replay, and with `--partial` never a bare `valid`.
+By default the Python checker judges every anomaly kind of spec/checking.md in one task; with `--partial` the
+parallel passes compute a subset (ks_spark.catalogue). A fault of a kind the parallel passes do not compute is
+`invalid` for check-trace and for validate-replay, and with `--partial` never a bare `valid`.
 """
 
 from __future__ import annotations
@@ -82,8 +82,11 @@ def test_list_checks_prints_the_catalogue_of_the_validator(capsys: pytest.Captur
     requirements = {kind.name: kind.requirement for kind in CATALOGUE}
     for name, requirement, status in rows:
         assert requirement == requirements[name]
-        assert status == ("parallel" if name in BY_NAME else f"one task: {NOT_COMPUTED[name]}")
-    assert lines[-1].startswith(f"all {len(TRACE_KINDS)} kinds computed: {len(BY_NAME)} in parallel, ")
+        assert status == ("parallel" if name in BY_NAME else f"--partial skips it: {NOT_COMPUTED[name]}")
+    assert lines[-1] == (
+        f"all {len(TRACE_KINDS)} kinds computed by the Python checker in one task; with --partial, {len(BY_NAME)} in "
+        f"parallel and {len(TRACE_KINDS) - len(BY_NAME)} not checked"
+    )
 
 
 def test_no_trace_and_no_list_checks_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,12 +114,8 @@ def test_a_clean_trace_is_valid_on_every_kind_and_with_partial_valid_partial_nam
     complete = validate(spark, str(tmp_path / "trace.parquet"))
     assert complete.verdict.value == "valid" and complete.not_computed == []
     assert sorted(complete.exercised) == sorted(applicable)
-    assert complete.sequential == [name for name in applicable if name not in BY_NAME]
-    assert complete.exercised == {name: python.exercised[name] for name in applicable} | {
-        name: complete.exercised[name]
-        for name in applicable
-        if name in BY_NAME  # lower bounds: spark_support
-    }
+    assert complete.sequential == applicable  # the Python checker judged every kind, in one task
+    assert complete.exercised == {name: python.exercised[name] for name in applicable}
     result = validate(spark, str(tmp_path / "trace.parquet"), partial=True)
     assert result.verdict.value == "valid-partial"
     assert result.not_computed == [name for name in applicable if name not in BY_NAME]
@@ -219,12 +218,12 @@ def test_the_verify_step_reports_the_reference_trace_as_valid_on_every_kind(spar
 
     result = _spark_validation_step(argparse.Namespace())
     assert result.ok, result.summary
-    assert " events valid on " in result.summary and " in one task" in result.summary
+    assert " events valid on " in result.summary and " in one Spark task" in result.summary
 
 
 def test_semantics_the_parallel_passes_do_not_honour_are_named_with_the_reason() -> None:
     """A trace declaring no cursor, outcomes, durable attempts, selector any, or configuring checkpoint_resume changes
-    rules the parallel passes compute: it is judged wholly in the one task (the Python checker), and with --partial
+    rules the parallel passes compute: the default one-task pass (the Python checker) honours it, and with --partial
     its verdict is unknown with this reason (never a valid or invalid judged by the wrong rules)."""
     from ks_spark.validator import unsupported_semantics
 

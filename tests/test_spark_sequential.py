@@ -24,10 +24,10 @@ Event = dict[str, Any]
 KINDS = sorted({kind for kind, _, _ in ALL_CASES})
 
 
-def outcome_of(events: list[Event], kinds: list[str], limit: int | None = None, before: int | None = None) -> Any:
+def outcome_of(events: list[Event], kinds: list[str], limit: int | None = None) -> Any:
     schema = arrow_schema()
     table = pa.Table.from_pylist(events, schema=schema)
-    run = judge_function(kinds, limit, before)
+    run = judge_function(kinds, limit)
     (batch,) = list(run(iter(table.to_batches(max_chunksize=7))))
     outcome: SequentialOutcome = pickle.loads(batch.column(0)[0].as_py())
     return outcome
@@ -71,4 +71,3 @@ def test_only_the_kinds_asked_for_come_back_counted_and_the_first_few_explained(
     assert outcome.counts == {"duplicate": 5}
     assert [a.seq for a in outcome.anomalies] == [a.seq for a in duplicates[:2]]
     assert {a.name for a in outcome.anomalies} == {"duplicate"}
-    assert outcome_of(trace.events, ["duplicate"], before=duplicates[2].seq).counts == {"duplicate": 2}

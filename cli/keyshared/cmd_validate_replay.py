@@ -22,35 +22,33 @@ def register(commands: Any) -> None:
     """Add `validate-replay`."""
     command = commands.add_parser(
         "validate-replay",
-        help="judge traces with PySpark on every anomaly kind of check-trace (some in parallel, the rest in one task)",
+        help="judge traces with PySpark on every anomaly kind of check-trace (--partial: a fast parallel screen)",
         description="Judge each trace (JSON lines, Parquet, or a folder of Parquet files; local paths or any URL "
-        "Spark reads) with Spark jobs on every anomaly kind of spec/checking.md, as `check-trace` does: the kinds "
-        "`--list-checks` marks parallel are computed by DataFrame passes over all cores, the others by the Python "
-        "checker itself (check-trace's code) fed the whole trace in seq order in one Spark task, which runs at one "
-        "core's speed (under selector buckets capacity and the window go there too; a trace with checkpoint_resume or "
-        "protocol v2 declarations goes there whole). Anomalies have the same names and explanations as "
-        "`check-trace`. With --partial the one-task pass is skipped: a trace with no MUST anomaly among the kinds "
-        "computed is then `valid` only when every kind "
-        'that applies to its configuration was computed, and otherwise `valid-partial`, printed as "valid on N of M '
-        'checks; not checked: ..." and listed per trace in the report (`not_computed`). The trace is never '
-        "collected to the driver: only counts and the first witnesses of each anomaly kind. Runs embedded on every "
-        "core by default; pass --master "
-        "for a cluster, or run it under spark-submit (spark/ks_spark/submit.py) without code changes. Exit codes: 0 "
-        "valid, 1 invalid, 2 unknown, 3 valid-partial, 64 usage, 66 missing trace, 69 no Java or Spark cannot start, "
-        "70 a Spark job failed (out of memory, a lost executor); for several traces, the worst verdict (invalid, "
-        "unknown, valid-partial, valid).",
+        "Spark reads) with Spark on every anomaly kind of spec/checking.md, exactly as `check-trace` does: a parallel "
+        "pass checks the format, then the Python checker itself (check-trace's code) judges every kind, fed the whole "
+        "trace in seq order inside one Spark task, at one core's speed; the trace is never collected to the driver "
+        "(only counts and the first witnesses of each anomaly kind) and the checker's memory follows the trace's live "
+        "state, not its length. With --partial a faster screen runs instead: DataFrame passes over all cores compute "
+        "the kinds `--list-checks` marks parallel, and a trace with no MUST anomaly among them is `valid` only when "
+        'they are every kind that applies to its configuration, otherwise `valid-partial`, printed as "valid on N of '
+        'M checks; not checked: ..." and listed per trace in the report (`not_computed`); a trace declaring '
+        "checkpoint_resume or adapter protocol v2 features is `unknown` under --partial. Runs embedded on every core "
+        "by default; pass --master for a cluster, or run it under spark-submit (spark/ks_spark/submit.py) without code "
+        "changes. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 valid-partial, 64 usage, 66 missing trace, 69 no Java "
+        "or Spark cannot start, 70 a Spark job failed (out of memory, a lost executor); for several traces, the worst "
+        "verdict (invalid, unknown, valid-partial, valid).",
     )
     command.add_argument("traces", nargs="*", metavar="TRACE", help="a .jsonl or .parquet trace, a folder, or a URL")
     command.add_argument(
         "--list-checks",
         action="store_true",
-        help="print every anomaly kind judged from a trace, its requirement, and whether Spark computes it in "
-        "parallel or in the one-task pass (and why); starts no Spark",
+        help="print every anomaly kind judged from a trace, its requirement, and whether --partial computes it in "
+        "parallel (or why not); starts no Spark",
     )
     command.add_argument(
         "--partial",
         action="store_true",
-        help="skip the one-task pass (the Python checker): only the kinds computed in parallel, much faster on large "
+        help="instead of the Python checker in one task, only the kinds computed in parallel: much faster on large "
         "traces; the verdict says which kinds that apply were not checked (valid-partial, exit 3)",
     )
     command.add_argument(
@@ -80,8 +78,8 @@ def register(commands: Any) -> None:
 
 
 def list_checks() -> int:
-    """Print each trace anomaly kind, its requirement, and where it is computed (in parallel, or in the one-task
-    pass and why not in parallel), from catalogue.py."""
+    """Print each trace anomaly kind, its requirement, and whether --partial computes it in parallel (or why not),
+    from catalogue.py; by default the Python checker judges every one."""
     from ks_spark.catalogue import listing
 
     rows = listing()
@@ -90,8 +88,8 @@ def list_checks() -> int:
         console.print(f"{name:<{width}}  {requirement:<9}  {status}", soft_wrap=True, markup=False)
     parallel = sum(1 for _, _, status in rows if status == "parallel")
     console.print(
-        f"all {len(rows)} kinds computed: {parallel} in parallel, {len(rows) - parallel} by the Python checker in one "
-        "task (skipped with --partial)",
+        f"all {len(rows)} kinds computed by the Python checker in one task; with --partial, {parallel} in parallel "
+        f"and {len(rows) - parallel} not checked",
         soft_wrap=True,
     )
     return 0

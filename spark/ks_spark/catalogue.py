@@ -1,5 +1,5 @@
-"""The anomalies of spec/checking.md that the Spark validator computes in parallel passes, with their requirements;
-the others are judged by the Python checker in one task (ks_spark.sequential) unless `--partial` skips it.
+"""The anomalies of spec/checking.md that the Spark validator's parallel passes compute (`--partial`), with their
+requirements; by default the Python checker judges every kind in one task (ks_spark.sequential).
 
 Names and requirement IDs follow the anomaly catalogue; levels come from spec/requirements.json.
 Which kinds apply to a trace is the Python checker's own rule (`applicable`), so the validator can
@@ -108,8 +108,8 @@ NOT_COMPUTED: dict[str, str] = {
     "unjustified-block": "needs failures per message; not yet ported to the per-key pass",
     "stale-budget": "needs failures since a release per message; not yet ported to the per-key pass",
 }
-"""Anomaly kinds of spec/checking.md section 2.1-2.3 that the parallel passes do not compute, and why (the one-task
-pass computes them)."""
+"""Anomaly kinds of spec/checking.md section 2.1-2.3 that the parallel passes do not compute, and why (--partial
+leaves them unchecked; the default one-task pass judges them with every other kind)."""
 
 
 @cache
@@ -153,8 +153,8 @@ def config_problems(config: Mapping[str, Any]) -> list[str]:
 
 
 def not_computed_under(config: Mapping[str, Any]) -> dict[str, str]:
-    """Kinds the parallel passes compute in general but not under this configuration, and why (the one-task pass
-    computes them then)."""
+    """Kinds the parallel passes compute in general but not under this configuration, and why (--partial leaves
+    them unchecked then)."""
     left: dict[str, str] = {}
     if int(config.get("park_after") or 0) > 0:
         left["window-overrun"] = "parking (park_after) leaves parked messages out of the window's count (KS-ISO-4)"
@@ -183,13 +183,12 @@ def _why(name: str) -> str:
 
 
 def listing() -> list[tuple[str, str, str]]:
-    """(anomaly, requirement, `parallel` or `one task: <why not in parallel>`) for every trace kind, for --list-checks.
-
-    The one-task pass is the Python checker fed the whole trace (ks_spark.sequential); --partial skips it.
+    """(anomaly, requirement, `parallel` or `--partial skips it: <why not in parallel>`) for every trace kind, for
+    --list-checks. By default the Python checker judges them all in one task (ks_spark.sequential).
     """
     from ks_conformance.catalogue import kind
 
     return [
-        (name, kind(name).requirement, "parallel" if name in BY_NAME else f"one task: {_why(name)}")
+        (name, kind(name).requirement, "parallel" if name in BY_NAME else f"--partial skips it: {_why(name)}")
         for name in trace_kinds()
     ]

@@ -1,11 +1,11 @@
-"""The sequential pass: the Python checker itself, run in one Spark task over the whole trace in seq order.
+"""The one-task pass: the Python checker itself, run in one Spark task over the whole trace in seq order.
 
-The parallel passes (per key, capacity, window, cursor) compute the anomaly kinds of `ks_spark.catalogue.CHECKS`.
-Every other kind is judged by `ks_conformance.checker.Checker` (the very code `check-trace` runs, so there is
-one implementation of those rules) fed every event in seq order inside a single task: the trace is never
-collected to the driver, only the anomalies of the kinds asked for, the exercised counts and the
-contradictions come back. The checker streams (spec/checking.md section 1, what a checker may forget), so the
-task's memory follows the trace's live state; it judges at one core's speed at best (benchmarks/README.md).
+By default validate-replay judges every kind here: `ks_conformance.checker.Checker` (the very code `check-trace`
+runs, so the rules have one implementation) fed every event in seq order inside a single task. The trace is never
+collected to the driver: only the anomalies of the kinds asked for, the exercised counts and the contradictions
+come back. The checker streams (spec/checking.md section 1, what a checker may forget), so the task's memory
+follows the trace's live state; it judges at one core's speed (benchmarks/README.md). `--partial` skips it for
+the parallel passes (ks_spark.catalogue.CHECKS).
 """
 
 from __future__ import annotations
@@ -38,12 +38,9 @@ class SequentialOutcome:
 
 
 def judge_function(
-    kinds: Collection[str], limit: int | None, before: int | None
+    kinds: Collection[str], limit: int | None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The mapInArrow body: every event in seq order into one Checker; one row out, the pickled outcome.
-
-    Anomalies at or after `before` (a contradiction the other passes found) are left out, as the checker leaves
-    out those after its own."""
+    """The mapInArrow body: every event in seq order into one Checker; one row out, the pickled outcome."""
     wanted = frozenset(kinds)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -59,7 +56,7 @@ def judge_function(
         checker.messages.close()
         outcome = SequentialOutcome(events=events, problems=[(p.seq, p.message) for p in checker.problems])
         for anomaly in checker.anomalies:
-            if anomaly.name not in wanted or (before is not None and anomaly.seq >= before):
+            if anomaly.name not in wanted:
                 continue
             seen = outcome.counts.get(anomaly.name, 0)
             outcome.counts[anomaly.name] = seen + 1
@@ -82,7 +79,6 @@ def sequential_pass(
     columns: list[str],
     kinds: Collection[str],
     limit: int | None,
-    before: int | None = None,
     rows: int = 0,
 ) -> SequentialOutcome:
     """Run the Python checker over `events` (the trace's columns, about `rows` of them) in one task, in seq order.
@@ -92,7 +88,7 @@ def sequential_pass(
     the whole trace to disk beside the checker and was slower than the checker itself."""
     ranges = max(1, -(-rows // ROWS_PER_SORTED_PART))
     ordered = events.select(*columns).repartitionByRange(ranges, "seq").sortWithinPartitions("seq").coalesce(1)
-    found = ordered.mapInArrow(judge_function(kinds, limit, before), OUTPUT_DDL).collect()
+    found = ordered.mapInArrow(judge_function(kinds, limit), OUTPUT_DDL).collect()
     if not found:  # an empty trace: nothing was judged
         return SequentialOutcome()
     outcome: SequentialOutcome = pickle.loads(found[0].payload)

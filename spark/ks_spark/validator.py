@@ -1,18 +1,19 @@
-"""Spark replay validation: judge a trace with DataFrame jobs, never collecting it to the driver.
+"""Spark replay validation: judge a trace with Spark jobs, never collecting it to the driver.
 
-The stages, each a Spark job over the whole trace:
+Every trace goes through the sequence pass (`ks_spark.sequence`): the format rules over the physical order, and
+the small timeline (membership, restarts, quiescent points, the configuration). Then either
 
-1. the sequence pass (`ks_spark.sequence`): the format rules over the physical order, and the small
-   timeline every key needs (membership, restarts, quiescent points, the configuration);
-2. the per-key pass (`ks_spark.keystate`): events partitioned by key and sorted by seq, judged per key;
-3. the global checks (`ks_spark.globalchecks`): capacity per incarnation, the window and the cursor;
-4. the one-task pass (`ks_spark.sequential`): the Python checker itself, fed the whole trace in seq order in one
-   task, for every kind the parallel passes do not compute (skipped with `partial`).
+- by default, the one-task pass (`ks_spark.sequential`): the Python checker itself (check-trace's code, the one
+  implementation of the rules), fed the whole trace in seq order inside one Spark task, judges every kind; or
+- with `partial`, the parallel passes alone: the per-key pass (`ks_spark.keystate`: events partitioned by key and
+  sorted by seq, judged per key) and the global checks (`ks_spark.globalchecks`: capacity per incarnation, the
+  window and the cursor), which compute the kinds of `ks_spark.catalogue.CHECKS` on every core, a fast screen
+  held to the checker by the differential tests; the verdict then names the kinds it did not check.
 
 What reaches the driver: per-split summaries, the timeline, counts per anomaly and exercised check,
 and the first few anomalies of each kind with their witness events.
 
-Long because it drives four Spark stages and checks their inputs, with the one-line errors bad Parquet or JSON
+Long because it drives the Spark stages and checks their inputs, with the one-line errors bad Parquet or JSON
 lines get; each stage's own logic lives in its module.
 """
 
@@ -263,15 +264,15 @@ def _judge(
         result.verdict = Verdict.UNKNOWN
         sequence.unpersist()
         return
+    if not partial:  # every kind, judged by the Python checker in one task: exactly what check-trace judges
+        sequence.unpersist()
+        _judge_in_one_task(raw_events, result, catalogue.applicable(timeline.config), witnesses, say, everything)
+        return
     unsupported = unsupported_semantics(timeline.config, timeline.declared)
-    if unsupported is not None and partial:  # the parallel passes would judge it by other rules: no verdict
+    if unsupported is not None:  # the parallel passes would judge it by other rules: no verdict
         result.problems = [(0, unsupported)]
         result.verdict = Verdict.UNKNOWN
         sequence.unpersist()
-        return
-    if unsupported is not None:  # the one-task pass honours what the trace declares: it judges every kind
-        sequence.unpersist()
-        _judge_in_one_task(raw_events, result, catalogue.applicable(timeline.config), witnesses, say, everything)
         return
     result.problems = list(timeline.contradictions)
     context = timeline.context
@@ -311,15 +312,6 @@ def _judge(
     )
     findings = _findings(session, key_rows, sequence, persists, sweep, holes, context, cached)
     limit = witnesses if not everything else None
-    outcome = None
-    if result.not_computed and not partial:
-        say(f"judging {len(result.not_computed)} other kinds in one pass (the Python checker)")
-        before = min((seq for seq, _ in result.problems), default=None)
-        outcome = sequential_pass(
-            raw_events, list(spark_schema().fieldNames()), result.not_computed, limit, before, timeline.events
-        )
-        known = {seq for seq, _ in result.problems}
-        result.problems = sorted([*result.problems, *(p for p in outcome.problems if p[0] not in known)])
     # After a contradiction the state is not trustworthy: as the Python checker, report nothing from it on.
     cutoff = min((seq for seq, _ in result.problems), default=None)
     if cutoff is not None:
@@ -339,28 +331,18 @@ def _judge(
     for anomaly in driver_found:
         counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
     counted_by_spark = sum(counts.values())
-    sequential_found: list[Anomaly] = []
-    if outcome is not None:  # its own first contradiction already stopped it; an earlier one of Spark's too
-        counts.update(outcome.counts)
-        sequential_found = outcome.anomalies
     active = context.active
     result.counts = dict(sorted(counts.items()))
     result.exercised = {
         check.anomaly: exercised.get(check.anomaly, 0) for check in catalogue.CHECKS if check.anomaly in active
     }
-    if outcome is not None:
-        result.exercised.update(outcome.exercised)
-        result.sequential = list(result.not_computed)
-        result.not_computed = []
     anomalies = findings.where(F.col("bad") == 1)
     say("explaining the witnesses")
     chosen = _first_per_name(anomalies, limit) if counted_by_spark > len(driver_found) else []
     rows = [row.asDict() for row in chosen]
-    found = (
-        _complete(session, rows, key_rows, timeline, window)
-        + [a for a in driver_found if limit is None or _rank(driver_found, a) < limit]
-        + sequential_found
-    )
+    found = _complete(session, rows, key_rows, timeline, window) + [
+        a for a in driver_found if limit is None or _rank(driver_found, a) < limit
+    ]
     _conclude(result, events, found, witnesses, everything)
     for frame in (sequence, key_rows, findings, *cached):
         frame.unpersist()
@@ -370,8 +352,8 @@ def _judge(
 def _judge_in_one_task(
     events: DataFrame, result: ValidationResult, kinds: Iterable[str], witnesses: int, say: Stage, everything: bool
 ) -> None:
-    """Judge every kind in `kinds` in the one-task pass alone (a trace whose declarations the parallel passes do not
-    honour): the verdict, counts, exercised checks, contradictions and witnesses are the Python checker's."""
+    """Judge every kind in `kinds` in the one-task pass (the default: no parallel pass runs, so every rule has one
+    implementation): the verdict, counts, exercised checks, contradictions and witnesses are the Python checker's."""
     wanted = list(kinds)
     say(f"judging all {len(wanted)} kinds in one pass (the Python checker)")
     outcome = sequential_pass(

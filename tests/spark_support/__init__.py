@@ -53,15 +53,56 @@ def assert_exercised_agree(spark_counts: dict[str, int], python_counts: dict[str
 
 def parallel_kinds_not_computed(python: Checker) -> list[str]:
     """The trace kinds the Python checker applied to this trace that Spark's parallel passes do not compute, in
-    catalogue order (what `--partial` leaves unchecked)."""
+    catalogue order (what `--partial` leaves unchecked; capacity and the window too where the configuration takes
+    them out of the parallel passes)."""
     from ks_conformance.catalogue import CATALOGUE, Stage
-    from ks_spark.catalogue import BY_NAME
+    from ks_spark.catalogue import BY_NAME, not_computed_under
 
+    left_out = not_computed_under(python.config)
     return [
         kind.name
         for kind in CATALOGUE
-        if kind.stage is not Stage.HARNESS and python.applies(kind.name) and kind.name not in BY_NAME
+        if kind.stage is not Stage.HARNESS
+        and python.applies(kind.name)
+        and (kind.name not in BY_NAME or kind.name in left_out)
     ]
+
+
+def trace_exercised(python: Checker) -> dict[str, int]:
+    """The Python checker's exercised counts of the trace kinds that apply (the harness's kinds left out)."""
+    from ks_conformance.catalogue import CATALOGUE, Stage
+
+    return {
+        kind.name: python.exercised[kind.name]
+        for kind in CATALOGUE
+        if kind.stage is not Stage.HARNESS and python.applies(kind.name)
+    }
+
+
+def assert_partial_agrees(spark: SparkSession, path: str, python: Checker) -> dict[str, int]:
+    """validate-replay --partial (the parallel passes) against the Python checker on the kinds it computes: the same
+    anomalies (name, seq, witness) and explanations, exercised counts that agree, the verdict the checker's judgement
+    implies; a trace whose declarations the parallel passes do not honour is `unknown`. Returns the counts."""
+    from ks_spark.validator import unsupported_semantics, validate
+
+    result = validate(spark, path, witnesses=3, everything=True, partial=True)
+    assert result.malformed is None
+    if unsupported_semantics(python.config, python.declared) is not None:
+        assert result.verdict.value == "unknown" and result.counts == {}
+        return {}
+    computed = set(result.exercised)
+    assert result.not_computed == expected_not_computed(python, partial=True)
+    assert sorted(result.all_anomalies or []) == sorted(
+        (a.name, a.seq, a.witness) for a in python.anomalies if a.name in computed
+    )
+    assert_exercised_agree(result.exercised, {k: v for k, v in python.exercised.items() if python.applies(k)})
+    texts = {(a.name, a.seq, a.witness): a.explanation.text() for a in python.anomalies}
+    for finding in result.findings:
+        anomaly = finding.anomaly
+        assert anomaly.explanation.text() == texts[(anomaly.name, anomaly.seq, anomaly.witness)]
+        assert [e["seq"] for e in finding.events] == list(anomaly.witness)
+    assert result.verdict.value == expected_verdict(python, partial=True)
+    return result.counts
 
 
 def expected_not_computed(python: Checker, partial: bool = False) -> list[str]:
@@ -73,15 +114,14 @@ def expected_verdict(python: Checker, partial: bool = False) -> str:
     """The Spark verdict the Python checker's judgement implies: the same verdict, or with `--partial` invalid only
     on a MUST anomaly Spark computes in parallel, valid only when those are every kind that applies, else
     valid-partial."""
-    from ks_spark.catalogue import BY_NAME
-
     if not partial:
         return python.verdict.value
-    if any(a.name in BY_NAME and a.level == "MUST" for a in python.anomalies):
+    unchecked = parallel_kinds_not_computed(python)
+    if any(a.name not in unchecked and a.level == "MUST" for a in python.anomalies):
         return "invalid"
     if python.problems:
         return "unknown"
-    return "valid-partial" if parallel_kinds_not_computed(python) else "valid"
+    return "valid-partial" if unchecked else "valid"
 
 
 @cache
