@@ -92,6 +92,7 @@ def assert_partial_agrees(spark: SparkSession, path: str, python: Checker) -> di
         return {}
     computed = set(result.exercised)
     assert result.not_computed == expected_not_computed(python, partial=True)
+    assert computed == set(trace_exercised(python)) - set(result.not_computed)
     assert sorted(result.all_anomalies or []) == sorted(
         (a.name, a.seq, a.witness) for a in python.anomalies if a.name in computed
     )
