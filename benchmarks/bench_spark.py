@@ -649,7 +649,7 @@ def spark_rows(
             )
         )
         if events <= args.every_kind_up_to:
-            rows.append(every_kind_row(trace, events, options, args))
+            rows.append(every_kind_row(cores, options, args))
         floor = run_child("floor", options, args.limit, args.spark_timeout)
         what = f"{FLOOR} (key events into Python, unchecked), {master}"
         if floor.error is not None:
@@ -682,20 +682,19 @@ class Memo:
     pandas_events: int = 0
 
 
-def every_kind_row(trace: Path, events: int, options: dict[str, Any], args: argparse.Namespace) -> Row:
+def every_kind_row(cores: int, options: dict[str, Any], args: argparse.Namespace) -> Row:
     """The validator without --partial: every kind, judged by the Python checker in one task; one run."""
     what = f"{EVERY_KIND}, {options['master']}"
-    cores = options["master"].removeprefix("local[").removesuffix("]")
     result = run_child("spark", {**options, "partial": False}, args.limit, args.spark_timeout)
     if result.error is not None:
         note = f"timed out after {result.seconds:.0f}s" if result.timed_out else result.error
-        return Row(what, cores, None, None, note=note)
+        return Row(what, str(cores), None, None, note=note)
     figures = result.figures
     one_task = next((s for d, s in figures["stages"] if d.startswith("judging") and "one pass" in d), 0.0)
     note = f"{figures['verdict']}, {figures['anomalies']} anomalies; the one-task pass {one_task:.0f}s"
     return Row(
         what,
-        cores,
+        str(cores),
         figures["events"] / figures["seconds"],
         figures["seconds"],
         max(result.peaks.driver, figures["driver_hwm"]),

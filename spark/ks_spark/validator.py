@@ -251,7 +251,9 @@ def _judge(
     parallelism = default_parallelism(session)
     events = raw_events = read(session, source)
     say("checking the format and reading the timeline")
-    sequence = sequence_input(events).mapInArrow(sequence_function(kind_rules()), OUTPUT_DDL).persist(cache_level())
+    sequence = sequence_input(events).mapInArrow(sequence_function(kind_rules()), OUTPUT_DDL)
+    if partial:  # the parallel passes read it again; the default one-task pass needs only the timeline
+        sequence = sequence.persist(cache_level())
     small = sequence.where(F.col("rtype").isin(RUN, PROBLEM, META)).collect()
     timeline = build_timeline(small, list(source.files), source.format)
     result.events = timeline.events

@@ -96,7 +96,7 @@ def assert_partial_agrees(spark: SparkSession, path: str, python: Checker) -> di
     assert sorted(result.all_anomalies or []) == sorted(
         (a.name, a.seq, a.witness) for a in python.anomalies if a.name in computed
     )
-    assert_exercised_agree(result.exercised, {k: v for k, v in python.exercised.items() if python.applies(k)})
+    assert_exercised_agree(result.exercised, trace_exercised(python))
     texts = {(a.name, a.seq, a.witness): a.explanation.text() for a in python.anomalies}
     for finding in result.findings:
         anomaly = finding.anomaly
