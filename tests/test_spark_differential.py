@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ks_conformance.checker import Checker, check_events
+from ks_conformance.checker import check_events
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import NAMED_WORKLOADS, run_named
 from ks_spec.trace import write_trace
 from spark_support import (  # noqa: F401  (spark_fixture: `spark`)
     assert_partial_agrees,
-    expected_not_computed,
-    expected_verdict,
+    assert_same_judgment,
     spark_fixture,
     trace_exercised,
 )
@@ -39,25 +38,8 @@ def _workload(name: str, size: int = 300, seed: int = 3) -> list[Event]:
 
 
 def _compare(spark: Any, events: list[Event], path: Path) -> dict[str, int]:
-    """Judge `events` with the checker, validate-replay and validate-replay --partial; assert they agree (see the
-    module doc); return the counts of the parallel passes."""
-    from ks_spark.validator import validate
-
-    write_trace(events, path)
-    python: Checker = check_events(events)
-    result = validate(spark, str(path), witnesses=3, everything=True)
-    assert result.malformed is None
-    assert sorted(result.all_anomalies or []) == sorted((a.name, a.seq, a.witness) for a in python.anomalies)
-    assert result.exercised == trace_exercised(python)
-    assert sorted(result.problems) == sorted((p.seq, p.message) for p in python.problems)
-    python_texts = {(a.name, a.seq, a.witness): a.explanation.text() for a in python.anomalies}
-    for finding in result.findings:
-        anomaly = finding.anomaly
-        assert anomaly.explanation.text() == python_texts[(anomaly.name, anomaly.seq, anomaly.witness)]
-        assert [e["seq"] for e in finding.events] == list(anomaly.witness)
-    assert result.not_computed == expected_not_computed(python)
-    assert result.verdict.value == expected_verdict(python)
-    return assert_partial_agrees(spark, str(path), python)
+    """Judge `events` three ways and assert they agree (see the module doc); the counts of the parallel passes."""
+    return assert_same_judgment(spark, events, path)[1]
 
 
 @pytest.mark.parametrize("workload", ["steady", "churn", "crash-restart", "best-effort-saturation"])

@@ -9,7 +9,8 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from functools import cache
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -104,6 +105,34 @@ def assert_partial_agrees(spark: SparkSession, path: str, python: Checker) -> di
         assert [e["seq"] for e in finding.events] == list(anomaly.witness)
     assert result.verdict.value == expected_verdict(python, partial=True)
     return result.counts
+
+
+def assert_same_judgment(
+    spark: SparkSession, events: list[dict[str, Any]], path: Path
+) -> tuple[Checker, dict[str, int]]:
+    """Write `events` to `path` and judge them three ways: check-trace; validate-replay (the checker in one Spark
+    task), which must agree in everything (verdict, anomalies, exercised counts, contradictions, explanations and
+    witness events, nothing left unchecked); and --partial (`assert_partial_agrees`). Returns the Python checker
+    and the counts of the parallel passes."""
+    from ks_conformance.checker import check_events
+    from ks_spark.validator import validate
+    from ks_spec.trace import write_trace
+
+    write_trace(events, path)
+    python = check_events(events)
+    result = validate(spark, str(path), witnesses=8, everything=True)
+    assert result.malformed is None
+    assert result.not_computed == []
+    assert result.verdict.value == python.verdict.value
+    assert result.exercised == trace_exercised(python)
+    assert sorted(result.all_anomalies or []) == sorted((a.name, a.seq, a.witness) for a in python.anomalies)
+    assert sorted(result.problems) == sorted((p.seq, p.message) for p in python.problems)
+    texts = {(a.name, a.seq, a.witness): a.explanation.text() for a in python.anomalies}
+    for finding in result.findings:
+        anomaly = finding.anomaly
+        assert anomaly.explanation.text() == texts[(anomaly.name, anomaly.seq, anomaly.witness)]
+        assert [e["seq"] for e in finding.events] == list(anomaly.witness)
+    return python, assert_partial_agrees(spark, str(path), python)
 
 
 def expected_not_computed(python: Checker, partial: bool = False) -> list[str]:
