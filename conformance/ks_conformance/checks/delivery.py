@@ -194,7 +194,7 @@ class DeliveryChecks(BucketChecks):
                     explain.filter_violation(*message.facts, name, incarnation.filters, incarnation.added_seq, seq),
                 )
         # req: KS-MEM-3
-        if incarnation is None or any(not member.connected for member in self.members.values()):
+        if incarnation is None or self._offline:  # a member is disconnected
             self._exercise("inactive-delivery")
         if incarnation is None:
             ended = self.left.get(name)
@@ -245,7 +245,7 @@ class DeliveryChecks(BucketChecks):
         if self.best_effort or not first:
             return
         # req: KS-FLW-2, KS-ISO-4 (parked messages left out of the count)
-        window = int(self.config["window"])
+        window = self.window
         parked = self._parked_below(message.offset)
         below = (self.unresolved.rank(message.offset - 1) if message.offset > 0 else 0) - parked
         if below >= window - 1:
@@ -433,9 +433,8 @@ class DeliveryChecks(BucketChecks):
         if message.segment is not None and message.bucket is not None:
             self.bucket_outstanding.setdefault((message.segment, message.bucket), {})[message.offset] = delivery
         self._clear_awaiting(message, state)
-        timeout = int(self.config["ack_timeout"])
-        if timeout > 0 and not self.best_effort:
-            heapq.heappush(self._timeouts, (self.now + timeout, delivery.serial, delivery))
+        if self.ack_timeout > 0 and not self.best_effort:
+            heapq.heappush(self._timeouts, (self.now + self.ack_timeout, delivery.serial, delivery))
         if self.best_effort and not message.resolved:
             self._resolve_silently(message, "delivered", seq)
         self._refresh_head(message.key)

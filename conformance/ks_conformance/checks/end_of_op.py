@@ -92,7 +92,7 @@ class EndOfOpChecks(CheckerState):
                 self._exercise("blocked-key-leak")
                 break
         moved = False
-        earlier = any(epoch < self.epoch for epoch in self._outstanding_epochs)
+        earlier = min(self._outstanding_epochs, default=self.epoch) < self.epoch
         for key in list(self._holding_keys) if earlier else ():
             state = self._key(key)
             if not state.outstanding:
@@ -231,18 +231,17 @@ class EndOfOpChecks(CheckerState):
         if self.best_effort:
             return
         cursor = self.cursor()
-        if cursor > op.cursor_at_start or (op.resolved and self.config["persist_ack_holes"]):
+        if cursor > op.cursor_at_start or (op.resolved and self.persist_holes):
             self._exercise("persist-late")
         if self.state_version == self.synced_version:
             return
-        holes_enabled = bool(self.config["persist_ack_holes"])
-        holes = self.resolved_above_cursor() if holes_enabled else None
+        holes = self.resolved_above_cursor() if self.persist_holes else None
         if cursor == self.persisted_cursor and (holes is None or holes == self.persisted_holes):
             self.synced_version = self.state_version
             return
         if self.persisted_cursor > cursor:
             return  # ahead, not late: cursor-skip reported it when it was persisted
-        interval = int(self.config["persist_interval"])
+        interval = self.persist_interval
         if interval == 0:
             due = True
         else:
@@ -267,7 +266,7 @@ class EndOfOpChecks(CheckerState):
         )
 
     def _check_idle(self, op: OpState) -> None:
-        if self.best_effort or self.config["selector"] in ("pulsar-sticky", "buckets") or not self._idle_heads:
+        if self.idle_unjudged or not self._idle_heads:
             return
         window = int(self.config["window"])
         within = self._read_bound()

@@ -9,7 +9,7 @@ import json
 from bisect import insort
 
 from ks_spec.config import CONFIG_DEFAULTS
-from ks_spec.slots import SLOT_SELECTORS, slot_of
+from ks_spec.slots import slot_of
 from pyroaring import BitMap
 
 from ks_conformance import explain
@@ -59,7 +59,7 @@ class OpEventChecks(QuiescenceChecks):
             state = self._key(message.key)
         elif state is None:
             state = self.keys[message.key] = KeyState()
-            if self.config["drain_granularity"] == "hash" and self.config["selector"] in SLOT_SELECTORS:
+            if self.slots_by_hash:
                 slot = slot_of(str(self.config["selector"]), message.key)
                 self._keys_of_slot.setdefault(slot, []).append(message.key)
         state.unresolved.add(offset)
@@ -148,6 +148,7 @@ class OpEventChecks(QuiescenceChecks):
         if not incarnation.connected:
             return
         incarnation.connected = False
+        self._offline.add(incarnation.number)
         incarnation.disconnected_at = self.now
         incarnation.disconnected_seq = seq
         incarnation.reconnected_seq = None
@@ -165,6 +166,7 @@ class OpEventChecks(QuiescenceChecks):
         # req: KS-MEM-4 (connected again with all it holds; its eviction clock is off)
         self._exercise("reconnect-ignored")
         incarnation.connected = True
+        self._offline.discard(incarnation.number)
         incarnation.reconnected_seq = seq
         self._disconnected.pop(incarnation.number, None)
         self.state_version += 1
@@ -214,7 +216,7 @@ class OpEventChecks(QuiescenceChecks):
             self.loaded_checkpoints = dict(self.checkpoints)
         holes = self.persisted_holes
         self.messages.restarted(len(self.messages) if self.best_effort else self.persisted_cursor)
-        for message in self.messages.live():
+        for message in self.messages.live_messages():
             self._reset_volatile(message)
             if message.entry is not None:  # a mate the restart may restore waits for its batch again (KS-BKT-10)
                 mates = self.batches.setdefault(message.entry, [])

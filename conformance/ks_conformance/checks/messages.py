@@ -80,7 +80,12 @@ class MessageLog:
         """The message if it is live; None if it is archived (then it is resolved and not outstanding)."""
         return self._live.get(offset)
 
-    def live(self) -> list[Message]:
+    def live(self, offset: int) -> Message:
+        """The message at `offset`, for one expected on the heap (unresolved ones are): the dict lookup alone."""
+        message = self._live.get(offset)
+        return message if message is not None else self[offset]
+
+    def live_messages(self) -> list[Message]:
         """The live messages (every message not archived), in no particular order."""
         return list(self._live.values())
 

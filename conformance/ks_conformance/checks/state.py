@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS
+from ks_spec.slots import SLOT_SELECTORS
 from pyroaring import BitMap
 
 from ks_conformance import explain
@@ -146,6 +147,11 @@ class CheckerState:
         self._timeouts: list[tuple[int, int, Delivery]] = []
         self._readiness: list[tuple[int, int, int]] = []
         self._disconnected: dict[int, Incarnation] = {}
+        """Disconnected members that can be evicted (`evict_after` > 0), until their eviction is due."""
+        self._offline: set[int] = set()
+        """The incarnation numbers of the members that are disconnected (any, not only the evictable)."""
+        self._handlers: dict[str, Callable[[Event], None] | None] = {}
+        """Event kind -> its `_on_<kind>` handler (None for a kind the checker does not know), looked up once."""
         self._over_budget: set[int] = set()
         self._poison_reported: set[tuple[int, int]] = set()
         self._idle_heads: set[str] = set()
@@ -180,6 +186,13 @@ class CheckerState:
         self.permits = self.config["flow_control"] == "permits"
         self.lookahead = self.config["read_bound"] == "lookahead"
         self.park_after = int(self.config.get("park_after") or 0)
+        # The config values read at every event, converted once (the config event is the only one that sets them).
+        self.ack_timeout = int(self.config["ack_timeout"])
+        self.window = int(self.config["window"])
+        self.persist_holes = bool(self.config["persist_ack_holes"])
+        self.persist_interval = int(self.config["persist_interval"])
+        self.slots_by_hash = self.config["drain_granularity"] == "hash" and self.config["selector"] in SLOT_SELECTORS
+        self.idle_unjudged = self.best_effort or self.config["selector"] in ("pulsar-sticky", "buckets")
         excluded = (CURSOR_KINDS if not self.has_cursor else frozenset()) | (
             AFFINITY_KINDS if self.any_selector else frozenset()
         )
@@ -314,6 +327,7 @@ class CheckerState:
         incarnation.ended_seq = seq
         self.members.pop(incarnation.name, None)
         self._disconnected.pop(incarnation.number, None)
+        self._offline.discard(incarnation.number)
         self.left[incarnation.name] = seq
 
     def _end_delivery(self, message: Message) -> None:
@@ -516,7 +530,7 @@ class CheckerState:
         """Keep the set of keys whose earliest unresolved message has no outstanding delivery (KS-ISO-1)."""
         state = self.keys.get(key)  # a key at rest has no head
         head = None if state is None else state.unresolved.first()
-        if head is not None and self.messages[head].outstanding is None:
+        if head is not None and self.messages.live(head).outstanding is None:
             self._idle_heads.add(key)
         else:
             self._idle_heads.discard(key)
