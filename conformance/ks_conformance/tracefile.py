@@ -14,7 +14,7 @@ from typing import Any
 
 from ks_spec.config import config_problem as spec_config_problem
 from ks_spec.errors import MissingInput, UserError
-from ks_spec.trace import Event, SequenceRules, read_events, schema_problem
+from ks_spec.trace import Event, SequenceRules, read_checked_events, read_events
 
 from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, Verdict, merge_verdicts
@@ -71,8 +71,8 @@ def check_trace(path: Path) -> TraceCheck:
     rules = SequenceRules()
     refused: str | None = None
     try:
-        for where, event in read_events(path):
-            problem = schema_problem(event) or rules.check(event)
+        for where, event, schema_issue in read_checked_events(path):
+            problem = schema_issue or rules.check(event)
             if problem:
                 result.malformed = f"{where}: {problem}"
                 break

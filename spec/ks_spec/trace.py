@@ -22,6 +22,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ks_spec import paths
@@ -397,9 +398,24 @@ def read_events(path: Path) -> Iterator[tuple[str, Event]]:
     """
     for file in trace_files(path):
         if is_parquet(file):
-            yield from _read_parquet(file)
+            for where, event, _ in _read_parquet(file):
+                yield where, event
         else:
             yield from _read_jsonl(file)
+
+
+def read_checked_events(path: Path) -> Iterator[tuple[str, Event, str | None]]:
+    """Like `read_events`, with each event's `schema_problem` (None when it matches the schema).
+
+    Parquet rows are checked a batch at a time where Arrow can prove a kind's rows match (`schema_vouched_kinds`)
+    and one by one otherwise, so the problem reported is always `schema_problem`'s."""
+    for file in trace_files(path):
+        if is_parquet(file):
+            for where, event, vouched in _read_parquet(file, vouch=True):
+                yield where, event, None if vouched else schema_problem(event)
+        else:
+            for where, event in _read_jsonl(file):
+                yield where, event, schema_problem(event)
 
 
 def _read_jsonl(file: Path) -> Iterator[tuple[str, Event]]:
@@ -440,7 +456,8 @@ def _is_utf8(line: str) -> bool:
     return True
 
 
-def _read_parquet(file: Path) -> Iterator[tuple[str, Event]]:
+def _read_parquet(file: Path, vouch: bool = False) -> Iterator[tuple[str, Event, bool]]:
+    """The file's events with their place, and whether the batch check proved each matches the schema (`vouch`)."""
     try:
         # pre_buffer off: with it, iter_batches kept every row group's buffers (100M events: 700 MB and growing).
         parquet = pq.ParquetFile(file, pre_buffer=False)
@@ -460,9 +477,10 @@ def _read_parquet(file: Path) -> Iterator[tuple[str, Event]]:
     row = 0
     try:
         for batch in parquet.iter_batches(batch_size=65536):
+            clean = schema_vouched_kinds(batch) if vouch else frozenset()
             for event in batch_events(batch):
                 row += 1
-                yield f"{file}:{row}", event
+                yield f"{file}:{row}", event, event["event"] in clean
     except (pa.ArrowInvalid, OSError) as error:
         raise UserError(f"{file}:{row + 1}: not a readable Parquet file ({_first_line(error)})") from None
 
@@ -476,6 +494,69 @@ def batch_events(batch: pa.RecordBatch) -> Iterator[Event]:
     names = [batch.schema.names[i] for i in filled]
     for values in zip(*(batch.column(i).to_pylist() for i in filled), strict=True):
         yield {k: v for k, v in zip(names, values, strict=True) if v is not None}
+
+
+def schema_vouched_kinds(batch: pa.RecordBatch) -> frozenset[str]:
+    """The event kinds whose every row in `batch` (of the format's column types) is proven to match the schema.
+
+    Column by column with Arrow compute, about ten times cheaper than validating each row. A kind left out is not
+    known to be bad, only unproven (a constraint this does not prove, such as a list column's items): its rows are
+    validated one by one. The proof never accepts a row `schema_problem` refuses (tests/test_spec_trace.py)."""
+    if "event" not in batch.schema.names:
+        return frozenset()
+    kinds = batch.column("event")
+    vouched = set()
+    for kind in pc.unique(kinds).to_pylist():
+        if isinstance(kind, str) and kind in event_kinds():
+            rows = batch.filter(pc.equal(kinds, kind))
+            if _rows_match(schema()["definitions"][f"event_{kind}"], rows):
+                vouched.add(kind)
+    return frozenset(vouched)
+
+
+def _rows_match(definition: dict[str, Any], rows: pa.RecordBatch) -> bool:
+    """True if every row matches the event definition (null columns being absent, as `batch_events` makes them)."""
+    properties: dict[str, Any] = definition["properties"]
+    required = set(definition["required"])
+    if set(definition) - {"type", "required", "additionalProperties", "properties", "description"}:
+        return False
+    names = rows.schema.names
+    for name in names:  # additionalProperties is false: a column the kind does not name must be null
+        if name not in properties and rows.column(name).null_count < rows.num_rows:
+            return False
+    for name, spec in properties.items():
+        column = rows.column(name) if name in names else None
+        filled = 0 if column is None else len(column) - column.null_count
+        if name in required and filled < rows.num_rows:
+            return False
+        if filled and column is not None and not _values_match(spec, column.drop_null()):
+            return False
+    return True
+
+
+def _values_match(spec: dict[str, Any], values: pa.Array) -> bool:
+    """True if every value meets the property's schema; False too for any keyword or type this does not prove."""
+    rules = {k: v for k, v in spec.items() if k != "description"}
+    if set(rules) == {"const"}:
+        return bool(pc.all(pc.equal(values, rules["const"])).as_py())
+    declared = rules.pop("type", None)
+    types = set(declared if isinstance(declared, list) else [declared]) - {"null"}
+    if types == {"integer"} and pa.types.is_integer(values.type):
+        low, high = rules.pop("minimum", None), rules.pop("maximum", None)
+        bounds = pc.min_max(values)
+        if low is not None and bounds["min"].as_py() < low:
+            return False
+        if high is not None and bounds["max"].as_py() > high:
+            return False
+        return not rules
+    if types == {"string"} and (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        shortest, allowed = rules.pop("minLength", None), rules.pop("enum", None)
+        if shortest is not None and pc.min(pc.utf8_length(values)).as_py() < shortest:
+            return False
+        if allowed is not None and not pc.all(pc.is_in(values, value_set=pa.array(allowed, pa.string()))).as_py():
+            return False
+        return not rules
+    return False
 
 
 def _first_line(error: BaseException) -> str:
@@ -492,9 +573,9 @@ def validate_trace(path: Path) -> tuple[int, str | None]:
     rules = SequenceRules()
     count = 0
     try:
-        for where, event in read_events(path):
+        for where, event, schema_issue in read_checked_events(path):
             count += 1
-            problem = schema_problem(event) or rules.check(event)
+            problem = schema_issue or rules.check(event)
             if problem:
                 return count, f"{where}: {problem}"
     except UserError as error:
@@ -508,8 +589,8 @@ def load_trace(path: Path) -> list[Event]:
     """Read a whole trace into memory, validating it; raise UserError on the first problem."""
     rules = SequenceRules()
     events: list[Event] = []
-    for where, event in read_events(path):
-        problem = schema_problem(event) or rules.check(event)
+    for where, event, schema_issue in read_checked_events(path):
+        problem = schema_issue or rules.check(event)
         if problem:
             raise UserError(f"{where}: {problem}")
         events.append(event)
