@@ -499,9 +499,9 @@ def batch_events(batch: pa.RecordBatch) -> Iterator[Event]:
 def schema_vouched_kinds(batch: pa.RecordBatch) -> frozenset[str]:
     """The event kinds whose every row in `batch` (of the format's column types) is proven to match the schema.
 
-    Column by column with Arrow compute, about ten times cheaper than validating each row. A kind left out is not
+    Column by column with Arrow compute, a fraction of the cost of validating each row. A kind left out is not
     known to be bad, only unproven (a constraint this does not prove, such as a list column's items): its rows are
-    validated one by one. The proof never accepts a row `schema_problem` refuses (tests/test_spec_trace.py)."""
+    validated one by one. The proof never accepts a row `schema_problem` refuses (tests/test_trace_format.py)."""
     if "event" not in batch.schema.names:
         return frozenset()
     kinds = batch.column("event")

@@ -268,7 +268,7 @@ class EndOfOpChecks(CheckerState):
     def _check_idle(self, op: OpState) -> None:
         if self.idle_unjudged or not self._idle_heads:
             return
-        window = int(self.config["window"])
+        window = self.window
         within = self._read_bound()
         in_window = (key for key in self._idle_heads if within(self._key(key).unresolved.first() or 0) is not None)
         if next(in_window, None) is None:
