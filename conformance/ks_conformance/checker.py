@@ -69,9 +69,9 @@ class Checker(ResolutionChecks):
         self.events_seen += 1
         kind = event["event"]
         seq = int(event["seq"])
-        handler = self._handlers.get(kind)
-        if handler is None:
-            handler = self._handlers[kind] = getattr(self, f"_on_{kind}", None)
+        if kind not in self._handlers:
+            self._handlers[kind] = getattr(self, f"_on_{kind}", None)
+        handler = self._handlers[kind]
         if kind in OP_EVENTS:
             self._close_op()
             self.now = int(event["tick"])
@@ -86,9 +86,10 @@ class Checker(ResolutionChecks):
                 self._open_op(kind, seq)
         else:
             self.now = int(event["tick"])
-            phase = phase_of(event) if self.op is not None and self.op.kind == "tick" else None
-            if self.op is not None and phase is not None:
-                if phase == 5 and self.op.phase <= 3 and kind in DANUBE_PHASE_3 and self.danube_ticks:
+            op = self.op
+            phase = phase_of(event) if op is not None and op.kind == "tick" else None
+            if op is not None and phase is not None:
+                if phase == 5 and op.phase <= 3 and kind in DANUBE_PHASE_3 and self.danube_ticks:
                     phase = 3  # req: KS-GEN-7 (tick_order danube: phase 3 ends with a deliver step)
                 self._tick_phase(event, phase)
         self.last_seq = seq
