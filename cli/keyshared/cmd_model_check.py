@@ -105,8 +105,7 @@ def run_model_check(args: argparse.Namespace) -> int:
 
 def _tools(args: argparse.Namespace) -> tuple[Path, Path]:
     from ks_models.tlc import find_jar
-
-    from keyshared.java import require_java
+    from ks_spec.java import require_java
 
     return require_java(), find_jar(args.jar)
 

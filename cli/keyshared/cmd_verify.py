@@ -88,7 +88,7 @@ def register(commands: Any) -> None:
 
 def run_verify(args: argparse.Namespace) -> int:
     """Run each step, print a summary table, exit 1 if any step failed."""
-    from keyshared.java import require_java
+    from ks_spec.java import require_java
 
     selected = [step for step in steps() if step.name not in args.skip]
     if any(step.needs_java for step in selected):

@@ -11,8 +11,7 @@ def _models_step(args: argparse.Namespace) -> StepResult:
     from ks_models.coverage import requirement_coverage
     from ks_models.manifest import entries, load_manifest, run_entries, uncovered_actions
     from ks_models.tlc import find_jar
-
-    from keyshared.java import require_java
+    from ks_spec.java import require_java
 
     manifest = load_manifest()
     models, traces = entries(manifest)
@@ -42,8 +41,7 @@ def _models_step(args: argparse.Namespace) -> StepResult:
 def _mutants_step(args: argparse.Namespace) -> StepResult:
     from ks_models.mutants import load_mutants, run_mutants, score_text
     from ks_models.tlc import find_jar
-
-    from keyshared.java import require_java
+    from ks_spec.java import require_java
 
     results = run_mutants(load_mutants(), require_java(), find_jar(), jobs=2)
     survivors = [r for r in results if not r.killed]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ks_spec.errors import JobFailed, Unavailable, UserError
+from ks_spec.java import require_java
 
 if TYPE_CHECKING:
     from pyspark import StorageLevel
@@ -101,8 +102,6 @@ def _scratch_folder(prefix: str) -> str:
 
 def get_session(options: SessionOptions | None = None) -> SparkSession:
     """A SparkSession configured for keyshared; reuses an active one (spark-submit, tests) if any."""
-    from keyshared.java import require_java
-
     require_pyspark()
     from pyspark.sql import SparkSession
 

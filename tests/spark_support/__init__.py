@@ -25,8 +25,8 @@ def spark_missing() -> str | None:
         import pyspark  # noqa: F401
     except ImportError:
         return "pyspark is not installed (make installs the spark extra)"
-    from keyshared.java import require_java
     from ks_spec.errors import Unavailable
+    from ks_spec.java import require_java
 
     if shutil.which("java") is None and not __import__("os").environ.get("JAVA_HOME"):
         return "Java 17+ is not installed (Spark needs it)"
