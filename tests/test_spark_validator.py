@@ -206,7 +206,7 @@ def test_cli_exit_codes_for_malformed_and_missing_traces(spark: Any, capsys: pyt
 def test_runs_under_spark_submit(tmp_path: Path, churn: list[dict[str, Any]]) -> None:
     """The same command under spark-submit: it joins the session spark-submit made (here local[1])."""
     import pyspark
-    from ks_spark import submit
+    from keyshared import submit
     from spark_support import spark_missing
 
     reason = spark_missing()

@@ -33,7 +33,7 @@ def register(commands: Any) -> None:
         'they are every kind that applies to its configuration, otherwise `valid-partial`, printed as "valid on N of '
         'M checks; not checked: ..." and listed per trace in the report (`not_computed`); a trace declaring '
         "checkpoint_resume or adapter protocol v2 features is `unknown` under --partial. Runs embedded on every core "
-        "by default; pass --master for a cluster, or run it under spark-submit (spark/ks_spark/submit.py) without code "
+        "by default; pass --master for a cluster, or run it under spark-submit (cli/keyshared/submit.py) without code "
         "changes. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 valid-partial, 64 usage, 66 missing trace, 69 no Java "
         "or Spark cannot start, 70 a Spark job failed (out of memory, a lost executor); for several traces, the worst "
         "verdict (invalid, unknown, valid-partial, valid).",

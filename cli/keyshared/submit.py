@@ -1,4 +1,4 @@
-"""Entry point for spark-submit: `spark-submit [spark options] .../ks_spark/submit.py validate-replay TRACE...`.
+"""Entry point for spark-submit: `spark-submit [spark options] .../keyshared/submit.py validate-replay TRACE...`.
 
 spark-submit runs a Python file, not a console script; this file hands its arguments to the
 `keyshared` command line, which then joins the session spark-submit created (its master, its
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sys
 
+from keyshared.cli import main as keyshared_main
+
 
 def main() -> int:
     """Run `keyshared` with this process's arguments."""
-    from keyshared.cli import main as keyshared_main
-
     return keyshared_main(sys.argv[1:])
 
 
