@@ -1291,3 +1291,13 @@ def test_a_release_frees_every_blocked_message_of_the_key() -> None:
     t.tick().blocked(0, attempt=1).blocked(1, attempt=1)
     t.release("k").deliver(0, "c1", attempt=2).deliver(1, "c1", attempt=2)
     assert check_events(t.events).anomalies == []
+
+
+def test_a_persisted_hole_ahead_of_the_resolved_set_is_cursor_skip_only() -> None:
+    """KS-CUR-1 / KS-CUR-5: a persist that claims an unresolved offset is ahead, not late (checking.md 2.2)."""
+    t = owner(persist_ack_holes=True).add("c1", capacity=3)
+    for key in ("a", "b", "c"):
+        t.deliver(t.publish(key), "c1")
+    t.ack(1, "c1").persisted(0, [[1, 2]])  # offset 2 is unresolved: the hole is ahead
+    t.tick()
+    assert _anomaly_names(t) == ["cursor-skip"]

@@ -479,8 +479,8 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "persist-late",
         "KS-CUR-5",
         _O,
-        "at the end of an op, the cursor (or the resolved offsets above it) differs from the persisted one, which does "
-        "not pass it, although persistence was due",
+        "at the end of an op, the cursor (or the resolved offsets above it) differs from the persisted one, which "
+        "claims no unresolved offset (a persist ahead is cursor-skip), although persistence was due",
         "the last resolution, the op",
         "an op that advanced the cursor",
     ),

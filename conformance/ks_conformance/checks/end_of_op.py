@@ -239,8 +239,8 @@ class EndOfOpChecks(CheckerState):
         if cursor == self.persisted_cursor and (holes is None or holes == self.persisted_holes):
             self.synced_version = self.state_version
             return
-        if self.persisted_cursor > cursor:
-            return  # ahead, not late: cursor-skip reported it when it was persisted
+        if self.persisted_cursor > cursor or self.persisted_holes.intersect(self.unresolved):
+            return  # ahead (a cursor or a hole past an unresolved offset), not late: cursor-skip reported it
         interval = self.persist_interval
         if interval == 0:
             due = True
