@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks import readme
-from benchmarks.bench_reference import machine
+from benchmarks.host import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"

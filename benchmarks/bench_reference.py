@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
-import os
-import platform
 import random
 import resource
 import statistics
@@ -27,6 +25,7 @@ from typing import Any
 import mmh3
 
 from benchmarks import readme
+from benchmarks.host import machine
 
 CONSUMERS = 1000
 KEYS = 100_000
@@ -172,20 +171,6 @@ def holes_figures(sizes: list[int]) -> list[dict[str, Any]]:
         )
         results.append(json.loads(completed.stdout.strip().splitlines()[-1]))
     return results
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} {platform.release()}"
-    )
 
 
 def main() -> None:

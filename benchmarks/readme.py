@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.host import machine
+
 README = Path(__file__).resolve().parent / "README.md"
 FLAG = "--write-readme"
 HELP = "after a successful run, replace this benchmark's section of benchmarks/README.md with what it printed"
@@ -115,8 +117,6 @@ def run(main: Callable[[], None], path: Path = README) -> None:
     if recording is None:
         return
     section, tee = recording
-    from benchmarks.bench_reference import machine
-
     module = section.split(".", 1)[0]
     command = shlex.join(["python", "-m", f"benchmarks.{module}", *sys.argv[1:]])
     body = render(tee.kept.getvalue(), machine(), datetime.datetime.now(datetime.UTC), command)
