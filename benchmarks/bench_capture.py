@@ -1,6 +1,6 @@
 """Benchmark of the streaming capture; run `python -m benchmarks.bench_capture` (`--quick` for a short check).
 
-The keyed_totals example query (spark/ks_spark/examples) over a file log, on one local Spark session: its
+The keyed_totals example query (spark/ks_spark/capture/examples) over a file log, on one local Spark session: its
 throughput (records per second, from the query's start to every record processed) without capture and with
 it, runs alternating in the same process after a warm-up run, and the ratio of the medians; then the time
 to assemble the captured folder into a trace and to judge it with check-trace (Python) and validate-replay
@@ -27,8 +27,8 @@ console = Console(width=140)
 
 def run_once(session: Any, log: Path, work: Path, captured: bool) -> float:
     """One run of the example over the whole log into fresh folders; the seconds it took."""
-    from ks_spark.capture import Capture, NoCapture
-    from ks_spark.examples import keyed_totals
+    from ks_spark.capture.examples import keyed_totals
+    from ks_spark.capture.recorder import Capture, NoCapture
 
     if work.exists():
         shutil.rmtree(work)
@@ -61,10 +61,10 @@ def main() -> None:
     if args.quick:
         args.records, args.files, args.repeats = 4_000, 4, 1
     from ks_conformance.tracefile import check_trace
-    from ks_spark.examples.keyed_totals import write_log
+    from ks_spark.capture.examples.keyed_totals import write_log
+    from ks_spark.capture.streamtrace import write
     from ks_spark.session import SessionOptions, get_session
-    from ks_spark.streamtrace import write
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     from benchmarks.bench_spark import machine
 

@@ -1,7 +1,7 @@
 """Benchmark of the Spark replay validator; run `python -m benchmarks.bench_spark` (`--quick` for a one-minute check).
 
 For synthetic valid traces of 10M and 100M events (benchmarks/synthetic_trace.py, cached under --data):
-events per second of `ks_spark.validator.validate` on local[1] and local[2] (the scaling), with --partial
+events per second of `ks_spark.validation.validator.validate` on local[1] and local[2] (the scaling), with --partial
 (the parallel passes) and on every kind (the Python checker in one task; sizes up to --every-kind-up-to),
 of the Python checker (check_trace's loop), and of pandas and DuckDB baselines doing a far smaller per-key check on the
 same Parquet files; the Spark floor (the key events shuffled into Python, unchecked: what the design
@@ -33,7 +33,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import readme
+from benchmarks import host, readme
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -87,8 +87,6 @@ def ensure_trace(data: Path, events: int, seed: int) -> tuple[Path, float | None
 
 def machine() -> str:
     """CPU, cores, memory, Python and Java versions."""
-    from benchmarks.bench_reference import machine as base
-
     memory = ""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -102,7 +100,7 @@ def machine() -> str:
         java = shown.splitlines()[0] if shown else java
     except OSError:
         pass
-    return f"{base()}{memory}, {java}"
+    return f"{host.machine()}{memory}, {java}"
 
 
 def available_gib() -> float:
@@ -293,7 +291,7 @@ def spark_child(trace: str, master: str, driver_memory: str | None, partial: boo
     `partial`: the parallel passes only (`--partial`); else every kind, by the Python checker in one task.
     """
     from ks_spark.session import SessionOptions, get_session
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     started = time.perf_counter()
     session = get_session(SessionOptions(master=master, driver_memory=driver_memory))
@@ -329,11 +327,12 @@ def spark_child(trace: str, master: str, driver_memory: str | None, partial: boo
 
 def floor_child(trace: str, master: str, driver_memory: str | None) -> dict[str, Any]:
     """What the per-key pass costs before it checks anything: read the trace, shuffle the key events by key,
-    sort them by seq, and stream them through a Python task that only counts them (ks_spark.keypass's input)."""
+    sort them by seq, and stream them through a Python task that only counts them (the input of
+    ks_spark.validation.keypass)."""
     import pyarrow as pa
-    from ks_spark.keypass import key_events
-    from ks_spark.reader import read, resolve
     from ks_spark.session import SessionOptions, default_parallelism, get_session
+    from ks_spark.validation.keypass import key_events
+    from ks_spark.validation.reader import read, resolve
     from pyspark.sql import functions as F
 
     def count(batches: Any) -> Any:
@@ -484,8 +483,8 @@ def dispatcher_child(trace: str, messages: int, master: str) -> dict[str, Any]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from ks_reference.config import Config
-    from ks_spark.dispatch_engine import replay
-    from ks_spark.dispatcher import SparkEraRunner
+    from ks_spark.dispatcher.engine import replay
+    from ks_spark.dispatcher.runner import SparkEraRunner
     from ks_spark.session import SessionOptions, get_session
 
     head = int(3.5 * messages) + 1000  # a message's publish and ack lie within ~3.1 events per message of it
@@ -525,8 +524,8 @@ def logreplay_child(log: str, master: str, lag: int) -> dict[str, Any]:
     """`spark-dispatch` in process: replay the log with 16 consumers acking `lag` publishes after each delivery."""
     import tempfile as temporary
 
+    from ks_spark.dispatcher.walreplay import LogReplay, control_ops_from, replay_log
     from ks_spark.session import SessionOptions, get_session
-    from ks_spark.walreplay import LogReplay, control_ops_from, replay_log
 
     session = get_session(SessionOptions(master=master, shuffle_partitions=16))
     consumers = control_ops_from([f"c{n}" for n in range(16)])
@@ -766,16 +765,16 @@ def dispatcher_figures(trace: Path, messages: int, args: argparse.Namespace) -> 
     """THE SPARK DISPATCHER'S MESSAGES PER SECOND: prints "not measured yet" while ks_spark.dispatcher does not import.
 
     Replays the synthetic trace's first `messages` publishes and their acks (16 consumers, ring selector)
-    through `ks_spark.dispatch_engine.replay` with a `SparkEraRunner` on local[1] and local[2].
+    through `ks_spark.dispatcher.engine.replay` with a `SparkEraRunner` on local[1] and local[2].
     """
     table = Table(title=f"Spark dispatcher: {messages:,} messages of the synthetic workload", title_justify="left")
     for header in ("master", "messages/s", "seconds", "driver peak GB", "JVM peak GB", "workers peak GB", "note"):
         table.add_column(header, justify="left" if header in ("master", "note") else "right")
     try:
-        for module in ("ks_spark.dispatcher", "ks_spark.dispatch_engine"):
+        for module in ("ks_spark.dispatcher.runner", "ks_spark.dispatcher.engine"):
             importlib.import_module(module)
     except ImportError as error:
-        console.print(f"Spark dispatcher: not measured yet (ks_spark.dispatcher does not import: {error})")
+        console.print(f"Spark dispatcher: not measured yet (ks_spark.dispatcher.runner does not import: {error})")
         return
     for cores in (1, 2):
         master = f"local[{cores}]"

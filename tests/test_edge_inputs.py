@@ -183,7 +183,7 @@ def _reason(malformed: str | None, problems: list[tuple[int, str]]) -> str:
 
 def _judge_both(spark: Any, path: Path) -> tuple[tuple[str, str, Counter[str]], tuple[str, str, Counter[str]]]:
     """(verdict, reason, anomaly counts) from check-trace's and validate-replay's judges."""
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     python = check_trace(path)
     python_reason = _reason(python.malformed, [(p.seq, p.message) for p in python.problems])

@@ -43,7 +43,7 @@ def judged_kinds(spark: Any, events: list[Event], path: Path) -> set[str]:
 
 def test_the_sample_spans_every_stage_and_both_passes() -> None:
     from ks_conformance.catalogue import BY_NAME, Stage
-    from ks_spark.catalogue import CHECKS
+    from ks_spark.validation.catalogue import CHECKS
 
     assert {BY_NAME[name].stage for name in SAMPLE} == {Stage.EVENT, Stage.OP, Stage.QUIESCENT}
     parallel = {check.anomaly for check in CHECKS}
@@ -84,7 +84,7 @@ def test_random_reference_traces_with_random_faults(spark: Any, tmp_path: Path, 
 def test_with_partial_a_trace_the_parallel_passes_cannot_judge_is_unknown_with_the_reason(
     spark: Any, tmp_path: Path
 ) -> None:
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     bad, _ = dict((case[0], case[2]) for case in FIRST_CASES)["unjustified-outcome"]
     write_trace(bad().events, tmp_path / "trace.jsonl")

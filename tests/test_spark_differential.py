@@ -62,7 +62,7 @@ def test_capacity_agrees_when_the_running_sum_spans_many_blocks(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
     """The capacity sum is blocked by seq (for memory); tiny blocks make every carry across blocks count."""
-    from ks_spark import globalchecks
+    from ks_spark.validation import globalchecks
 
     monkeypatch.setattr(globalchecks, "CAPACITY_BLOCK_SEQS", block)
     group = next(name for name, (_, targets) in sorted(COMBINED.items()) if "capacity-overrun" in targets)
@@ -81,7 +81,7 @@ def test_capacity_blocks_under_capacity_are_skipped_but_none_that_reach_it(
     reaches capacity only through what its consumer already held (its base): a bound that forgot the
     base would skip them.
     """
-    from ks_spark import globalchecks
+    from ks_spark.validation import globalchecks
 
     monkeypatch.setattr(globalchecks, "CAPACITY_BLOCK_SEQS", block)
     events = _workload("churn", size=600)
@@ -103,7 +103,7 @@ def test_capacity_blocks_under_capacity_are_skipped_but_none_that_reach_it(
 
 
 def test_every_computed_anomaly_kind_is_injected() -> None:
-    from ks_spark.catalogue import CHECKS
+    from ks_spark.validation.catalogue import CHECKS
 
     injected = {target.split("/")[0] for _, targets in COMBINED.values() for target in targets}
     assert injected == {check.anomaly for check in CHECKS}
@@ -148,8 +148,8 @@ def test_the_one_task_reads_many_seq_ranges_in_order(
     """The one-task pass gets the trace as ranges of seq sorted apart and read in order. Here the trace is a folder
     of three files, the later seqs in the larger ones (Spark reads the largest split first), cut in ranges of 37
     rows: the checker must still see every event in seq order and judge as check-trace."""
-    from ks_spark import sequential
-    from ks_spark.validator import validate
+    from ks_spark.validation import sequential
+    from ks_spark.validation.validator import validate
 
     monkeypatch.setattr(sequential, "ROWS_PER_SORTED_PART", 37)
     group = next(name for name, (_, targets) in sorted(COMBINED.items()) if "duplicate" in targets)

@@ -20,9 +20,9 @@ from ks_conformance.results import settings_for
 from ks_conformance.suite import run_suite
 from ks_reference.config import Config
 from ks_reference.selectors import make_selector
-from ks_spark.adapter import CAPABILITIES, create, create_local
-from ks_spark.dispatch_engine import replay
-from ks_spark.dispatcher import SparkEraRunner
+from ks_spark.dispatcher.adapter import CAPABILITIES, create, create_local
+from ks_spark.dispatcher.engine import replay
+from ks_spark.dispatcher.runner import SparkEraRunner
 from selected import selected_names
 from spark_support import spark_fixture
 from spark_support.dispatcher_mutants import BATCH_MUTANTS, BatchMutant
@@ -196,7 +196,7 @@ def test_each_broken_batch_engine_is_caught_on_its_requirements(
 def test_batch_mode_gives_the_same_verdicts_in_process_and_over_stdio() -> None:
     settings = settings_for("ci", seed=1, max_examples=6, examples_total=0, rounds=1)
     local = run_suite(lambda: InProcessConnection(create_local(), "local"), settings)
-    served = stdio_command("py:ks_spark.adapter:create_local")
+    served = stdio_command("py:ks_spark.dispatcher.adapter:create_local")
     from ks_conformance.adapters import connect
 
     remote = run_suite(lambda: connect(served), settings)
@@ -209,7 +209,7 @@ def test_smoke_drives_a_batch_engine_through_replay() -> None:
     from ks_conformance.adapters import connect
     from ks_conformance.smoke import smoke
 
-    result = smoke(connect("py:ks_spark.adapter:create_local", validate=True))
+    result = smoke(connect("py:ks_spark.dispatcher.adapter:create_local", validate=True))
     assert result.ok, (result.fault, [a.name for a in result.anomalies])
     commands = [request["cmd"] for request, _ in result.exchanges]
     assert "replay" in commands and "op" not in commands, commands
@@ -223,7 +223,7 @@ class _FlakyOrder:
         self.calls = 0
 
     def __call__(self, plan: Any, start: int, end: int, items: dict[str, Any]) -> list[tuple[str, Any]]:
-        from ks_spark.dispatch_engine import run_keys_locally
+        from ks_spark.dispatcher.engine import run_keys_locally
 
         self.calls += 1
         rows = list(run_keys_locally(plan, start, end, items))
@@ -233,7 +233,7 @@ class _FlakyOrder:
 
 
 def test_a_batch_engine_whose_replays_differ_is_reported_nondeterministic() -> None:
-    from ks_spark.adapter import SparkDispatcherAdapter
+    from ks_spark.dispatcher.adapter import SparkDispatcherAdapter
 
     result = run_suite(
         lambda: InProcessConnection(SparkDispatcherAdapter(_FlakyOrder()), "flaky"),

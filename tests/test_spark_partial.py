@@ -2,8 +2,8 @@
 the applicable kinds not computed.
 
 By default the Python checker judges every anomaly kind of spec/checking.md in one task; with `--partial` the
-parallel passes compute a subset (ks_spark.catalogue). A fault of a kind the parallel passes do not compute is
-`invalid` for check-trace and for validate-replay, and with `--partial` never a bare `valid`.
+parallel passes compute a subset (ks_spark.validation.catalogue). A fault of a kind the parallel passes do not compute
+is `invalid` for check-trace and for validate-replay, and with `--partial` never a bare `valid`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _workload(name: str) -> list[Event]:
 
 def test_computed_and_not_computed_kinds_are_exactly_the_trace_kinds_of_the_catalogue() -> None:
     """A kind added to spec/checking.md must be listed on one side, so it can never be silently left out."""
-    from ks_spark.catalogue import CHECKS, NOT_COMPUTED
+    from ks_spark.validation.catalogue import CHECKS, NOT_COMPUTED
 
     computed = [check.anomaly for check in CHECKS]
     assert not set(computed) & set(NOT_COMPUTED)
@@ -43,7 +43,7 @@ def test_computed_and_not_computed_kinds_are_exactly_the_trace_kinds_of_the_cata
 def test_the_window_is_not_computed_under_parking() -> None:
     """Spark counts every unresolved offset below a first delivery; with parking the count leaves parked ones
     out (KS-ISO-4), so a Spark `window-overrun` would be a false alarm: it is named not computed instead."""
-    from ks_spark.catalogue import active_checks, not_computed
+    from ks_spark.validation.catalogue import active_checks, not_computed
 
     plain, parked = {"profile": "owner"}, {"profile": "owner", "park_after": 1}
     assert "window-overrun" in active_checks(plain) and "window-overrun" not in not_computed(plain)
@@ -53,7 +53,7 @@ def test_the_window_is_not_computed_under_parking() -> None:
 def test_capacity_and_the_window_are_left_to_the_one_task_pass_under_buckets() -> None:
     """A batch's later messages may exceed capacity and the window (KS-BKT-10), which the parallel passes do not
     know: under selector buckets they would report a correct batch (tests/test_spark_catalogue.py found it)."""
-    from ks_spark.catalogue import active_checks, not_computed
+    from ks_spark.validation.catalogue import active_checks, not_computed
 
     buckets = {"profile": "owner", "selector": "buckets"}
     assert not {"capacity-overrun", "window-overrun"} & active_checks(buckets)
@@ -61,7 +61,7 @@ def test_capacity_and_the_window_are_left_to_the_one_task_pass_under_buckets() -
 
 
 def test_verdicts_merge_invalid_over_unknown_over_partial_over_valid() -> None:
-    from ks_spark.validator import Verdict, merge_verdicts
+    from ks_spark.validation.validator import Verdict, merge_verdicts
 
     order = [Verdict.VALID, Verdict.VALID_PARTIAL, Verdict.UNKNOWN, Verdict.INVALID]
     for index, worst in enumerate(order):
@@ -73,7 +73,7 @@ def test_verdicts_merge_invalid_over_unknown_over_partial_over_valid() -> None:
 def test_list_checks_prints_the_catalogue_of_the_validator(capsys: pytest.CaptureFixture[str]) -> None:
     """`--list-checks` starts no Spark and says, per kind, its requirement and whether (and why not) it is computed."""
     from keyshared.cli import main
-    from ks_spark.catalogue import BY_NAME, NOT_COMPUTED
+    from ks_spark.validation.catalogue import BY_NAME, NOT_COMPUTED
 
     assert main(["validate-replay", "--list-checks"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -103,8 +103,8 @@ def test_no_trace_and_no_list_checks_is_a_usage_error(capsys: pytest.CaptureFixt
 def test_a_clean_trace_is_valid_on_every_kind_and_with_partial_valid_partial_naming_the_kinds_not_computed(
     spark: Any, tmp_path: Path, workload: str
 ) -> None:
-    from ks_spark.catalogue import BY_NAME
-    from ks_spark.validator import validate
+    from ks_spark.validation.catalogue import BY_NAME
+    from ks_spark.validation.validator import validate
 
     events = _workload(workload)
     python = check_events(events)
@@ -134,7 +134,7 @@ def test_a_fault_only_the_one_task_pass_computes_is_invalid_and_with_partial_nev
     valid-partial, exit 3, naming the kind among the unchecked."""
     from keyshared.cli import main
     from ks_conformance.report import read_report
-    from ks_spark.catalogue import NOT_COMPUTED
+    from ks_spark.validation.catalogue import NOT_COMPUTED
 
     assert kind in NOT_COMPUTED
     workload, inject = PYTHON_ONLY[kind]
@@ -176,7 +176,7 @@ def test_a_profile_the_python_checker_does_not_know_is_unknown_not_valid_on_no_c
     """No kind applies to an unknown profile: check-trace says unknown, so must Spark (it said valid, on 0 checks)."""
     import json
 
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     events = _workload("steady")
     config = json.loads(events[0]["detail"])
@@ -198,7 +198,7 @@ def test_the_readme_names_exactly_the_kinds_spark_computes_in_parallel() -> None
     """The README's Spark section lists the kinds computed in parallel and the counts: it must follow catalogue.py."""
     import re
 
-    from ks_spark.catalogue import CHECKS
+    from ks_spark.validation.catalogue import CHECKS
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     paragraph = readme.split("**Replay validation.**", 1)[1].split("The other", 1)[0]
@@ -225,7 +225,7 @@ def test_semantics_the_parallel_passes_do_not_honour_are_named_with_the_reason()
     """A trace declaring no cursor, outcomes, durable attempts, selector any, or configuring checkpoint_resume changes
     rules the parallel passes compute: the default one-task pass (the Python checker) honours it, and with --partial
     its verdict is unknown with this reason (never a valid or invalid judged by the wrong rules)."""
-    from ks_spark.validator import unsupported_semantics
+    from ks_spark.validation.validator import unsupported_semantics
 
     assert unsupported_semantics({"profile": "strict", "selector": "ring"}, {}) is None
     said = unsupported_semantics({"selector": "any"}, {"cursor": False})

@@ -1,6 +1,6 @@
 """The one-task pass of validate-replay is the Python checker itself: fed Arrow batches, it judges as check-trace.
 
-`ks_spark.sequential.judge_function` is the body Spark runs in its single task; here it runs without Spark,
+`ks_spark.validation.sequential.judge_function` is the body Spark runs in its single task; here it runs without Spark,
 on the checker's own bad and good cases and on reference workloads, cut into small batches so that columns a
 batch never fills are left out (as Spark's batches do). Its outcome must be exactly the checker's.
 """
@@ -16,7 +16,7 @@ from ks_conformance.builder import TraceBuilder
 from ks_conformance.checker import check_events
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
-from ks_spark.sequential import SequentialOutcome, judge_function
+from ks_spark.validation.sequential import SequentialOutcome, judge_function
 from ks_spec.trace import arrow_schema
 from test_checker import ALL_CASES
 

@@ -50,7 +50,7 @@ def _command(tmp: Path, variant: str, partitions: int, extra: list[str]) -> list
         "-m",
         "keyshared",
         "watch-stream",
-        "ks_spark.examples.keyed_totals",
+        "ks_spark.capture.examples.keyed_totals",
         "--capture",
         str(tmp / "capture"),
         "--set",
@@ -99,8 +99,8 @@ def run_scenario(
 ) -> Scenario:
     """Write the log, run killed mid-batch, restart (another partition count), assemble and judge the capture."""
     from ks_conformance.tracefile import check_trace
-    from ks_spark.examples.keyed_totals import write_log
-    from ks_spark.streamtrace import write
+    from ks_spark.capture.examples.keyed_totals import write_log
+    from ks_spark.capture.streamtrace import write
     from ks_spec.trace import load_trace
 
     write_log(tmp / "log", RECORDS, KEYS, FILES)
@@ -162,7 +162,7 @@ def test_each_broken_pipeline_is_caught_with_its_anomaly_by_both_judges(
     tmp_path: Path, spark: Any, variant: str, delete_checkpoint: bool, expected: str, spark_expected: str
 ) -> None:
     """check-trace names the anomaly of spec/streaming.md section 5; validate-replay one of the kinds it computes."""
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     scenario = run_scenario(tmp_path, variant, delete_checkpoint)
     assert scenario.verdict == "invalid"

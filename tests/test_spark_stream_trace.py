@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from ks_conformance.tracefile import check_trace
-from ks_spark.capture import FORMAT, MARKER, VERSION
-from ks_spark.streamtrace import assemble
+from ks_spark.capture.recorder import FORMAT, MARKER, VERSION
+from ks_spark.capture.streamtrace import assemble
 from ks_spec.errors import UserError
 from ks_spec.trace import write_jsonl
 

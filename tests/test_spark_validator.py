@@ -39,7 +39,7 @@ def churn() -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_malformed_examples_are_rejected_where_the_format_says(spark: Any, name: str) -> None:
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     result = validate(spark, str(EXAMPLES / "bad" / name))
     where = BAD[name]
@@ -50,7 +50,7 @@ def test_malformed_examples_are_rejected_where_the_format_says(spark: Any, name:
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (EXAMPLES / "good").glob("*.jsonl")))
 def test_well_formed_examples_are_judged_like_the_python_checker(spark: Any, name: str) -> None:
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     path = EXAMPLES / "good" / name
     result = validate(spark, str(path), everything=True)
@@ -64,8 +64,8 @@ def test_well_formed_examples_are_judged_like_the_python_checker(spark: Any, nam
 def test_jsonl_parquet_and_a_folder_of_parquet_files_give_the_same_judgement(
     spark: Any, tmp_path: Path, churn: list[dict[str, Any]]
 ) -> None:
-    from ks_spark.twins import fault_twin
-    from ks_spark.validator import validate
+    from ks_spark.validation.twins import fault_twin
+    from ks_spark.validation.validator import validate
 
     events = fault_twin(churn)
     write_jsonl(events, tmp_path / "trace.jsonl")
@@ -89,7 +89,7 @@ def test_jsonl_parquet_and_a_folder_of_parquet_files_give_the_same_judgement(
 
 
 def test_a_gap_between_parquet_files_is_named_by_file_and_line(spark: Any, tmp_path: Path) -> None:
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     events = load_trace(EXAMPLES / "good" / "owner-draining.jsonl")
     write_parquet(events[:5], tmp_path / "part-0.parquet")
@@ -105,7 +105,7 @@ def _parquet(table: pa.Table, path: Path) -> Path:
 
 
 def test_corrupt_parquet_is_rejected_before_spark_runs(tmp_path: Path) -> None:
-    from ks_spark.reader import resolve
+    from ks_spark.validation.reader import resolve
 
     events = load_trace(EXAMPLES / "good" / "strict-basic.jsonl")
     table = to_table(events)
@@ -134,7 +134,7 @@ def test_corrupt_parquet_is_rejected_before_spark_runs(tmp_path: Path) -> None:
 
 
 def test_corrupt_input_gives_the_verdict_unknown_with_one_line(spark: Any, tmp_path: Path) -> None:
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
 
     table = to_table(load_trace(EXAMPLES / "good" / "strict-basic.jsonl"))
     whole = _parquet(table, tmp_path / "whole.parquet").read_bytes()
@@ -149,8 +149,8 @@ def test_the_driver_receives_counts_and_witnesses_never_the_trace(
     spark: Any, tmp_path: Path, churn: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every row that reaches the driver is counted: it must stay far below the number of events."""
-    from ks_spark.twins import fault_twin
-    from ks_spark.validator import validate
+    from ks_spark.validation.twins import fault_twin
+    from ks_spark.validation.validator import validate
     from pyspark.sql.classic.dataframe import DataFrame
 
     events = fault_twin(churn)
@@ -174,7 +174,7 @@ def test_cli_prints_the_verdicts_and_writes_a_report_in_the_conformance_format(
 ) -> None:
     from keyshared.cli import main
     from ks_conformance.report import read_report
-    from ks_spark.twins import fault_twin
+    from ks_spark.validation.twins import fault_twin
 
     write_parquet(churn, tmp_path / "good.parquet")
     write_jsonl(fault_twin(churn), tmp_path / "twin.jsonl")
@@ -245,7 +245,7 @@ def test_a_failed_spark_job_is_one_line_with_the_trace_and_a_hint(
 ) -> None:
     """A job that dies (the JVM out of heap, as 100M events on local[2] with 4g did) exits 70 with one line."""
     from keyshared.cli import main
-    from ks_spark import validator
+    from ks_spark.validation import validator
     from pyspark.errors import PySparkException
 
     def out_of_memory(*args: Any, **kwargs: Any) -> Any:

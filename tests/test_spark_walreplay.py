@@ -21,16 +21,16 @@ import pyarrow.parquet as pq
 import pytest
 from ks_conformance.tracefile import check_trace
 from ks_reference.adapter import ReferenceAdapter
-from ks_spark.dispatch_engine import KeyItem, LaggedAckEngine
-from ks_spark.validator import validate
-from ks_spark.walreplay import UNBOUNDED_CAPACITY, ControlOp, LogReplay, control_ops_from, replay_log
+from ks_spark.dispatcher.engine import KeyItem, LaggedAckEngine
+from ks_spark.dispatcher.walreplay import UNBOUNDED_CAPACITY, ControlOp, LogReplay, control_ops_from, replay_log
+from ks_spark.validation.validator import validate
 from ks_spec.trace import load_trace
 from spark_support import spark_fixture
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-    from ks_spark.dispatch_engine import Emitted
+    from ks_spark.dispatcher.engine import Emitted
     from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
@@ -131,7 +131,7 @@ def test_a_crash_loses_nothing_and_a_restart_that_forgets_is_caught(
     assert persisted < 300, "the crash came with deliveries outstanding"
     assert validate(spark, str(tmp_path / "good")).verdict.value == "valid"
 
-    import ks_spark.walreplay as walreplay
+    import ks_spark.dispatcher.walreplay as walreplay
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Spark's workers cannot import tests/
@@ -174,7 +174,7 @@ def test_a_failed_replay_leaves_the_previous_trace_and_nothing_half_written(
 ) -> None:
     """The trace is written beside --out and moved there only on success; a Spark failure is one line, exit 70."""
     from keyshared.cli import main
-    from ks_spark import walreplay
+    from ks_spark.dispatcher import walreplay
     from pyspark.errors import PySparkException
 
     log = write_log(tmp_path / "log.parquet", 10, 2)

@@ -70,8 +70,8 @@ def register(commands: Any) -> None:
 
 def run_spark_dispatch(args: argparse.Namespace) -> int:
     """Plan, replay, write the trace, print the summary."""
+    from ks_spark.dispatcher.walreplay import LogReplay, control_ops_from, read_controls, replay_log
     from ks_spark.session import SessionOptions, get_session, spark_job
-    from ks_spark.walreplay import LogReplay, control_ops_from, read_controls, replay_log
     from ks_spec.errors import UserError
 
     from keyshared.ui import progress

@@ -80,7 +80,7 @@ def register(commands: Any) -> None:
 def list_checks() -> int:
     """Print each trace anomaly kind, its requirement, and whether --partial computes it in parallel (or why not),
     from catalogue.py; by default the Python checker judges every one."""
-    from ks_spark.catalogue import listing
+    from ks_spark.validation.catalogue import listing
 
     rows = listing()
     width = max(len(name) for name, _, _ in rows)
@@ -99,10 +99,10 @@ def run_validate_replay(args: argparse.Namespace) -> int:
     """Validate every trace, print verdicts, counts and explained witnesses, write the report if asked."""
     from ks_conformance.anomalies import describe_event
     from ks_spark.progress import SparkProgress
-    from ks_spark.reader import local_path
-    from ks_spark.report import report_lines
     from ks_spark.session import SessionOptions, get_session, spark_job
-    from ks_spark.validator import MAX_WITNESSES, merge_verdicts, validate
+    from ks_spark.validation.reader import local_path
+    from ks_spark.validation.report import report_lines
+    from ks_spark.validation.validator import MAX_WITNESSES, merge_verdicts, validate
     from ks_spec.errors import MissingInput, UserError
     from rich.markup import escape
 

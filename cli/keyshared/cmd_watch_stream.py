@@ -89,8 +89,8 @@ def run_watch_stream(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, options: dict[str, str]) -> Any:
+    from ks_spark.capture.watch import load_module, run_under_capture
     from ks_spark.session import SessionOptions, get_session, spark_job
-    from ks_spark.watch import load_module, run_under_capture
 
     module = load_module(args.module)
     checkpoint = args.checkpoint or str(args.capture / "checkpoint")
@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace, options: dict[str, str]) -> Any:
 
 
 def _judge(args: argparse.Namespace, session: Any) -> int:
-    from ks_spark.streamtrace import write
+    from ks_spark.capture.streamtrace import write
     from rich.markup import escape
 
     if args.judge == "none" and args.out is None:
@@ -153,7 +153,7 @@ def _judge(args: argparse.Namespace, session: Any) -> int:
 
 def _validate_replay(args: argparse.Namespace, session: Any, out: Path) -> int:
     from ks_spark.session import SessionOptions, get_session, spark_job
-    from ks_spark.validator import MAX_WITNESSES, validate
+    from ks_spark.validation.validator import MAX_WITNESSES, validate
 
     if session is None:
         with error_console.status("starting Spark"):

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 from keyshared.cmd_verify import Step, StepResult
 
 if TYPE_CHECKING:
-    from ks_spark.validator import ValidationResult
+    from ks_spark.validation.validator import ValidationResult
 
 
 def _spark_validation_step(args: argparse.Namespace) -> StepResult:
     from ks_reference.store import MemoryStore
     from ks_reference.workloads import run_named
     from ks_spark.session import SessionOptions, get_session
-    from ks_spark.twins import TWIN_ANOMALIES, fault_twin
-    from ks_spark.validator import validate
+    from ks_spark.validation.twins import TWIN_ANOMALIES, fault_twin
+    from ks_spark.validation.validator import validate
     from ks_spec.trace import write_trace
 
     session = get_session(SessionOptions(master="local[2]", shuffle_partitions=4, quick=True))
@@ -76,10 +76,10 @@ def _spark_dispatcher_step(args: argparse.Namespace) -> StepResult:
     from ks_conformance.protocol import InProcessConnection
     from ks_conformance.results import settings_for
     from ks_conformance.suite import run_suite
-    from ks_spark.adapter import create
+    from ks_spark.dispatcher.adapter import create
+    from ks_spark.dispatcher.walreplay import ControlOp, LogReplay, control_ops_from, replay_log
     from ks_spark.session import SessionOptions, get_session
-    from ks_spark.validator import validate
-    from ks_spark.walreplay import ControlOp, LogReplay, control_ops_from, replay_log
+    from ks_spark.validation.validator import validate
 
     session = get_session(SessionOptions(master="local[2]", shuffle_partitions=4, quick=True))
     settings = settings_for("ci", seed=0, max_examples=12, examples_total=0, rounds=1)

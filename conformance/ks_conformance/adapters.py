@@ -16,7 +16,7 @@ from ks_spec.errors import UserError
 from ks_conformance.protocol import Connection, InProcessConnection, StartFailed
 from ks_conformance.stdio import DEFAULT_TIMEOUT, StdioConnection
 
-ALIASES = {"reference": "py:ks_reference.adapter:create", "spark": "py:ks_spark.adapter:create"}
+ALIASES = {"reference": "py:ks_reference.adapter:create", "spark": "py:ks_spark.dispatcher.adapter:create"}
 """Short names for adapters the kit knows."""
 
 

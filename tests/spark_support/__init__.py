@@ -57,7 +57,7 @@ def parallel_kinds_not_computed(python: Checker) -> list[str]:
     catalogue order (what `--partial` leaves unchecked; capacity and the window too where the configuration takes
     them out of the parallel passes)."""
     from ks_conformance.catalogue import CATALOGUE, Stage
-    from ks_spark.catalogue import BY_NAME, not_computed_under
+    from ks_spark.validation.catalogue import BY_NAME, not_computed_under
 
     left_out = not_computed_under(python.config)
     return [
@@ -84,7 +84,7 @@ def assert_partial_agrees(spark: SparkSession, path: str, python: Checker) -> di
     """validate-replay --partial (the parallel passes) against the Python checker on the kinds it computes: the same
     anomalies (name, seq, witness) and explanations, exercised counts that agree, the verdict the checker's judgement
     implies; a trace whose declarations the parallel passes do not honour is `unknown`. Returns the counts."""
-    from ks_spark.validator import unsupported_semantics, validate
+    from ks_spark.validation.validator import unsupported_semantics, validate
 
     result = validate(spark, path, witnesses=3, everything=True, partial=True)
     assert result.malformed is None
@@ -115,7 +115,7 @@ def assert_same_judgment(
     witness events, nothing left unchecked); and --partial (`assert_partial_agrees`). Returns the Python checker
     and the counts of the parallel passes."""
     from ks_conformance.checker import check_events
-    from ks_spark.validator import validate
+    from ks_spark.validation.validator import validate
     from ks_spec.trace import write_trace
 
     write_trace(events, path)

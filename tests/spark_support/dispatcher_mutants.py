@@ -11,8 +11,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ks_spark.adapter import SparkDispatcherAdapter
-from ks_spark.dispatch_engine import (
+from ks_spark.dispatcher.adapter import SparkDispatcherAdapter
+from ks_spark.dispatcher.engine import (
     Durable,
     Emitted,
     EraRunner,
@@ -23,7 +23,7 @@ from ks_spark.dispatch_engine import (
     Version,
     persistence,
 )
-from ks_spark.dispatcher import SparkEraRunner
+from ks_spark.dispatcher.runner import SparkEraRunner
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -375,7 +375,7 @@ PYTHON_ONLY: dict[str, tuple[str, Injector]] = {
     "filter-violation": ("steady", accept_no_key),
     "phase-order": ("poison-drop", persist_before_delivery),
 }
-"""Faults of kinds only the Python checker computes (ks_spark.catalogue.NOT_COMPUTED): workload and fault."""
+"""Faults of kinds only the Python checker computes (ks_spark.validation.catalogue.NOT_COMPUTED): workload and fault."""
 
 
 def inject_all(events: list[Event], targets: tuple[str, ...]) -> list[Event]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ks_spark.dispatch_engine import (
+from ks_spark.dispatcher.engine import (
     Emitted,
     KeyEngine,
     KeyItem,

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from ks_spark.keystate import NEVER, ROW_ERA, ROW_INTERVAL, Context
 from ks_spark.session import cache_level
+from ks_spark.validation.keystate import NEVER, ROW_ERA, ROW_INTERVAL, Context
 
 if TYPE_CHECKING:
     from pyspark import Broadcast

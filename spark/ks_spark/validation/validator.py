@@ -1,14 +1,15 @@
 """Spark replay validation: judge a trace with Spark jobs, never collecting it to the driver.
 
-Every trace goes through the sequence pass (`ks_spark.sequence`): the format rules over the physical order, and
-the small timeline (membership, restarts, quiescent points, the configuration). Then either
+Every trace goes through the sequence pass (`ks_spark.validation.sequence`): the format rules over the physical
+order, and the small timeline (membership, restarts, quiescent points, the configuration). Then either
 
-- by default, the one-task pass (`ks_spark.sequential`): the Python checker itself (check-trace's code, the one
-  implementation of the rules), fed the whole trace in seq order inside one Spark task, judges every kind; or
-- with `partial`, the parallel passes alone: the per-key pass (`ks_spark.keystate`: events partitioned by key and
-  sorted by seq, judged per key) and the global checks (`ks_spark.globalchecks`: capacity per incarnation, the
-  window and the cursor), which compute the kinds of `ks_spark.catalogue.CHECKS` on every core, a fast screen
-  held to the checker by the differential tests; the verdict then names the kinds it did not check.
+- by default, the one-task pass (`ks_spark.validation.sequential`): the Python checker itself (check-trace's code,
+  the one implementation of the rules), fed the whole trace in seq order inside one Spark task, judges every kind; or
+- with `partial`, the parallel passes alone: the per-key pass (`ks_spark.validation.keystate`: events partitioned by
+  key and sorted by seq, judged per key) and the global checks (`ks_spark.validation.globalchecks`: capacity per
+  incarnation, the window and the cursor), which compute the kinds of `ks_spark.validation.catalogue.CHECKS` on every
+  core, a fast screen held to the checker by the differential tests; the verdict then names the kinds it did not
+  check.
 
 What reaches the driver: per-split summaries, the timeline, counts per anomaly and exercised check,
 and the first few anomalies of each kind with their witness events.
@@ -35,10 +36,12 @@ from ks_conformance.tracefile import config_problem
 from ks_spec.errors import MissingInput, UserError
 from ks_spec.trace import JSON_BLANK, is_parquet, line_problem
 
-from ks_spark import catalogue
-from ks_spark.globalchecks import UNIFIED_COLUMNS, capacity_findings, window_and_cursor
-from ks_spark.keypass import run_key_pass
-from ks_spark.keystate import (
+from ks_spark.schema import spark_schema
+from ks_spark.session import cache_level, default_parallelism
+from ks_spark.validation import catalogue
+from ks_spark.validation.globalchecks import UNIFIED_COLUMNS, capacity_findings, window_and_cursor
+from ks_spark.validation.keypass import run_key_pass
+from ks_spark.validation.keystate import (
     QUIESCENT_MARK,
     RETURN_MARK,
     ROW_ANOMALY,
@@ -47,8 +50,8 @@ from ks_spark.keystate import (
     ROW_EXERCISED,
     ROW_INTERVAL,
 )
-from ks_spark.reader import TraceSource, read, resolve, spark_schema
-from ks_spark.sequence import (
+from ks_spark.validation.reader import TraceSource, read, resolve
+from ks_spark.validation.sequence import (
     META,
     OUTPUT_DDL,
     PERSIST,
@@ -59,9 +62,8 @@ from ks_spark.sequence import (
     sequence_function,
     sequence_input,
 )
-from ks_spark.sequential import sequential_pass
-from ks_spark.session import cache_level, default_parallelism
-from ks_spark.timeline import MalformedTrace, Timeline, build_timeline
+from ks_spark.validation.sequential import sequential_pass
+from ks_spark.validation.timeline import MalformedTrace, Timeline, build_timeline
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -20,7 +20,7 @@ from typing import Any
 
 from ks_reference.config import Config, ConfigError
 
-from ks_spark.dispatch_engine import OPS, SELECTORS, EraRunner, Persister, replay, run_keys_locally
+from ks_spark.dispatcher.engine import OPS, SELECTORS, EraRunner, Persister, replay, run_keys_locally
 
 PROTOCOL_VERSION = 1
 MASTER_ENV = "KEYSHARED_SPARK_MASTER"
@@ -106,7 +106,7 @@ class SparkDispatcherAdapter:
     def _run(self, config: Config, ops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if self.run_era is not None:
             return replay(config, ops, self.run_era, self.persist)
-        from ks_spark.dispatcher import SparkEraRunner
+        from ks_spark.dispatcher.runner import SparkEraRunner
         from ks_spark.session import SessionOptions, get_session
 
         session = get_session(SessionOptions(master=os.environ.get(MASTER_ENV), quick=True, shuffle_partitions=4))

@@ -5,7 +5,7 @@ runs, so the rules have one implementation) fed every event in seq order inside 
 collected to the driver: only the anomalies of the kinds asked for, the exercised counts and the contradictions
 come back. The checker streams (spec/checking.md section 1, what a checker may forget), so the task's memory
 follows the trace's live state; it judges at one core's speed (benchmarks/README.md). `--partial` skips it for
-the parallel passes (ks_spark.catalogue.CHECKS).
+the parallel passes (ks_spark.validation.catalogue.CHECKS).
 """
 
 from __future__ import annotations

@@ -1,26 +1,26 @@
 """Reading traces (spec/trace.md) into Spark with the format's explicit schema, rejecting corrupt input early.
 
 A trace is a JSON-lines file, a Parquet file, or a folder of Parquet files read in name order. The
-Spark schema is derived from `ks_spec.trace.arrow_schema()`, never inferred. Local Parquet files are
-checked from their footers before any job runs (missing columns, wrong types, truncation), so a
-broken file is named in one line instead of failing deep inside a Spark task.
+Spark schema is derived from `ks_spec.trace.arrow_schema()` (ks_spark.schema), never inferred. Local
+Parquet files are checked from their footers before any job runs (missing columns, wrong types,
+truncation), so a broken file is named in one line instead of failing deep inside a Spark task.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from ks_spec.errors import MissingInput, UserError
-from ks_spec.trace import arrow_schema, columns, is_parquet, parquet_type_problem
+from ks_spec.trace import columns, is_parquet, parquet_type_problem
+
+from ks_spark.schema import spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 FILE_COLUMN = "_file"
 BLOCK_COLUMN = "_block"
@@ -51,15 +51,6 @@ def _is_url(name: str) -> bool:
 def local_path(name: str) -> Path | None:
     """The local file or folder a trace name points at (file:// allowed); None for a URL only Spark can read."""
     return None if _is_url(name) else Path(name.removeprefix("file://"))
-
-
-@cache
-def spark_schema() -> StructType:
-    """The trace's Spark schema, derived from the Arrow schema of ks_spec.trace (never inferred)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    schema: StructType = from_arrow_schema(arrow_schema())
-    return schema
 
 
 def resolve(name: str) -> TraceSource:

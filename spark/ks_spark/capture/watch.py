@@ -3,7 +3,7 @@
 A query module defines `start(spark, capture, options) -> StreamingQuery` (building its query with the
 capture's `source`, `per_key` and `sink`, and `capture.checkpoint` as checkpoint) and, optionally,
 `probe(spark, options) -> {offset: count}`: how many times the sink's durable output holds each offset's
-result. `ks_spark.examples.keyed_totals` is one.
+result. `ks_spark.capture.examples.keyed_totals` is one.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ks_spec.errors import MissingInput, UserError
 
-from ks_spark.capture import Capture
+from ks_spark.capture.recorder import Capture
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -16,8 +16,8 @@ from typing import Any
 from ks_spec.errors import UserError
 from ks_spec.trace import schema_problem
 
-from ks_spark import catalogue
-from ks_spark.keystate import (
+from ks_spark.validation import catalogue
+from ks_spark.validation.keystate import (
     END_EVICTED,
     END_REMOVED,
     END_RESTART,
@@ -26,7 +26,7 @@ from ks_spark.keystate import (
     Incarnation,
     Restart,
 )
-from ks_spark.sequence import CORRUPT_PREFIX, META, PROBLEM, RUN
+from ks_spark.validation.sequence import CORRUPT_PREFIX, META, PROBLEM, RUN
 
 
 class MalformedTrace(UserError):

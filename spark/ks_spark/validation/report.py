@@ -12,7 +12,7 @@ from typing import Any
 
 from ks_conformance import report
 
-from ks_spark.validator import ValidationResult, Verdict, merge_verdicts
+from ks_spark.validation.validator import ValidationResult, Verdict, merge_verdicts
 
 
 def report_lines(results: list[ValidationResult], settings: dict[str, Any], duration_s: float) -> list[dict[str, Any]]:

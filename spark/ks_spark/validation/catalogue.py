@@ -1,5 +1,5 @@
 """The anomalies of spec/checking.md that the Spark validator's parallel passes compute (`--partial`), with their
-requirements; by default the Python checker judges every kind in one task (ks_spark.sequential).
+requirements; by default the Python checker judges every kind in one task (ks_spark.validation.sequential).
 
 Names and requirement IDs follow the anomaly catalogue; levels come from spec/requirements.json.
 Which kinds apply to a trace is the Python checker's own rule (`applicable`), so the validator can
@@ -179,12 +179,12 @@ def not_computed(config: Mapping[str, Any]) -> list[str]:
 
 
 def _why(name: str) -> str:
-    return NOT_COMPUTED.get(name, "new in the catalogue; not yet in ks_spark.catalogue")
+    return NOT_COMPUTED.get(name, "new in the catalogue; not yet in ks_spark.validation.catalogue")
 
 
 def listing() -> list[tuple[str, str, str]]:
     """(anomaly, requirement, `parallel` or `--partial skips it: <why not in parallel>`) for every trace kind, for
-    --list-checks. By default the Python checker judges them all in one task (ks_spark.sequential).
+    --list-checks. By default the Python checker judges them all in one task (ks_spark.validation.sequential).
     """
     from ks_conformance.catalogue import kind
 

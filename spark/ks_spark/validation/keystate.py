@@ -3,7 +3,7 @@
 A trace's events of one key, in seq order, plus a small global context (incarnations, membership
 epochs, restarts with their persisted cursor, quiescent points) are enough to judge everything that
 is local to a key. This module is plain Python so that it can be tested without Spark; Spark runs it
-on every partition of keys in parallel (`ks_spark.keypass`).
+on every partition of keys in parallel (`ks_spark.validation.keypass`).
 
 It follows the Python checker (`ks_conformance.checker`) rule for rule on the anomalies it computes,
 explains them in the checker's own words (`ks_conformance.explain`), and emits what the global

@@ -20,7 +20,7 @@ from typing import Any
 
 from ks_spec.errors import MissingInput, UserError
 
-from ks_spark.capture import MARKER, OUTPUT, SOURCE, _read_marker
+from ks_spark.capture.recorder import MARKER, OUTPUT, SOURCE, _read_marker
 
 Event = dict[str, Any]
 IMPLEMENTATION = {"name": "spark-structured-streaming (ks_spark.capture)", "version": "1"}

@@ -29,7 +29,7 @@ import pyarrow as pa
 from ks_reference.config import Config
 from ks_spec.errors import UserError
 
-from ks_spark.dispatch_engine import (
+from ks_spark.dispatcher.engine import (
     MINOR_BITS,
     PHASE_PERSIST,
     KeyItem,
@@ -39,7 +39,7 @@ from ks_spark.dispatch_engine import (
     plan_ops,
     position,
 )
-from ks_spark.dispatcher import OUTPUT_DDL, _batch
+from ks_spark.dispatcher.runner import OUTPUT_DDL, _batch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -383,7 +383,7 @@ def _write_trace(
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from ks_spark.reader import spark_schema
+    from ks_spark.schema import spark_schema
 
     schema: StructType = spark_schema()
     detail = json.dumps(

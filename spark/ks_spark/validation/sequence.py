@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from ks_spec.trace import columns, event_kinds, schema
 
-from ks_spark.reader import BLOCK_COLUMN, CORRUPT_COLUMN, FILE_COLUMN, ROW_COLUMN
+from ks_spark.validation.reader import BLOCK_COLUMN, CORRUPT_COLUMN, FILE_COLUMN, ROW_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ks_spark.keystate import (
+from ks_spark.validation.keystate import (
     KEY_EVENTS,
     ROW_ANOMALY,
     ROW_CONTRADICTION,

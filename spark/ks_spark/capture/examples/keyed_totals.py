@@ -11,7 +11,7 @@ record (offset, key, total) in offset order; a foreachBatch sink writes each bat
 output (a replay applies it twice), `arrival-order` sorts a key's records by arrival instead of offset.
 (Deleting the checkpoint before a restart is done from outside: see tests/test_spark_stream.py.)
 
-Run it with `keyshared watch-stream ks_spark.examples.keyed_totals --set log=LOG --set out=OUT ...`;
+Run it with `keyshared watch-stream ks_spark.capture.examples.keyed_totals --set log=LOG --set out=OUT ...`;
 options: `log`, `out`, `variant` (default `correct`), and, to make a kill land in the middle of a batch,
 `signal` (a folder where `applied-N` appears once batch N's output is written) with `pause_batch` and
 `pause_seconds` (the sink waits that long after writing batch `pause_batch`, before the batch commits).
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from ks_spark.capture import Capture
+    from ks_spark.capture.recorder import Capture
 
 SCHEMA = "offset long, key string, device string, arrival long, amount long"
 OUTPUT = "offset long, key string, total long"
@@ -124,7 +124,7 @@ def start(spark: SparkSession, capture: Capture, options: Mapping[str, str]) -> 
 
 def probe(spark: SparkSession, options: Mapping[str, str]) -> dict[int, int]:
     """How many times the output holds each offset's row (more than once: a replay applied a batch again)."""
-    from ks_spark.capture import probe_counts
+    from ks_spark.capture.recorder import probe_counts
 
     out = _option(options, "out")
     if not Path(out).exists():

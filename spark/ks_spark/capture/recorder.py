@@ -15,7 +15,7 @@ Every call passes the data through unchanged and appends JSON lines to files of 
 folder: the driver's (`run-NNNN/driver.jsonl`: runs, batches, sink returns, the checkpoint's commit log)
 and each task's (`run-NNNN/tasks/`: the offsets and keys a task read, the offsets its per-key function
 produced, in order). Files are flushed after every write, so a process killed with SIGKILL loses only the
-line it was writing. `ks_spark.streamtrace` turns the folder into a trace of the format of spec/trace.md.
+line it was writing. `ks_spark.capture.streamtrace` turns the folder into a trace of the format of spec/trace.md.
 The folder must be reachable from the executors (local mode, or a shared file system).
 """
 
