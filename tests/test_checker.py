@@ -1301,3 +1301,17 @@ def test_a_persisted_hole_ahead_of_the_resolved_set_is_cursor_skip_only() -> Non
     t.ack(1, "c1").persisted(0, [[1, 2]])  # offset 2 is unresolved: the hole is ahead
     t.tick()
     assert _anomaly_names(t) == ["cursor-skip"]
+
+
+def test_a_returned_message_its_only_consumer_is_too_stuck_to_take_is_stuck_not_lost() -> None:
+    """KS-MEM-1 / KS-LIV-1: the returned message is pending; the full consumer that never times out holds it back
+    (liveness, checking.md 2.3), so it is stuck-key, not lost."""
+    t = owner(ack_timeout=2).add("c1", capacity=1).add("c2", capacity=1)
+    t.deliver(t.publish("x"), "c2")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1")  # offset 1 is returned; c2, the only member, is full
+    t.tick(3)  # offset 0 is due to time out at tick 2 and does not
+    t.quiescent()
+    names = _anomaly_names(t)
+    assert "lost" not in names
+    assert names.count("stuck-key") == 2 and "missed-timeout" in names

@@ -532,7 +532,7 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "KS-MEM-1",
         _Q,
         "an unresolved message whose last delivery ended because its holder left or was evicted, with no delivery "
-        "since",
+        "since, although no outstanding message of its key nor an eligible member without room holds it back",
         "its last delivery, the leave or eviction, the quiescent",
         "a holder leaves with outstanding deliveries",
     ),

@@ -10,6 +10,7 @@ from ks_conformance import explain
 from ks_conformance.checks.end_of_op import EndOfOpChecks
 from ks_conformance.checks.records import Message
 from ks_conformance.checks.state import SLOTS, Event
+from ks_conformance.glob import accepts
 
 
 class QuiescenceChecks(EndOfOpChecks):
@@ -36,7 +37,7 @@ class QuiescenceChecks(EndOfOpChecks):
     def _judge_unresolved_at_quiescence(self, message: Message, seq: int) -> None:
         if message.restored_seq is not None:
             self._report_restart_skip(message, seq)
-        elif message.returned:
+        elif message.returned and not self._wait_explained(message):
             self._report(
                 "lost",
                 seq,
@@ -57,6 +58,18 @@ class QuiescenceChecks(EndOfOpChecks):
                 [message.publish_seq, message.last_event_seq, seq],
                 explain.stuck_key(*message.facts, message.last_event_seq, seq),
             )
+
+    def _wait_explained(self, message: Message) -> bool:
+        """Whether something other than a lost return explains why a returned message was not delivered again: a
+        message of its key outstanding at a holder that never finished, or an eligible member (possibly its target)
+        disconnected or without room (selector `any`: every eligible member). It is pending then, and stuck (KS-LIV-1)
+        rather than lost (KS-MEM-1)."""
+        state = self.keys.get(message.key)
+        if state is not None and state.outstanding:
+            return True
+        eligible = [m for m in self.members.values() if accepts(m.filters, message.key)]
+        able = [m for m in eligible if self._has_room(m)]
+        return not able if self.any_selector else len(able) < len(eligible)
 
     def _someone_accepts_everything(self) -> bool:
         if self.config["selector"] == "pulsar-sticky":
