@@ -11,21 +11,17 @@ so the answers for ops already replayed must come back unchanged (KS-GEN-5): a c
 
 from __future__ import annotations
 
-import random
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ks_spec.config import CONFIG_DEFAULTS
-
+from ks_conformance import settle as settling
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.harness import FILTER_SELECTORS_REFUSED, Session, Step, halts
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection, Outcome
 
 DEFAULT_CHUNK = 12
 """Ops per replay while an example is drawn: fewer means better-informed draws and more jobs."""
-MAX_SETTLE_ROUNDS = 60
-"""Settling sends at most this many replays; an engine that is still busy after them is judged as it is."""
 
 
 @dataclass
@@ -104,6 +100,8 @@ class BatchSession:
         self._unsent = 0
         self._stale = False
         self._settling = False
+        self._halt_from: int | None = None
+        self._settle_mark = 0
         self._reported = 0
         self._signature: list[str] = []
         self._outcomes: list[Outcome] = []
@@ -190,7 +188,10 @@ class BatchSession:
             self._outcomes = answer
         session = self._session(ops, self._outcomes)
         session.begin()
-        for item in self.plan:
+        for index, item in enumerate(self.plan):
+            if self._halt_from is not None and index >= self._halt_from and self._halts_in(session):
+                del self.plan[index:]  # a live settle would not have sent these: the run ends before them
+                break
             if item.kind == "op":
                 session.perform(item.op, expect=item.expect, record=item.record)
             elif item.kind == "settle":
@@ -204,94 +205,30 @@ class BatchSession:
         self._stale = False
 
     def settle(self, order: str = "oldest", seed: int = 0, record: bool = True) -> None:
-        """Drive to quiescence as `Session.settle` does, one replay per round, then record `quiescent`.
+        """Drive to quiescence by the rule of `Session.settle` (ks_conformance.settle), one replay per round.
 
-        A round acks every outstanding delivery (in `order`), each followed by acks from the same holder
-        for the later unresolved messages of its key (the key's target in this epoch, so in the strict
-        profile a chain of messages settles in one round instead of one round each; a guess that proves
-        wrong is an ignored ack, which the checker judges like any other), and releases blocked keys.
-        When there is nothing to ack, time advances instead, by 1, 2, 4, ... ticks per round while
-        nothing moves. The first round also removes disconnected members and adds a catch-all member.
+        A round's ops are replayed together, then judged one by one as a live session would: the ops from the
+        first at which the settle is halted are dropped from the run, so the run is the live one.
         """
         if record:
             self.plan.append(PlanItem("settle", order=order))
             self._stale = True
         self._settling = True
         try:
-            self._settle(order, seed)
+            self.flush()
+            self._halt_from = len(self.plan)
+            self._settle_mark = len(self.current.anomalies)
+            if settling.drive(_BatchDriver(self), order, seed):
+                self.plan.append(PlanItem("quiescent"))
+                self._stale = True
+                self.flush()
         finally:
             self._settling = False
+            self._halt_from = None
 
-    def _settle(self, order: str, seed: int) -> None:
-        self.flush()
-        mark = len(self.current.anomalies)
-
-        def halted() -> bool:
-            return self.current.diverged or halts(self.current.anomalies[mark:], self.tolerated)
-
-        if halted():
-            return
-        ops = set(self.capabilities.ops) - set(self.current.skipped_ops)
-        shuffle = random.Random(seed)
-        leaving = [m.name for m in self.current.checker.members.values() if not m.connected]
-        first: list[dict[str, Any]] = []
-        if "remove_consumer" in ops:
-            first = [{"op": "remove_consumer", "consumer": name} for name in leaving]
-        first += self.current.catch_all_ops(ops)
-        removed = {op["consumer"] for op in first if op["op"] == "remove_consumer"}
-        config = {**CONFIG_DEFAULTS, **self.config}
-        timers = ("backoff_max", "persist_interval", "ack_timeout", "evict_after")
-        patience = max(*(int(config[name]) for name in timers), 1) + 2
-        idle_ticks, step = 0, 1
-        for _ in range(MAX_SETTLE_ROUNDS):
-            if halted():
-                return
-            grants = [op for op in self.current.permit_grants(ops) if op["consumer"] not in removed]
-            planned = first + grants + self._answers(order, shuffle, "release" in ops, removed)
-            first, removed = [], set()
-            if planned:
-                for op in planned:
-                    self.perform(op, record=False)
-                self.flush()
-                step = 1
-                continue
-            if self.current._quiet() or "tick" not in ops or idle_ticks > patience:
-                break
-            before = self.current._progress()
-            for _ in range(step):
-                self.perform({"op": "tick"}, record=False)
-            self.flush()
-            if self.current._progress() != before:
-                idle_ticks, step = 0, 1
-            else:
-                idle_ticks += step
-                step *= 2
-        if halted():
-            return
-        self.plan.append(PlanItem("quiescent"))
-        self._stale = True
-        self.flush()
-
-    def _answers(self, order: str, shuffle: random.Random, release: bool, removed: set[str]) -> list[dict[str, Any]]:
-        """One settle round's acks (with the speculative acks of later messages of each key) and releases."""
-        checker = self.current.checker
-        planned: list[dict[str, Any]] = []
-        guessed: set[int] = set()
-        for holder, offset in self.current.ordered_deliveries(order, shuffle):
-            if holder in removed:
-                continue
-            planned.append({"op": "ack", "consumer": holder, "offset": offset})
-            if self.current.profile == "best-effort":
-                continue
-            state = checker.keys[checker.messages[offset].key]
-            for later in state.unresolved:
-                message = checker.messages[later]
-                if later > offset and later not in guessed and message.outstanding is None and not message.blocked:
-                    guessed.add(later)
-                    planned.append({"op": "ack", "consumer": holder, "offset": later})
-        if release:
-            planned += [{"op": "release", "key": key} for key, state in sorted(checker.keys.items()) if state.blocked]
-        return planned
+    def _halts_in(self, session: Session) -> bool:
+        """The settle's halting rule on a session judged from the replays."""
+        return session.diverged or halts(session.anomalies[self._settle_mark :], self.tolerated)
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -326,6 +263,30 @@ class BatchSession:
         else:
             session.harness_exercised["nondeterministic"] += 1
         self._signature = signature
+
+
+class _BatchDriver:
+    """A batch session as a settle sees it: each round is one replay of the run so far."""
+
+    def __init__(self, batch: BatchSession) -> None:
+        self.batch = batch
+
+    @property
+    def state(self) -> Session:
+        """The state after the last replay."""
+        return self.batch.current
+
+    def halted(self) -> bool:
+        """The halting rule, on the last replay's judgement."""
+        return self.batch._halts_in(self.batch.current)
+
+    def send(self, ops: Sequence[dict[str, Any]]) -> None:
+        """Replay the run with the round's ops (unrecorded) appended; `flush` drops those after a halt."""
+        if not ops or self.halted():
+            return
+        for op in ops:
+            self.batch.perform(op, record=False)
+        self.batch.flush()
 
 
 AnySession = Session | BatchSession

@@ -22,6 +22,7 @@ from typing import Any
 from ks_spec.buckets import bucket_hash, bucket_index
 from ks_spec.config import CONFIG_DEFAULTS
 
+from ks_conformance import settle as settling
 from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.checker import Checker, Event
 from ks_conformance.checks.records import Segment
@@ -31,8 +32,6 @@ FILTER_SELECTORS_REFUSED = ("pulsar-auto-split", "pulsar-sticky", "buckets")
 SLOTS = 65536
 SETTLER_CAPACITY = 4
 UNBOUNDED_CAPACITY = 1_000_000
-STALE_PASSES = 3
-"""Acking passes in a row that resolve nothing before a settle stops acking and lets time move."""
 """The capacity the kit gives consumers of an adapter without flow control: more than a run can ever hold."""
 
 
@@ -449,53 +448,15 @@ class Session:
     def settle(self, order: str = "oldest", seed: int = 0, record: bool = True) -> None:
         """Drive to quiescence (spec section 19) and record the `quiescent` point where liveness is judged.
 
-        Every member connected (disconnected ones are removed), at least one member that accepts every
-        key, every delivery acked (oldest first, newest first or shuffled), blocked keys released, and
-        time advanced past every timeout, back-off and persistence interval. Settling stops at the first
-        op that shows an anomaly of a kind not in `tolerated` (what it would do next could be a consequence),
-        and then records no `quiescent` point: liveness is judged only after a drive that showed nothing new.
+        The rule is spec/scenario-format.md section 3, written once in `ks_conformance.settle` (a batch session
+        follows the same one). Settling stops before the first op at which an anomaly of a kind not in
+        `tolerated` has shown since it began, and then records no `quiescent` point.
         """
         if record:
             self.steps.append(Step(settle=order))
         self._settle_mark = len(self.anomalies)
-        if self._halted():
-            return
-        ops = set(self.capabilities.ops) - set(self.skipped_ops)
-        shuffle = random.Random(seed)
-        config = {**CONFIG_DEFAULTS, **self.config}
-        for member in [m for m in self.checker.members.values() if not m.connected]:
-            if "remove_consumer" in ops and not self._halted():
-                self.perform({"op": "remove_consumer", "consumer": member.name}, record=False)
-        self._perform_until_halted(self.catch_all_ops(ops))
-        timers = ("backoff_max", "persist_interval", "ack_timeout", "evict_after")
-        patience = max(*(int(config[name]) for name in timers), 1) + 2
-        idle, rounds = 0, 0
-        while rounds < 200 and not self._halted():
-            rounds += 1
-            before = self._progress()
-            self._perform_until_halted(self.permit_grants(ops))
-            self._ack_everything(order, shuffle)
-            if "release" in ops:
-                for key, state in sorted(self.checker.keys.items()):
-                    if state.blocked and not self._halted():
-                        self.perform({"op": "release", "key": key}, record=False)
-                        self._ack_everything(order, shuffle)
-            if self._halted() or self._quiet() or "tick" not in ops:
-                break
-            self.perform({"op": "tick"}, record=False)
-            idle = 0 if self._progress() != before else idle + 1
-            if idle > patience:
-                break
-        if self._halted():
-            return
-        self.mark_quiescent()
-
-    def _perform_until_halted(self, ops: list[dict[str, Any]]) -> None:
-        """Perform settle ops (unrecorded) in turn, stopping at the first that finds the settle halted."""
-        for op in ops:
-            if self._halted():
-                return
-            self.perform(op, record=False)
+        if settling.drive(settling.LiveDriver(self), order, seed):
+            self.mark_quiescent()
 
     def permit_grants(self, ops: set[str]) -> list[dict[str, Any]]:
         """With `flow_control = "permits"`, a `flow` from every member out of permits, as a live client sends."""
@@ -573,31 +534,6 @@ class Session:
         """Record the `quiescent` point where liveness is judged (spec section 19)."""
         self._record({"event": "quiescent"})
         self._close_op()
-
-    def _ack_everything(self, order: str, shuffle: random.Random) -> None:
-        """Every member acks every delivery it holds, including those its acks cause, before time moves.
-
-        Passes end when nothing is held, or after STALE_PASSES passes in a row that resolved nothing (a
-        dispatcher that keeps redelivering what was acked would otherwise be acked forever).
-        """
-        stale = 0
-        for _ in range(1000):
-            deliveries = [d for m in self.checker.members.values() for d in m.outstanding.values()]
-            if not deliveries or self._halted() or stale >= STALE_PASSES:
-                return
-            before = self._progress()
-            deliveries.sort(key=lambda d: d.seq, reverse=order == "newest")
-            if order == "shuffled":
-                shuffle.shuffle(deliveries)
-            for delivery in deliveries:
-                if self._halted():
-                    return
-                holder = self.checker.messages[delivery.offset].outstanding
-                if holder is delivery:
-                    self.perform(
-                        {"op": "ack", "consumer": delivery.holder.name, "offset": delivery.offset}, record=False
-                    )
-            stale = 0 if self._progress() != before else stale + 1
 
     def _quiet(self) -> bool:
         checker = self.checker
