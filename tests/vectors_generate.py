@@ -55,6 +55,109 @@ HANDMADE = {"KS-CFG-1", "KS-GEN-5"}
 """Requirements whose vectors are hand-made: a refused configuration has no steps (the suite's probes), and
 nondeterminism shows only across two runs."""
 
+SITUATIONS: dict[str, str] = {
+    "KS-ACK-1/disconnected_acks_ignored": "ack-from-disconnected-holder",
+    "KS-ACK-1/first_ack_lost": "ack-of-a-redelivery",
+    "KS-ACK-2/leave_counts_as_ack": "holder-leaves-unacked",
+    "KS-ACK-2/stale_ack_accepted": "ack-from-previous-owner",
+    "KS-ASN-1/per_message_routing": "key-routed-within-one-epoch",
+    "KS-ASN-2/modulo_ring": "join-keeps-other-keys-in-place",
+    "KS-ASN-2/per_message_routing": "key-routed-again-after-rest",
+    "KS-BEF-1/best_effort_redelivers": "best-effort-holder-leaves",
+    "KS-BEF-2/drops_uncounted": "best-effort-drop-counted",
+    "KS-BKT-1/bucket_off_by_one": "message-placed-by-hash",
+    "KS-BKT-10/batch_split": "batch-delivered-whole",
+    "KS-BKT-3/owners_reversed": "bucket-owners-by-name-order",
+    "KS-BKT-4/no_handoff": "bucket-moves-while-held",
+    "KS-BKT-5/merge_waits_for_one": "merge-with-upper-predecessor-busy",
+    "KS-BKT-5/successor_first": "split-with-predecessor-busy",
+    "KS-BKT-6/checkpoint_ahead": "checkpoint-behind-unresolved",
+    "KS-BKT-8/sticky_in_name": "sticky-buckets-on-join",
+    "KS-BKT-9/checkpoints_ignored_at_restart": "restart-from-bucket-checkpoints",
+    "KS-CFG-1/backoff_base": "backoff-base-above-max",
+    "KS-CFG-1/bucket_budget": "bucket-budget-without-buckets",
+    "KS-CFG-1/frobnicate": "unknown-field",
+    "KS-CFG-1/max_redeliveries": "negative-max-redeliveries",
+    "KS-CFG-1/profile": "unknown-profile",
+    "KS-CFG-1/window": "zero-window",
+    "KS-CUR-1/cursor_at_highest_ack": "ack-past-a-hole",
+    "KS-CUR-1/one_checkpoint_for_all": "restart-with-uneven-bucket-checkpoints",
+    "KS-CUR-2/stale_cursor_write": "cursor-written-repeatedly",
+    "KS-CUR-3/restart_keeps_volatile_acks": "restart-before-acks-persist",
+    "KS-CUR-4/cursorless_forgetful": "cursorless-restart-after-acks",
+    "KS-CUR-4/holes_reread": "restart-with-persisted-holes",
+    "KS-CUR-5/cursor_tail_unflushed": "one-ack-then-quiescence",
+    "KS-CUR-5/persist_on_tick_only": "ack-with-zero-persist-interval",
+    "KS-CUR-7/persist_eagerly": "ack-within-persist-interval",
+    "KS-DRN-1/no_draining": "join-while-key-outstanding",
+    "KS-DRN-2/drain_never_clears": "drain-then-settle",
+    "KS-FLT-2/filters_ignored": "ring-target-filters-key-out",
+    "KS-FLT-3/never_filters": "no-member-accepts-key",
+    "KS-FLT-3/target_filters": "another-member-accepts-key",
+    "KS-FLT-4/filter_when_empty": "publish-with-no-consumer",
+    "KS-FLW-1/capacity_ignored": "consumer-at-capacity",
+    "KS-FLW-1/sent_twice": "first-delivery-at-capacity-one",
+    "KS-FLW-2/outstanding_parked": "parking-with-outstanding-head",
+    "KS-FLW-2/window_overread": "window-full",
+    "KS-FLW-3/held_overtaken": "held-message-freed",
+    "KS-FLW-4/permits_overdrawn": "permits-used-up",
+    "KS-GEN-4/duplicate_name_accepted": "join-under-a-taken-name",
+    "KS-GEN-5/one-pass-eight-keys": "one-pass-eight-keys",
+    "KS-GEN-7/danube_order_undeclared": "retry-ready-with-eviction-due",
+    "KS-GEN-7/dispatch_before_eviction": "eviction-and-dispatch-in-one-tick",
+    "KS-ISO-1/any_busy_first": "first-member-busy",
+    "KS-ISO-1/drain_never_clears": "drained-key-published-again",
+    "KS-ISO-1/hash_drain_everything": "other-key-draining",
+    "KS-ISO-1/head_of_line": "held-key-ahead-in-pass",
+    "KS-ISO-1/lookahead_stops_early": "look-ahead-to-its-limit",
+    "KS-ISO-1/parking_ignored": "parked-messages-and-read-bound",
+    "KS-LIV-1/dropped_key_stranded": "poison-drop-with-key-queue",
+    "KS-LIV-1/lost_on_leave": "holder-leaves-then-quiescence",
+    "KS-LIV-1/stats_now_lags+dropped_key_stranded": "poison-drop-with-key-queue-past-stats",
+    "KS-LIV-2/cursor_tail_unflushed": "odd-number-of-acks",
+    "KS-MEM-1/lost_on_leave": "holder-leaves",
+    "KS-MEM-2/dispatch_before_eviction": "eviction-due-with-backlog",
+    "KS-MEM-2/early_eviction": "disconnected-until-evict-after",
+    "KS-MEM-3/disconnected_served": "publish-to-disconnected-member",
+    "KS-MEM-4/reconnect_ignored": "reconnect-before-eviction",
+    "KS-OBS-1/stats_miscount": "stats-after-redelivery",
+    "KS-OBS-1/stats_now_lags": "stats-after-a-tick",
+    "KS-OBS-2/blocked_keys_hidden": "stats-with-blocked-key",
+    "KS-ORD-1/held_overtaken": "held-head-then-room",
+    "KS-ORD-1/newest_first": "backlog-behind-held-head",
+    "KS-ORD-2/strict_pipelines": "strict-second-message-before-ack",
+    "KS-ORD-3/lost_on_leave": "holder-leaves-with-key-queue",
+    "KS-ORD-3/retry_behind": "retry-backoff-with-key-queue",
+    "KS-POI-2/dead_letter_attempt": "dead-letter-after-redeliveries",
+    "KS-POI-3/blocked_leak": "blocked-key-with-queue",
+    "KS-POI-3/poison_one_early": "failures-at-max-redeliveries",
+    "KS-POI-4/release_keeps_budget": "release-after-block",
+    "KS-POI-5/skip_ignored": "skip-blocked-message",
+    "KS-RES-1/drop_on_first_failure": "first-failure",
+    "KS-RES-1/outcome_undeclared": "poisoned-message-outcome",
+    "KS-RES-2/best_effort_redelivers": "best-effort-leave-no-duplicate",
+    "KS-RES-2/holes_reread": "restart-no-duplicate-of-holes",
+    "KS-RES-2/sent_twice": "first-delivery-once",
+    "KS-RTY-1/stale_nack_accepted": "nack-from-non-holder",
+    "KS-RTY-2/early_timeout": "ack-timeout-not-yet-due",
+    "KS-RTY-3/late_timeout": "ack-timeout-due",
+    "KS-RTY-4/no_backoff": "nack-then-backoff",
+    "KS-RTY-5/attempt_reset": "attempts-across-redeliveries",
+    "KS-RTY-6/retry_forever": "failures-past-max-redeliveries",
+    "KS-RTY-7/returns_count_as_failures": "returns-are-not-failures",
+}
+"""Every vector's file name, by what it comes from (`<requirement>/<mutant>`, or `KS-CFG-1/<refused field>` and
+`KS-GEN-5/one-pass-eight-keys` for the hand-made ones): the situation it tests, never a mutant's name
+(spec/vectors/README.md section 1). A new vector needs its entry here; `build` stops without one."""
+
+
+def situation(source: str) -> str:
+    """The vector name (`KS-DRN-1/join-while-key-outstanding`) for what it comes from (`KS-DRN-1/no_draining`)."""
+    if source not in SITUATIONS:
+        raise SystemExit(f"{source}: no name for its situation: add one to SITUATIONS in tests/vectors_generate.py")
+    return f"{source.split('/')[0]}/{SITUATIONS[source]}"
+
+
 GENERATED_BEGIN = "<!-- corpus: generated by tests/vectors_generate.py, do not edit by hand -->"
 GENERATED_END = "<!-- end of corpus -->"
 
@@ -314,7 +417,7 @@ def write_vector(judges: Judge, built: Built, folder: Path) -> list[str]:
         anomalies=primary,
         description=built.description,
         vector=annotation,
-        found={k: v for k, v in vector.scenario.found.items() if k in ("adapter", "seed", "round")},
+        found=provenance(vector.scenario.found, built.source),
     )
     lines = scenario.lines()
     lines[0]["id"] = vector.name.replace("/", "-").replace("_", "-").replace("+", "-and-")
@@ -322,6 +425,12 @@ def write_vector(judges: Judge, built: Built, folder: Path) -> list[str]:
         for line in lines:
             handle.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
     return notes
+
+
+def provenance(found: dict[str, Any], source: str) -> dict[str, Any]:
+    """Where a vector came from, without import paths: the mutant by its plain name, the seed and round."""
+    kept = {k: v for k, v in found.items() if k in ("seed", "round")}
+    return {**kept, "mutant": source} if source else kept
 
 
 def write_table(out: Path, missing: list[str]) -> None:
@@ -365,7 +474,7 @@ def curated(judges: Judge, mutant: Mutant, target: str) -> Built | None:
         print(f"no vector: {mutant.name} for {target}", flush=True)
         return None
     kinds = tuple(sorted(set(found.kinds) & {kind.name for kind in checks_of(target)}))
-    vector = replace(draft(found.scenario, (target,), kinds), name=f"{target}/{mutant.name}")
+    vector = replace(draft(found.scenario, (target,), kinds), name=situation(f"{target}/{mutant.name}"))
     print(f"{vector.name}: {len(found.scenario.steps)} steps, {', '.join(found.kinds)}", flush=True)
     return Built(vector, mutant.name, f"{target}, from mutant {mutant.name}: {mutant.bug}")
 
@@ -399,13 +508,13 @@ def build(out: Path, names: list[str]) -> None:
         config = {"profile": "owner", "selector": "ring", **change}
         vector = replace(
             draft(Scenario(config, []), ("KS-CFG-1",), ("config-accepted",)),
-            name=f"KS-CFG-1/{field_name}",
+            name=situation(f"KS-CFG-1/{field_name}"),
             refused_config=field_name,
         )
         built.append(Built(vector, "", f"KS-CFG-1: the configuration must be refused naming {field_name!r}"))
     vector = replace(
         draft(determinism_scenario(), ("KS-GEN-5",), ("nondeterministic",)),
-        name="KS-GEN-5/one-pass-eight-keys",
+        name=situation("KS-GEN-5/one-pass-eight-keys"),
         determinism=True,
     )
     built.append(Built(vector, "", "KS-GEN-5: one pass over eight ready keys gives the same events on every start"))
