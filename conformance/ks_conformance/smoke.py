@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ks_spec.config import CONFIG_DEFAULTS, config_problem
+
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.batch import open_session
 from ks_conformance.harness import UNBOUNDED_CAPACITY
-from ks_conformance.protocol import AdapterFault, Connection, StartFailed, StartInfo
+from ks_conformance.protocol import AdapterFault, Capabilities, Connection, StartFailed, StartInfo
 
 
 @dataclass
@@ -33,6 +35,22 @@ class SmokeResult:
         return self.fault is None and not self.anomalies
 
 
+def declared_config(base: dict[str, Any], capabilities: Capabilities) -> dict[str, Any]:
+    """The plain configuration, plus each declared field whose spec default the adapter does not support.
+
+    Smoke stays inside the declared capabilities: a field left out is judged at its spec default, so a field
+    whose declared values exclude that default is sent with its first declared value (where it applies).
+    """
+    config = dict(base)
+    for name, values in capabilities.config_values.items():
+        if CONFIG_DEFAULTS.get(name) in values:
+            continue
+        candidate = {**config, name: values[0]}
+        if config_problem(candidate) is None:
+            config = candidate
+    return config
+
+
 def smoke(connection: Connection) -> SmokeResult:
     """Run the smoke script; StartFailed propagates (the adapter did not start)."""
     result = SmokeResult()
@@ -43,7 +61,7 @@ def smoke(connection: Connection) -> SmokeResult:
         capabilities = info.capabilities
         selector = "ring" if "ring" in capabilities.selectors else capabilities.selectors[0]
         profile = "owner" if "owner" in capabilities.profiles else capabilities.profiles[0]
-        result.config = {"profile": profile, "selector": selector}
+        result.config = declared_config({"profile": profile, "selector": selector}, capabilities)
         batch = not capabilities.interactive
         session = open_session(
             connection, capabilities, result.config, batch=batch, implementation=info.implementation, chunk=1000
