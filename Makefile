@@ -57,3 +57,14 @@ java-check:
 
 clean:
 	rm -rf $(VENV) build *.egg-info .hypothesis
+
+# The walk-through of examples/README.md: the toy adapter's smoke test and ci run (conformant), then its broken twin's
+# checked-in report and scenarios written again (that run ends not conformant, exit 1: the expected verdict).
+.PHONY: example
+example: $(STAMP)
+	$(BIN)/keyshared conformance smoke --adapter cmd:"python3 examples/toy_adapter.py"
+	$(BIN)/keyshared conformance run --adapter cmd:"python3 examples/toy_adapter.py" --profile ci --seed 0
+	rm -rf examples/scenarios
+	@$(BIN)/keyshared conformance run --adapter cmd:"python3 examples/toy_adapter_broken.py" --profile ci --seed 0 \
+	  --examples 10 --markdown examples/toy_adapter_broken.REPORT.md --scenarios examples/scenarios; \
+	status=$$?; [ $$status -eq 1 ] || { echo "make example: the broken twin should end not conformant (exit 1), got $$status" >&2; exit 1; }
