@@ -1067,6 +1067,34 @@ def _idle_behind_a_slot_mate_per_key(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("unjustified-hold")
+def _unjustified_hold_at_the_target(bad: bool) -> TraceBuilder:
+    """KS-DRN-2, KS-DRN-3: PIP-379 holds only hashes whose owner changed; a slot whose target still holds its
+    slot-mate's delivery has nothing to drain."""
+    mate, key = SLOT_MATES
+    t = TraceBuilder(profile="owner", selector="pulsar-consistent", drain_granularity="hash").add("c1", capacity=5)
+    t.deliver(t.publish(mate), "c1")
+    t.add("c2", capacity=5)  # a new epoch, which may or may not have moved the slot
+    t.held(t.publish(key), "draining", "c1" if bad else "c2")
+    return t
+
+
+@case("unjustified-hold")
+def _unjustified_hold_after_a_leave(bad: bool) -> TraceBuilder:
+    """KS-DRN-3: the leave of another member moves no key of c2's; with the slot-mate at c2 nothing drains."""
+    mate, key = SLOT_MATES
+    t = TraceBuilder(profile="owner", selector="pulsar-consistent", drain_granularity="hash")
+    t.add("c1", capacity=5).add("c2", capacity=5)
+    t.deliver(t.publish(mate), "c2")
+    t.remove("c1")
+    one = t.publish(key)
+    if bad:
+        t.held(one, "draining", "c2")
+    else:
+        t.deliver(one, "c2")
+    return t
+
+
 @case("phase-order")
 def _phase_order_of_danube(bad: bool) -> TraceBuilder:
     """KS-GEN-7: only `tick_order = "danube"` redelivers a ready retry before phase 4's eviction."""

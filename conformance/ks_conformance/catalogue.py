@@ -357,6 +357,16 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a reconnect of a disconnected member",
     ),
     _kind(
+        "unjustified-hold",
+        "KS-DRN-2",
+        _E,
+        "drain_granularity hash: a held with reason draining naming target T while no consumer other than T holds "
+        "an outstanding delivery of its key or of a key of its slot, and no key of its slot awaits redelivery or is "
+        "blocked (the slot's target did not move: nothing drains)",
+        "the latest outstanding delivery of the slot at T, if any, the held",
+        "a hold for draining that names its target, with hash-granularity draining",
+    ),
+    _kind(
         "misrouted-bucket",
         "KS-BKT-1",
         _E,

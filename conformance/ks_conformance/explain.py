@@ -684,6 +684,24 @@ def reconnect_ignored(consumer: str, disconnected_seq: int | None, reconnected_s
     )
 
 
+def unjustified_hold(
+    key: str, offset: int, pub: int, slot: int, target: str, at_target: int | None, seq: int
+) -> Explained:
+    """KS-DRN-2 with KS-DRN-3, a hold for draining of a slot whose target did not move (`at_target`: the latest
+    outstanding delivery of the slot at the target, if any)."""
+    holds = (
+        f"what is outstanding of slot {slot} sits at {target} (the latest delivered at seq {at_target})"
+        if at_target is not None
+        else f"nothing of slot {slot} is outstanding"
+    )
+    return (
+        [message_clause(offset, key, pub), f"m{offset} was held [seq {seq}] for draining toward its target {target}"],
+        f"{holds}, and no key of the slot awaits redelivery or is blocked: no other consumer holds the slot, so "
+        "nothing drains (KS-DRN-3), and a hold for draining stops when nothing drains (KS-DRN-2)",
+        {"key": key, "offset": offset, "slot": slot, "consumer": target},
+    )
+
+
 def misrouted_bucket_wrong_segment(
     key: str, offset: int, pub: int, hash_: int, right: int, right_seq: int, placed: int
 ) -> Explained:

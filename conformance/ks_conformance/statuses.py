@@ -13,6 +13,7 @@ from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS
 from ks_spec.requirements import load_index
+from ks_spec.slots import SLOT_SELECTORS
 
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.catalogue import INDIRECT, checks_of
@@ -116,6 +117,13 @@ def check_needs(
             "owner" in capabilities.profiles and bool(selectors - {"any", "buckets"}),
             "the owner profile with a selector other than any and buckets (in strict a key's next message waits for "
             "the previous one, and under buckets a moving bucket is withheld instead, KS-BKT-4: no key drains)",
+        ),
+        "unjustified-hold": need(
+            capabilities.held_events, "held events (capability held_events); a needless hold shows as idle-while-ready"
+        )
+        or need(
+            "hash" in forms("drain_granularity") and bool(selectors & set(SLOT_SELECTORS)),
+            "drain_granularity hash declared in config_values, with a slot selector (KS-DRN-3)",
         ),
         "key-moved": need(bool(selectors - {"any"}), "a selector with key affinity (not any)"),
         "phase-order": need("tick" in ops, "op tick"),

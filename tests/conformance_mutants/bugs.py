@@ -1018,6 +1018,16 @@ class HashDrainEverything(Dispatcher):
         return False
 
 
+class DrainUnmovedHash(Dispatcher):
+    """Hash-granularity draining that counts every hash with a delivery outstanding as draining, even at the hash's
+    own target: PIP-379 marks a hash draining only when its owner changes."""
+
+    def slot_mate_draining(self, key: str, target: Member) -> bool:
+        if self.key_holders.get(key):
+            return True  # breaks KS-DRN-2: the slot's target did not move, nothing drains
+        return super().slot_mate_draining(key, target)
+
+
 class DanubeOrderUndeclared(Dispatcher):
     """Delivers ready retries before eviction (Danube's order) while the configuration says `standard`."""
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import heapq
 from itertools import takewhile
 
+from ks_spec.slots import slot_of
+
 from ks_conformance import explain
 from ks_conformance.checks.buckets import BucketChecks
 from ks_conformance.checks.records import BatchRun, Delivery, Incarnation, KeyState, Message
@@ -439,6 +441,35 @@ class DeliveryChecks(BucketChecks):
             self._resolve_silently(message, "delivered", seq)
         self._refresh_head(message.key)
 
+    def _check_draining_hold(self, message: Message, target_name: str, seq: int) -> None:
+        """KS-DRN-3 allows a hold for draining only while a consumer other than the target holds the key or a key of
+        its slot, or a key of the slot awaits redelivery or is blocked; otherwise the slot's target did not move
+        (PIP-379 drains only hashes whose owner changed) and the hold must stop (KS-DRN-2)."""
+        target = self.members.get(target_name)
+        if target is None:
+            return  # a hold naming a non-member is judged elsewhere (its delivery, or idle-while-ready)
+        # req: KS-DRN-2, KS-DRN-3
+        self._exercise("unjustified-hold")
+        slot = slot_of(str(self.config["selector"]), message.key)
+        at_target: list[int] = []
+        for other in self._keys_of_slot.get(slot, [message.key]):
+            state = self.keys.get(other)
+            if state is None:
+                continue  # at rest: nothing blocked, awaiting or outstanding
+            if state.blocked or state.awaiting:
+                return
+            for delivery in state.outstanding.values():
+                if delivery.holder is not target:
+                    return
+                at_target.append(delivery.seq)
+        latest = max(at_target, default=None)
+        self._report(
+            "unjustified-hold",
+            seq,
+            [latest, seq],
+            explain.unjustified_hold(*message.facts, slot, target_name, latest, seq),
+        )
+
     def _on_held(self, event: Event) -> None:
         message = self._message_of(event)
         if message is None:
@@ -454,3 +485,5 @@ class DeliveryChecks(BucketChecks):
                 self._report_reconnect_ignored(target, seq, explain.held_inactive(message.offset, target.name, seq))
         if event["reason"] == "draining":
             self._exercise("drain-stuck")
+            if self.slots_by_hash and event.get("consumer") is not None:
+                self._check_draining_hold(message, str(event["consumer"]), seq)

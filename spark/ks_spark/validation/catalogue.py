@@ -84,6 +84,7 @@ NOT_COMPUTED: dict[str, str] = {
     "phase-order": "a per-op check over the physical order; left to the Python checker",
     "premature-eviction": "left to the Python checker",
     "reconnect-ignored": "needs connection state per member; left to the Python checker",
+    "unjustified-hold": "needs every key of a slot and each holder per hold; left to the Python checker",
     "unstable-buckets": "needs each bucket's owner across membership changes; left to the Python checker",
     "misrouted-bucket": "selector buckets: left to the Python checker",
     "bucket-misassigned": "selector buckets: left to the Python checker",
