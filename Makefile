@@ -1,4 +1,5 @@
-# keyshared: `make verify` runs the whole kit, `make test` runs the tests.
+# keyshared: `make verify` runs the quick main job (every part of the kit once, about a minute), `make verify-all`
+# the whole self-check (`keyshared verify --full`, half an hour or more), `make test` runs the tests.
 # Both create (once) and reuse a local virtual environment in .venv with the pinned dependencies.
 
 PYTHON ?= python3
@@ -6,17 +7,21 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test test-slow test-mutants lint bench java-check clean conformance-procrastinate
+.PHONY: verify verify-all test test-slow test-mutants lint bench java-check clean conformance-procrastinate
 
 verify: java-check $(STAMP)
 	$(BIN)/keyshared verify
+
+verify-all: java-check $(STAMP)
+	$(BIN)/keyshared verify --full
 
 # Two pytest-xdist workers, each taking whole test files (module fixtures such as the TLC quick tier and the
 # mutant sample run once): the default suite in about eight minutes on two cores instead of thirteen.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile
 
-test-slow: java-check $(STAMP)
+# The slow tier: the whole self-check first (its summary table names what failed), then the slow tests.
+test-slow: verify-all
 	$(BIN)/python -m pytest -q -m slow
 
 test-mutants: $(STAMP)

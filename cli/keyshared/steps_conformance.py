@@ -1,23 +1,29 @@
-"""The conformance kit's steps of `keyshared verify` (order 40): the suite against the reference, both transports."""
+"""The conformance kit's steps of `keyshared verify` (order 40): the suite against the reference, both transports, and
+the seed presets. The quick job runs the in-process step with a small budget (QUICK_BUDGET)."""
 
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import Any
 
-from keyshared.cmd_verify import Step, StepResult
+from keyshared.cmd_verify import Quick, Step, StepResult
 
 VERIFY_SEED = 0
+QUICK_BUDGET = {"max_examples": 12, "examples_total": 0, "rounds": 1}
+"""The quick job's run: 12 examples per stratum, one round (and the coverage rounds a MUST requirement may need),
+instead of the ci profile's 210 examples over up to three rounds."""
 _results: dict[str, Any] = {}
 """The in-process run, kept so that the stdio step can compare its verdicts with it."""
 
 
-def _run(adapter: str) -> Any:
+def _run(adapter: str, budget: dict[str, int] | None = None) -> Any:
+    """The suite's ci profile (with `budget` overriding its settings) against the adapter."""
     from ks_conformance.adapters import connect
     from ks_conformance.results import settings_for
     from ks_conformance.suite import run_suite
 
-    return run_suite(lambda: connect(adapter), settings_for("ci", VERIFY_SEED))
+    return run_suite(lambda: connect(adapter), settings_for("ci", VERIFY_SEED, **(budget or {})))
 
 
 def _summary(result: Any) -> str:
@@ -38,8 +44,8 @@ def _problem(result: Any) -> str | None:
     return None
 
 
-def _in_process(args: argparse.Namespace) -> StepResult:
-    result = _run("reference")
+def _in_process(args: argparse.Namespace, budget: dict[str, int] | None = None) -> StepResult:
+    result = _run("reference", budget)
     _results["in-process"] = result
     problem = _problem(result)
     return StepResult(problem is None, problem or _summary(result))
@@ -65,17 +71,29 @@ def _stdio(args: argparse.Namespace) -> StepResult:
 def steps() -> list[Step]:
     """The suite's `ci` profile against the reference, in process and over the stdio protocol, and its presets."""
     return [
-        Step("conformance (in-process)", "the reference is conformant to the ci profile", _in_process, order=40),
+        Step(
+            "conformance (in-process)",
+            "the reference is conformant to the ci profile",
+            _in_process,
+            part="conformance",
+            quick=Quick(
+                partial(_in_process, budget=QUICK_BUDGET),
+                "a short run of the suite (12 examples per stratum, one round) finds the reference conformant",
+            ),
+            order=40,
+        ),
         Step(
             "conformance (stdio)",
             "served over JSON lines, the reference gets the same verdict on every requirement",
             _stdio,
+            part="conformance",
             order=41,
         ),
         Step(
             "conformance (seed presets)",
             "pulsar-379, danube and pip-486 are conformant; danube-at-most-once shows exactly Danube's admitted loss",
             _presets,
+            part="conformance",
             order=42,
         ),
     ]

@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from keyshared.cmd_verify import Step, StepResult
+from keyshared.cmd_verify import Quick, Step, StepResult
 
 COMPAT_FACTS = [
     # (what, computed by, expected) from Pulsar's documentation and Danube's sources
@@ -110,19 +110,30 @@ def _contracts(args: argparse.Namespace) -> StepResult:
 
 
 def steps() -> list[Step]:
-    """The reference's steps: compatibility facts, every named workload, the helpers' contracts."""
+    """The reference's steps: compatibility facts, every named workload (both quick already), the helpers' contracts
+    (CrossHair: --full only)."""
     return [
-        Step("reference compat", "the selectors reproduce Pulsar's and Danube's published values", _compat, order=30),
+        Step(
+            "reference compat",
+            "the selectors reproduce Pulsar's and Danube's published values",
+            _compat,
+            part="reference",
+            quick=Quick(),
+            order=30,
+        ),
         Step(
             "reference workloads",
             "every named workload runs to quiescence and writes a well-formed, valid trace",
             _workloads,
+            part="reference",
+            quick=Quick(),
             order=31,
         ),
         Step(
             "reference contracts",
             "CrossHair finds no counterexample to the pure helpers' contracts",
             _contracts,
+            part="reference",
             order=32,
         ),
     ]

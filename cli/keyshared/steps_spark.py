@@ -1,20 +1,25 @@
-"""The Spark step of `keyshared verify`: replay validation of a reference trace, and of its fault-injected twin
-(by the default one-task pass and by the parallel passes of --partial)."""
+"""The Spark steps of `keyshared verify`: a reference trace and its fault-injected twin judged by both judges,
+check-trace and Spark's validate-replay (by the default one-task pass and, in --full, by the parallel passes of
+--partial); the Spark dispatcher (--full only)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from keyshared.cmd_verify import Step, StepResult
+from keyshared.cmd_verify import Quick, Step, StepResult
 
 if TYPE_CHECKING:
     from ks_spark.validation.validator import ValidationResult
 
 
-def _spark_validation_step(args: argparse.Namespace) -> StepResult:
+def _spark_validation_step(args: argparse.Namespace, screen: bool = True) -> StepResult:
+    """Both judges on a reference trace (valid) and its fault-injected twin (invalid, the same anomalies from both);
+    `screen` also runs validate-replay --partial on the twin (its parallel passes: half a minute of Spark jobs)."""
+    from ks_conformance.tracefile import check_trace
     from ks_reference.store import MemoryStore
     from ks_reference.workloads import run_named
     from ks_spark.session import SessionOptions, get_session
@@ -28,9 +33,22 @@ def _spark_validation_step(args: argparse.Namespace) -> StepResult:
         good, bad = Path(folder) / "reference.parquet", Path(folder) / "twin.parquet"
         write_trace(events, good)
         write_trace(fault_twin(events), bad)
+        checked, checked_twin = check_trace(good), check_trace(bad)  # the judge of `keyshared check-trace`
         clean = validate(session, str(good), witnesses=0)
         faulty = validate(session, str(bad), witnesses=0)
-        screened = validate(session, str(bad), witnesses=0, partial=True)  # the parallel passes must see it too
+        # the parallel passes must see it too
+        screened = validate(session, str(bad), witnesses=0, partial=True) if screen else None
+    if checked.verdict.value != "valid":
+        found = ", ".join(sorted({a.name for a in checked.anomalies})) or checked.malformed or "problems"
+        return StepResult(False, f"check-trace judged the reference trace {checked.verdict.value}: {found}")
+    by_checker: dict[str, int] = {}
+    for anomaly in checked_twin.anomalies:
+        by_checker[anomaly.name] = by_checker.get(anomaly.name, 0) + 1
+    missing = [name for name in TWIN_ANOMALIES if name not in by_checker]
+    if checked_twin.verdict.value != "invalid" or missing:
+        return StepResult(
+            False, f"check-trace judged the fault-injected twin {checked_twin.verdict.value}; missed {missing}"
+        )
     # Every kind that applies is computed (the Python checker in one task): the reference is valid.
     if clean.verdict.value != "valid":
         found = ", ".join(clean.counts) or clean.malformed or "problems"
@@ -42,17 +60,22 @@ def _spark_validation_step(args: argparse.Namespace) -> StepResult:
         return StepResult(
             False, f"the fault-injected twin was judged {faulty.verdict.value}; missed {', '.join(missing)}"
         )
-    unseen = [name for name in TWIN_ANOMALIES if name not in screened.counts]
-    if screened.verdict.value != "invalid" or unseen:
-        return StepResult(
-            False, f"with --partial the fault-injected twin was judged {screened.verdict.value}; missed {unseen}"
-        )
+    if dict(faulty.counts) != by_checker:
+        return StepResult(False, f"on the twin the judges disagree: check-trace {by_checker}, Spark {faulty.counts}")
+    if screened is not None:
+        unseen = [name for name in TWIN_ANOMALIES if name not in screened.counts]
+        if screened.verdict.value != "invalid" or unseen:
+            return StepResult(
+                False, f"with --partial the fault-injected twin was judged {screened.verdict.value}; missed {unseen}"
+            )
     exercised = sum(1 for count in clean.exercised.values() if count)
     found = ", ".join(f"{name} {count}" for name, count in faulty.counts.items())
+    partial = "--partial finds it too" if screened is not None else "--partial runs in --full"
     return StepResult(
         True,
-        f"reference trace of {clean.events} events {_checks(clean)}; {exercised} of the "
-        f"{len(clean.exercised)} exercised; fault-injected twin invalid: {found} (--partial finds it too)",
+        f"reference trace of {clean.events} events {_checks(clean)} by validate-replay, valid by check-trace too; "
+        f"{exercised} of the {len(clean.exercised)} exercised; fault-injected twin invalid by both judges, with the "
+        f"same anomalies: {found} ({partial})",
     )
 
 
@@ -115,13 +138,20 @@ def _spark_dispatcher_step(args: argparse.Namespace) -> StepResult:
 
 
 def steps() -> list[Step]:
-    """The Spark steps: after the conformance kit (40)."""
+    """The Spark steps: after the conformance kit (40) and the example adapter (45); the dispatcher's is --full only
+    (minutes of Spark jobs: the quick job exercises Spark by validate-replay)."""
     return [
         Step(
-            "spark validation",
-            "Spark replay validation judges a reference trace valid on the checks it computes and its fault-injected "
-            "twin invalid",
+            "trace (both judges)",
+            "check-trace and Spark's validate-replay judge a reference trace valid and its fault-injected twin "
+            "invalid, with the same anomalies; validate-replay --partial finds the twin invalid too",
             _spark_validation_step,
+            part="trace",
+            quick=Quick(
+                functools.partial(_spark_validation_step, screen=False),
+                "check-trace and Spark's validate-replay judge a reference trace valid and its fault-injected twin "
+                "invalid, with the same anomalies",
+            ),
             needs_java=True,
             order=50,
         ),
@@ -130,6 +160,7 @@ def steps() -> list[Step]:
             "the Spark-backed dispatcher is conformant in batch mode, and its log replay across a crash is valid "
             "on the checks Spark computes",
             _spark_dispatcher_step,
+            part="conformance",
             needs_java=True,
             order=51,
         ),
