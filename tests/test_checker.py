@@ -1031,6 +1031,17 @@ def _idle_after_a_leave(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("idle-while-ready")
+def _idle_under_buckets(bad: bool) -> TraceBuilder:
+    """KS-ISO-1 under selector buckets: a message of a bucket neither withheld nor behind a predecessor goes."""
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c1").add("c2")
+    t.deliver(t.publish("a", hash=0x10000, segment=0, bucket=0), "c1")
+    one = t.publish("b", hash=0xC000, segment=0, bucket=3)
+    if not bad:
+        t.deliver(one, "c2")
+    return t
+
+
 SLOT_MATES = ("k355", "k930")
 """Two keys of one `pulsar-consistent` slot (58605): the test below proves it with the spec's formula."""
 

@@ -130,7 +130,7 @@ def check_needs(
         "lost": need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
         "split-owner": need(len(capabilities.profiles) > 0, ""),
         "unstable-assignment": need(bool(selectors - {"buckets", "any"}), "a selector other than buckets and any"),
-        "idle-while-ready": need(fixed_target, "a selector with a fixed target, or any"),
+        "idle-while-ready": need(bool(selectors - {"pulsar-sticky"}), "a selector other than pulsar-sticky"),
         "misrouted-bucket": need("buckets" in selectors, "selector buckets"),
         "bucket-misassigned": need("buckets" in selectors, "selector buckets"),
         "unstable-buckets": need("buckets" in selectors, "selector buckets")

@@ -14,9 +14,11 @@ class BucketChecks(OpEventChecks):
     """The checks of a delivery under the `buckets` selector (section 2.1)."""
 
     def _on_bucket_withheld(self, event: Event) -> None:
+        self.withheld_buckets.add((int(event["segment"]), int(event["bucket"])))
         self._bucket_decision(event)
 
     def _on_bucket_assigned(self, event: Event) -> None:
+        self.withheld_buckets.discard((int(event["segment"]), int(event["bucket"])))
         self._bucket_decision(event)
 
     def _bucket_decision(self, event: Event) -> None:

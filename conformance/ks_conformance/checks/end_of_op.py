@@ -296,6 +296,8 @@ class EndOfOpChecks(CheckerState):
                 continue
             if self._slot_mate_explains(key):
                 continue
+            if self.buckets and self._bucket_explains(message):
+                continue
             eligible = [m for m in self.members.values() if accepts(m.filters, key)]
             marker = (head, self.state_version)
             if not eligible and self.members:
@@ -398,6 +400,48 @@ class EndOfOpChecks(CheckerState):
                 return True  # req: KS-DRN-3
             if any(filtered or delivery.epoch < self.epoch for delivery in mate.outstanding.values()):
                 return True  # req: KS-DRN-3
+        return False
+
+    def _bucket_explains(self, message: Message) -> bool:
+        """Selector `buckets`: what may hold a message that nothing else holds (KS-ISO-1): its bucket withheld, or
+        still held by an owner of an earlier epoch (KS-BKT-4); an ancestor segment with an unresolved message of its
+        segment's range (KS-BKT-5); or its batch, which goes whole from its first undelivered message (KS-BKT-10): a
+        later message of it waits for that one, and the batch waits while a message of it cannot go."""
+        if message.segment is None or message.bucket is None:
+            return True
+        bucket = (message.segment, message.bucket)
+        if bucket in self.withheld_buckets:
+            return True
+        if any(d.epoch < self.epoch for d in self.bucket_outstanding.get(bucket, {}).values()):
+            return True
+        segment = self.segments.get(message.segment)
+        if segment is None:
+            return True
+        seen: set[int] = set()
+        pending = list(segment.predecessors)
+        while pending:
+            ancestor = self.segments.get(pending.pop())
+            if ancestor is None or ancestor.number in seen:
+                continue
+            seen.add(ancestor.number)
+            for offset in ancestor.unresolved:
+                earlier = self.messages[offset]
+                if earlier.hash is None or segment.lo <= earlier.hash >> 16 <= segment.hi:
+                    return True
+            pending += ancestor.predecessors
+        if message.entry is None:
+            return False
+        op = self.op
+        if op is not None and op.published is not None and self.messages[op.published].entry == message.entry:
+            return True  # a trace file gives each message of a batch its own publish op: the batch may go on
+        mates = self.batches.get(message.entry, [])
+        undelivered = [o for o in mates if o in self.unresolved and not self.messages[o].delivered_since_restart]
+        if not undelivered or undelivered[0] != message.offset:
+            return True  # a later message of the batch goes with its first (exempt from capacity and window)
+        for offset in undelivered[1:]:
+            state = self._key(self.messages[offset].key)
+            if state.unresolved.first() != offset or state.outstanding or state.awaiting or state.blocked:
+                return True
         return False
 
     def _report_restart_skip(self, message: Message, seq: int) -> None:

@@ -135,6 +135,8 @@ class CheckerState:
         unresolved messages of their key), which the read bound leaves out (KS-ISO-4)."""
         self._key_unresolved: dict[str, BitMap] = {}
         """With `park_after` set: each key's unresolved offsets, ranked to tell which are parked."""
+        self.withheld_buckets: set[tuple[int, int]] = set()
+        """The buckets whose last `bucket_withheld` no `bucket_assigned` has followed (a handoff, KS-BKT-4)."""
         self.bucket_decided: dict[tuple[int, int], tuple[str, int, int]] = {}
         """Per bucket, the target its last `bucket_assigned` or `bucket_withheld` named, that event's seq and epoch."""
         self._buckets_moved: dict[tuple[int, int], set[int]] = {}
@@ -192,7 +194,7 @@ class CheckerState:
         self.persist_holes = bool(self.config["persist_ack_holes"])
         self.persist_interval = int(self.config["persist_interval"])
         self.slots_by_hash = self.config["drain_granularity"] == "hash" and self.config["selector"] in SLOT_SELECTORS
-        self.idle_unjudged = self.best_effort or self.config["selector"] in ("pulsar-sticky", "buckets")
+        self.idle_unjudged = self.best_effort or self.config["selector"] == "pulsar-sticky"
         excluded = (CURSOR_KINDS if not self.has_cursor else frozenset()) | (
             AFFINITY_KINDS if self.any_selector else frozenset()
         )
@@ -506,6 +508,7 @@ class CheckerState:
             state.awaiting = set()
             state.blocked = set()
         self.bucket_outstanding = {}
+        self.withheld_buckets = set()
         self._outstanding_epochs = Counter()
         self._holding_keys = set()
         self.bucket_unresolved = {}
