@@ -690,6 +690,16 @@ def _bucket_misassigned(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("bucket-misassigned")
+def _single_bucket_segments_rotate(bad: bool) -> TraceBuilder:
+    """KS-BKT-3 `sorted`: segment s's members are rotated by s places, so single-bucket segments spread out."""
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=2).add("c1").add("c2")
+    t.seal(0).segment(1, 1, 0, 0x7FFF, predecessor=0).segment(2, 1, 0x8000, 0xFFFF, predecessor=0)
+    t.deliver(t.publish("a", hash=0x10000, segment=1, bucket=0), "c2" if bad else "c1")  # segment order c2, c1
+    t.deliver(t.publish("b", hash=0x90000000, segment=2, bucket=0), "c2")  # segment order c1, c2
+    return t
+
+
 def _sticky(**config: object) -> TraceBuilder:
     return TraceBuilder(profile="owner", selector="buckets", bucket_budget=4, bucket_assignment="sticky", **config)
 

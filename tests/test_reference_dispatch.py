@@ -648,3 +648,19 @@ def test_only_the_sticky_policy_keeps_the_stability_bound(policy: str) -> None:
     events[0]["detail"] = json.dumps(detail)
     found = {a.name for a in check_events(events).anomalies}
     assert found == ({"unstable-buckets"} if policy == "sorted" else set())
+
+
+@pytest.mark.parametrize("policy", ["sorted", "sticky"])
+def test_single_bucket_segments_spread_over_the_members(policy: str) -> None:
+    # req: KS-BKT-3: after splits down to one bucket per segment, the segments do not all go to one member
+    from ks_reference.buckets import BucketLayout
+
+    layout = BucketLayout(1, 64, policy=policy)
+    members = ["a", "b", "c"]
+    layout.members_changed(members)
+    layout.split(0, 1, 2)
+    layout.split(1, 3, 4)
+    layout.split(2, 5, 6)
+    layout.members_changed(members)
+    owners = [layout.owner_of((segment, 0), members) for segment in (3, 4, 5, 6)]
+    assert set(owners) == set(members)

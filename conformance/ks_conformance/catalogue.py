@@ -380,8 +380,8 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "KS-BKT-3",
         _E,
         "selector buckets: with bucket_assignment sorted, a delivery of a bucket to a consumer other than its owner "
-        "among the members sorted by name; with another policy, deliveries of a bucket to two consumers within one "
-        "epoch",
+        "in the segment's order (sorted by name, rotated by the segment's number); with another policy, deliveries "
+        "of a bucket to two consumers within one epoch",
         "the delivery (another policy: both deliveries)",
         "a delivery",
     ),

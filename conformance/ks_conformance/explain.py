@@ -747,7 +747,7 @@ def bucket_misassigned_sorted(
     return (
         [
             message_clause(offset, key, pub) + f" in segment {segment} (N = {buckets}), bucket {bucket}",
-            f"the members sorted by name are {names}",
+            f"the members sorted by name are {names}, rotated by {segment % max(1, len(names))} for segment {segment}",
         ],
         f"bucket {bucket} belongs to {owner}, yet m{offset} was delivered to {consumer} [seq {seq}] (KS-BKT-3)",
         {"offset": offset, "consumer": consumer, "owner": owner},

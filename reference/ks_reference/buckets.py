@@ -169,8 +169,9 @@ class BucketLayout:
         """`sorted`: by position among the members sorted by name; `sticky`: the owner the policy keeps."""
         segment = self.segments[bucket[0]]
         if self.policy == "sorted":
-            # req: KS-BKT-3
-            return members_by_name[bucket_owner_index(bucket[1], segment.buckets, len(members_by_name))]
+            # req: KS-BKT-3 (position j in the segment's order: the names rotated by the segment's number)
+            count = len(members_by_name)
+            return members_by_name[(bucket_owner_index(bucket[1], segment.buckets, count) + segment.number) % count]
         if self.owners.get(bucket) not in members_by_name:
             self.rebalance(segment, members_by_name)
         return self.owners[bucket]
@@ -182,6 +183,10 @@ class BucketLayout:
         """
         buckets = [(segment.number, b) for b in range(segment.buckets)]
         load = {name: 0 for name in members_by_name}
+        # req: KS-BKT-3 (ties go by the segment's order: the names rotated by its number, so that segments of one
+        # bucket each do not all go to the same member)
+        shift = segment.number % len(members_by_name)
+        place = {name: (index - shift) % len(members_by_name) for index, name in enumerate(members_by_name)}
         for bucket in buckets:
             owner = self.owners.get(bucket)
             if owner in load:
@@ -189,12 +194,12 @@ class BucketLayout:
         for bucket in buckets:
             if self.owners.get(bucket) not in load:
                 # req: KS-BKT-8 (an orphaned bucket goes to the least loaded member, nobody else moves)
-                least = min(members_by_name, key=lambda name: (load[name], name))
+                least = min(members_by_name, key=lambda name: (load[name], place[name]))
                 self.owners[bucket] = least
                 load[least] += 1
         while True:
-            most = max(members_by_name, key=lambda name: (load[name], name))
-            least = min(members_by_name, key=lambda name: (load[name], name))
+            most = max(members_by_name, key=lambda name: (load[name], place[name]))
+            least = min(members_by_name, key=lambda name: (load[name], place[name]))
             if load[most] - load[least] <= 1:
                 return
             # req: KS-BKT-8 (only the member below its share gains: after a join, the joiner)

@@ -94,7 +94,7 @@ class BucketChecks(OpEventChecks):
         elif names:
             # req: KS-BKT-3
             self._exercise("bucket-misassigned")
-            owner = bucket_owner(message.bucket, segment.buckets, names)
+            owner = bucket_owner(message.bucket, segment.buckets, names, segment.number)
             if owner != name:
                 self._report(
                     "bucket-misassigned",

@@ -543,10 +543,12 @@ def _settled(message: Message) -> bool:
     return message.resolved and message.outstanding is None
 
 
-def bucket_owner(bucket: int, buckets: int, names: list[str]) -> str:
-    """KS-BKT-3: the member (by sorted name) that is the target of a bucket of a segment with N buckets."""
+def bucket_owner(bucket: int, buckets: int, names: list[str], segment: int = 0) -> str:
+    """KS-BKT-3: the member that is the target of a bucket of segment `segment` with N buckets: position j in the
+    segment's order (the names sorted, rotated by the segment's number) owns floor(j*N/k) to floor((j+1)*N/k) - 1."""
     count = len(names)
-    for j, name in enumerate(names):
+    order = names[segment % count :] + names[: segment % count]
+    for j, name in enumerate(order):
         if j * buckets // count <= bucket < (j + 1) * buckets // count:
             return name
-    return names[-1]
+    return order[-1]
