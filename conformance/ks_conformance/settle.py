@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ks_spec.config import CONFIG_DEFAULTS
 
-if TYPE_CHECKING:
-    from ks_conformance.harness import Session
+from ks_conformance.checker import Checker
+from ks_conformance.protocol import Capabilities, Outcome
 
 MAX_ROUNDS = 200
 """Rounds of the main loop (one tick each) before a settle gives up waiting."""
@@ -27,6 +27,36 @@ STALE_PASSES = 3
 """Ack passes in a row that move nothing forward before an acking phase ends (and time moves instead)."""
 TIMERS = ("backoff_max", "persist_interval", "ack_timeout", "evict_after")
 """The configuration's delays: a settle stops ticking once nothing moved for longer than the largest."""
+
+
+class Session(Protocol):
+    """What a settle reads of a session (`harness.Session` is one): declared here so settling imports no harness."""
+
+    capabilities: Capabilities
+    skipped_ops: dict[str, str]
+    checker: Checker
+    config: dict[str, Any]
+
+    def catch_all_ops(self, ops: set[str]) -> list[dict[str, Any]]:
+        """The ops that give the subscription a member taking every key."""
+
+    def permit_grants(self, ops: set[str]) -> list[dict[str, Any]]:
+        """`flow` ops for the members out of permits."""
+
+    def ordered_deliveries(self, order: str, shuffle: random.Random) -> list[tuple[str, int]]:
+        """The outstanding deliveries (holder, offset) in the settle's order."""
+
+    def perform(self, op: dict[str, Any], expect: str | None = None, record: bool = True) -> Outcome:
+        """Send one op and judge its events."""
+
+    def _progress(self) -> tuple[int, int]:
+        """A measure that grows whenever the subscription moves forward."""
+
+    def _quiet(self) -> bool:
+        """Nothing outstanding, nothing unresolved, the cursor persisted to the end."""
+
+    def _halted(self) -> bool:
+        """True once the run diverged or this settle showed an anomaly it does not tolerate."""
 
 
 class Driver(Protocol):
