@@ -596,6 +596,15 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a valid operation",
     ),
     _kind(
+        "system-fault",
+        "KS-GEN-4",
+        _H,
+        "the system failed or rejected an operation (adapter response `system_fault`) instead of performing it or "
+        "refusing it as the spec says",
+        "the operation, the system's message",
+        "a valid operation",
+    ),
+    _kind(
         "config-accepted",
         "KS-CFG-1",
         _H,

@@ -26,7 +26,7 @@ from ks_conformance import settle as settling
 from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.checker import Checker, Event
 from ks_conformance.checks.records import Segment
-from ks_conformance.protocol import Capabilities, Connection, Outcome
+from ks_conformance.protocol import SYSTEM_FAULT, Capabilities, Connection, Outcome
 
 FILTER_SELECTORS_REFUSED = ("pulsar-auto-split", "pulsar-sticky", "buckets")
 SLOTS = 65536
@@ -236,7 +236,11 @@ class Session:
             return outcome
         if self.diverged:
             return outcome
+        if outcome.kind == "refused" and outcome.code == SYSTEM_FAULT:
+            self._system_fault(op, outcome, required)
+            return outcome
         if required is None:
+            self.harness_exercised["system-fault"] += 1
             self.harness_exercised["spurious-refusal"] += 1
             if not outcome.ok:
                 # req: KS-GEN-4
@@ -281,6 +285,21 @@ class Session:
                 op=op,
             )
         return outcome
+
+    def _system_fault(self, op: dict[str, Any], outcome: Outcome, required: str | None) -> None:
+        """The system failed the op (adapter protocol v2 `system_fault`): a finding; the op counts as not performed."""
+        if required is None:
+            self.harness_exercised["system-fault"] += 1
+        spec = "a valid operation" if required is None else f"an operation the spec refuses with {required!r}"
+        # req: KS-GEN-4
+        self.harness_anomaly(
+            "system-fault",
+            [f"op = {_op_text(op)}, after seq {len(self.trace) - 1}"],
+            f"the system failed it ({outcome.message or 'no message'}): {spec} must be performed or refused as "
+            "the spec says, never fail (KS-GEN-4)",
+            op=op,
+            message=outcome.message,
+        )
 
     def _apply(self, op: dict[str, Any], outcome: Outcome) -> None:
         """Write the op's events, then its effects, then close the op and check the stats."""

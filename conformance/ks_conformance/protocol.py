@@ -48,6 +48,13 @@ OPS = (
     "publish_entry",
 )
 REFUSAL_CODES = ("unknown_consumer", "duplicate_consumer", "invalid_argument", "not_blocked")
+SYSTEM_FAULT = "system_fault"
+"""v2: the error code of a valid op the system under test failed or rejected: a finding (`system-fault`), not a
+refusal and not an adapter fault (spec/adapter-protocol.md section 2)."""
+TIMER_FIELDS = ("ack_timeout", "backoff_base", "backoff_max", "evict_after", "persist_interval", "park_after")
+"""The fields that set up behaviour driven by ticks; with `timers: false` each may only be declared as [0]."""
+TIMER_DRAWN = ("ack_timeout", "backoff_base", "evict_after", "persist_interval")
+"""The timing fields the kit draws unless declared; with `timers: false` it draws 0 alone for each (no timer)."""
 PROFILES = ("strict", "owner", "best-effort")
 SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
 POISON_POLICIES = ("drop", "dead-letter", "block")
@@ -153,6 +160,8 @@ class Capabilities:
     """v2: each implementation-defined terminal outcome's name -> the resolution it stands for (None: none)."""
     durable_attempts: bool = False
     """v2: True when deliveries and failures are counted durably, across restarts (KS-RTY-5)."""
+    timers: bool = True
+    """v2: False for a system with no behaviour driven by ticks: every timing field is 0, a tick has no effect."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Capabilities:
@@ -182,6 +191,18 @@ class Capabilities:
         if data.get("interactive") is False and data.get("batch") is not True:
             raise StartFailed("protocol", "start: field 'capabilities.interactive': false needs 'batch': true")
         flow_control = flag("flow_control", True)
+        timers = flag("timers", True)
+        config_values = _config_values(data.get("config_values"))
+        if not timers:
+            if flag("ack_timeout", False):
+                raise StartFailed("protocol", "start: field 'capabilities.ack_timeout': true contradicts timers: false")
+            for name in TIMER_FIELDS:
+                if any(v != 0 for v in config_values.get(name, (0,))):
+                    raise StartFailed(
+                        "protocol", f"start: field 'capabilities.config_values.{name}': timers: false allows only [0]"
+                    )
+                if name in TIMER_DRAWN:
+                    config_values[name] = (0,)
         return cls(
             profiles=profiles,
             selectors=selectors,
@@ -200,9 +221,10 @@ class Capabilities:
             capacity=flag("capacity", flow_control),
             window=flag("window", flow_control),
             cursor=flag("cursor", True),
-            config_values=_config_values(data.get("config_values")),
+            config_values=config_values,
             terminal_outcomes=_terminal_outcomes(data.get("terminal_outcomes")),
             durable_attempts=flag("durable_attempts", False),
+            timers=timers,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -228,6 +250,7 @@ class Capabilities:
             "config_values": {name: list(values) for name, values in self.config_values.items()},
             "terminal_outcomes": dict(self.terminal_outcomes),
             "durable_attempts": self.durable_attempts,
+            "timers": self.timers,
         }
 
     def declared(self) -> dict[str, Any]:
@@ -391,6 +414,8 @@ def interpret(response: Any, request: Mapping[str, Any], validate: bool) -> Outc
         if not isinstance(error, Mapping) or not isinstance(error.get("code"), str):
             raise AdapterFault("malformed", f"{what}: a refusal needs error.code", request=request)
         events = response.get("events")
+        if error["code"] == SYSTEM_FAULT and events:
+            raise AdapterFault("malformed", f"{what}: a system_fault reports no events", request=request)
         return Outcome(
             "refused",
             code=str(error["code"]),

@@ -43,7 +43,11 @@ def check_needs(
         """True if the kit may draw a value above 0 for a timing field (declared, and not refused)."""
         return any(v > 0 for v in usable_values(capabilities, refusals, field_name))
 
+    no_timers = "behaviour driven by ticks (the implementation declares timers: false)"
+
     def supported(field_name: str) -> str:
+        if not capabilities.timers:
+            return no_timers
         values = usable_values(capabilities, refusals, field_name)
         gone = sorted(set(refusals.get(field_name, ())))
         said = f"; refused {gone}" if gone else ""
@@ -59,7 +63,27 @@ def check_needs(
         declared = capabilities.config_values.get(field_name, [CONFIG_DEFAULTS[field_name]])
         return [v for v in declared if v not in refusals.get(field_name, ())]
 
+    # What can deliver a message again (KS-RES-2, KS-RTY-5): a failure, a leave, an eviction or a restart.
+    redelivery = (
+        "nack" in ops
+        or (capabilities.ack_timeout and "tick" in ops and positive("ack_timeout"))
+        or "remove_consumer" in ops
+        or ("disconnect" in ops and "tick" in ops and positive("evict_after"))
+        or "restart" in ops
+    )
+    no_redelivery = "a source of redelivery: nack, ack_timeout, remove_consumer, disconnect with eviction, or restart"
+    # What gives one tick effects of two phases (KS-GEN-7): a timeout (phase 1, its poisoning 2, a redelivery 5),
+    # an eviction (phase 4, then the returned messages' delivery 5), or a retry made ready by the tick (5) with
+    # a cursor persisted at an interval (6).
+    two_phases = (
+        (capabilities.ack_timeout and positive("ack_timeout"))
+        or ("disconnect" in ops and positive("evict_after"))
+        or (failures and positive("backoff_base") and capabilities.cursor and positive("persist_interval"))
+    )
     requirements: dict[str, str | None] = {
+        "duplicate": need(redelivery, no_redelivery),
+        "attempt-miscount": need(redelivery, no_redelivery),
+        "system-fault": None,
         "stale-nack-accepted": need("nack" in ops, "op nack"),
         "holder-nack-ignored": need("nack" in ops, "op nack"),
         "premature-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
@@ -126,7 +150,13 @@ def check_needs(
             "drain_granularity hash declared in config_values, with a slot selector (KS-DRN-3)",
         ),
         "key-moved": need(bool(selectors - {"any"}), "a selector with key affinity (not any)"),
-        "phase-order": need("tick" in ops, "op tick"),
+        "phase-order": need(capabilities.timers, no_timers)
+        or need("tick" in ops, "op tick")
+        or need(
+            two_phases,
+            "a source of tick effects of two phases: ack timeouts, disconnect with evict_after > 0, or retries "
+            "with back-off and a cursor persisted at an interval",
+        ),
         "lost": need("remove_consumer" in ops or "disconnect" in ops, "op remove_consumer or disconnect"),
         "split-owner": need(len(capabilities.profiles) > 0, ""),
         "unstable-assignment": need(bool(selectors - {"buckets", "any"}), "a selector other than buckets and any"),

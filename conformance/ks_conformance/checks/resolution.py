@@ -179,7 +179,9 @@ class ResolutionChecks(DeliveryChecks):
                 explain.unjustified_resolution_dead_letter(*message.facts, why, seq),
             )
         attempt, reason = int(event["attempt"]), str(event["reason"])
-        if attempt != message.deliveries or reason != message.last_failure:
+        # `left`: a system that counts returns names the leave that ended the last delivery (judged return-counted)
+        left = reason == "left" and message.returns > 0 and message.returned_delivery_seq == message.last_delivery_seq
+        if attempt != message.deliveries or (reason != message.last_failure and not left):
             # req: KS-POI-2
             last_failure = message.failure_seqs[-1] if message.failure_seqs else None
             self._report(
