@@ -416,6 +416,18 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("hash_ordered_pass", "", bugs.HashOrderedPass, **BASE, warns="KS-GEN-5"),
     _mutant("start_seeded_pass", "", bugs.HashOrderedPass, adapter=bugs.StartSeededAdapter, **BASE, warns="KS-GEN-5"),
     _mutant("lenient_config", "KS-CFG-1", Dispatcher, adapter=bugs.LenientConfigAdapter, **BASE),
+    # a system fault is a finding (KS-GEN-4) with its scenario, not an adapter fault that ends the run
+    _mutant("publish_crashes_after_nack", "KS-GEN-4", Dispatcher, adapter=bugs.PublishCrashesAfterNack, **BASE),
+    # a declared absence is a promise: timers: false, yet deliveries time out on tick
+    _mutant(
+        "times_out_without_timers",
+        "KS-RTY-2",
+        Dispatcher,
+        adapter=bugs.TimesOutWithoutTimers,
+        **BASE,
+        timers=False,
+        ack_timeout=False,
+    ),
 )
 """One mutant per MUST requirement the checker covers (and the real bugs of issue 5)."""
 

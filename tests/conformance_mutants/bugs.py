@@ -1034,3 +1034,36 @@ class DanubeOrderUndeclared(Dispatcher):
     def phase_retry_ready(self) -> None:
         super().phase_retry_ready()
         self.deliver_step()  # breaks KS-GEN-7 unless tick_order is danube
+
+
+# --- declarations and system faults (issue 33) ----------------------------------------------------
+
+
+class PublishCrashesAfterNack(ReferenceAdapter):
+    """Every 7th publish to a key with a failed (nacked) message crashes the queue process: the publish is rejected."""
+
+    def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        self._nacked: set[str] = set()
+        self._publishes = 0
+        return super().reset(config)
+
+    def op(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        if op.get("op") == "publish" and op.get("key") in getattr(self, "_nacked", ()):
+            self._publishes += 1
+            if self._publishes % 7 == 0:  # breaks KS-GEN-4: a valid publish is not performed
+                message = "queue process exited: assertion failed: retry_index <= head (publish rejected)"
+                return {"ok": False, "error": {"code": "system_fault", "message": message}}
+        response = super().op(op)
+        for event in response.get("events", ()):
+            if event.get("event") == "nack":
+                self._nacked.add(str(event["key"]))
+        return response
+
+
+class TimesOutWithoutTimers(ReferenceAdapter):
+    """Declares no timers (timers: false), yet a delivery not acked within 2 ticks times out."""
+
+    def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        if isinstance(config, Mapping) and config.get("profile") != "best-effort":
+            config = {**config, "ack_timeout": 2}  # breaks KS-RTY-2: the declared absence of timers
+        return super().reset(config)
