@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify verify-all test test-slow test-mutants lint bench java-check clean conformance-procrastinate
+.PHONY: verify verify-all test test-slow test-mutants lint bench java-check clean conformance-procrastinate conformance-rabbitmq
 
 verify: java-check $(STAMP)
 	$(BIN)/keyshared verify
@@ -49,10 +49,28 @@ conformance-procrastinate: $(STAMP)
 	  --markdown $(PROCRASTINATE)/REPORT.md --scenarios $(PROCRASTINATE)/scenarios; \
 	status=$$?; [ $$status -le 1 ] || exit $$status
 
+# The conformance suite against RabbitMQ's key-ordered consumers recipe on a private node (started here, stopped even
+# on failure), once per queue type (QUEUE_TYPE=classic or quorum; both by default): REPORT-<type>.md and the scenarios
+# beside the adapter. EXAMPLES=N narrows the ci budget (--examples N). Exits 0 when every run reached a verdict.
+RABBITMQ := conformance/adapters/rabbitmq
+QUEUE_TYPE ?= classic quorum
+conformance-rabbitmq: $(STAMP)
+	@export KS_RMQ_STATE="$${KS_RMQ_STATE:-/tmp/ks-rabbitmq-make-$$$$}"; \
+	trap '$(RABBITMQ)/broker.sh stop' EXIT; \
+	KS_RABBITMQ_URL="$$($(RABBITMQ)/broker.sh start)" || exit 1; \
+	export KS_RABBITMQ_URL; \
+	for type in $(QUEUE_TYPE); do \
+	  rm -rf $(RABBITMQ)/scenarios-$$type; \
+	  $(BIN)/keyshared conformance run --adapter cmd:"$(BIN)/python $(RABBITMQ)/adapter.py --queue-type $$type" \
+	    --profile ci --seed 0 --timeout 60 $(if $(EXAMPLES),--examples $(EXAMPLES)) \
+	    --markdown $(RABBITMQ)/REPORT-$$type.md --scenarios $(RABBITMQ)/scenarios-$$type; \
+	  status=$$?; [ $$status -le 1 ] || exit $$status; \
+	done
+
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "keyshared needs Python 3.11 or newer: run make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[spark,dev,procrastinate]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[spark,dev,procrastinate,rabbitmq]'
 	touch $(STAMP)
 
 # Java 17+ runs TLC and Spark; fail early with one line saying how to get it.
