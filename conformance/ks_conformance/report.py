@@ -229,6 +229,17 @@ def violation_notes(line: Mapping[str, Any]) -> list[str]:
     if earlier:
         named = ", ".join(sorted({f"{e['anomaly']}" for e in earlier}))
         notes.append(f"the same example showed {named} first: this may be a consequence of it")
+    shape = line.get("shape")
+    if isinstance(shape, Mapping):
+        cause = f"after a {shape['cause']}" if shape["cause"] != "none" else "with no failure or return before it"
+        ops = ", ".join(f"{op} {count}" for op, count in shape.get("triggers", {}).items())
+        notes.append(f"shape: {line['anomaly']} {cause}; seen in {shape['examples']} examples (found in {ops})")
+    reproduced = line.get("reproduced")
+    if isinstance(reproduced, Mapping):
+        notes.append(
+            f"reproduced {reproduced['shown']} of {reproduced['replays']} replays of its scenario "
+            "(the adapter declares itself nondeterministic)"
+        )
     return notes
 
 

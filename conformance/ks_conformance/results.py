@@ -13,6 +13,7 @@ from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, requirement_levels
 from ks_conformance.protocol import AdapterFault, Capabilities, StartInfo
 from ks_conformance.scenario import Scenario
+from ks_conformance.shrink import Shape
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,12 @@ class RunSettings:
     """Replays per witness when shrinking (shrink.py): a count, never seconds, so that one seed gives one result."""
     shrink_cap_seconds: int = 600
     """A wall-clock safety cap on shrinking one witness; the report lists it under `limits` if it ever fires."""
+    shapes_per_kind: int = 3
+    """Witnesses per anomaly kind at most, one per shape (shrink.py `Shape`); further shapes are only counted."""
+    reproductions: int = 10
+    """Nondeterministic adapters: replays of a witness that give its reproduction rate ("reproduced 3 of 10")."""
+    shrink_tries: int = 3
+    """Nondeterministic adapters: replays of a shrink candidate, kept if one of them shows the shape."""
 
     def examples_per_stratum(self, strata: int) -> int:
         """`max_examples`, or more when few strata share the `examples_total` budget."""
@@ -56,6 +63,9 @@ class RunSettings:
             "shrink_cap_seconds": self.shrink_cap_seconds,
             "batch_chunk": self.batch_chunk,
             "coverage_rounds": self.coverage_rounds,
+            "shapes_per_kind": self.shapes_per_kind,
+            "reproductions": self.reproductions,
+            "shrink_tries": self.shrink_tries,
         }
 
 
@@ -87,6 +97,14 @@ class Finding:
     shrunk: bool = True
     """False when replaying the example did not show the kind again, so it could not be shrunk: the scenario is
     the example as it ran."""
+    shape: Shape | None = None
+    """The shape of its anomaly (a kind seen with several causes has a finding per cause)."""
+    examples: int = 0
+    """How many examples of the run (shrink replays included) showed the shape."""
+    triggers: dict[str, int] = field(default_factory=dict)
+    """Per op the shape was found in, how many of those examples."""
+    reproduced: tuple[int, int] | None = None
+    """A nondeterministic adapter: (replays that showed the shape, replays made) of the witness's scenario."""
 
 
 @dataclass
@@ -143,13 +161,18 @@ def report_lines(result: RunResult) -> list[dict[str, Any]]:
         )
     ]
     lines += result.requirements
-    for finding in result.findings:
+    for finding in sorted(result.findings, key=lambda f: f.anomalies[0].requirement if f.anomalies else ""):
         events_by_seq = {event["seq"]: event for event in finding.trace}
         for anomaly in finding.anomalies:
             line = {"type": "violation", **anomaly.to_json(), "config": finding.config}
             line["events"] = [events_by_seq[s] for s in anomaly.witness if s in events_by_seq]
             if not finding.shrunk:
                 line["shrunk"] = False
+            if finding.shape is not None and finding.shape.kind == anomaly.name:
+                shape = {"cause": finding.shape.cause, "examples": finding.examples}
+                line["shape"] = {**shape, "triggers": dict(sorted(finding.triggers.items()))}
+            if finding.reproduced is not None:
+                line["reproduced"] = {"shown": finding.reproduced[0], "replays": finding.reproduced[1]}
             if finding.earlier:
                 line["preceded_by"] = [{"anomaly": a.name, "seq": a.seq} for a in finding.earlier]
             if finding.path is not None:

@@ -19,6 +19,7 @@ from ks_conformance.anomalies import Anomaly
 from ks_conformance.batch import AnySession
 from ks_conformance.harness import Step
 from ks_conformance.protocol import Capabilities, Connection
+from ks_conformance.shrink import Shape, shape_of, trace_of, trigger_of
 
 if TYPE_CHECKING:
     from hypothesis.strategies import DrawFn, SearchStrategy
@@ -36,6 +37,16 @@ class Observation:
     """The anomalies of other kinds the same example showed before it (it may be their consequence)."""
     tolerates: list[str]
     """The kinds the example's settles went on past (the run had found them already)."""
+    shape: Shape | None = None
+    """The anomaly's shape (shrink.py): a kind seen with two causes has an observation for each."""
+
+
+@dataclass
+class Tally:
+    """How often a run saw one shape: examples (shrink replays included), and per op it was found in."""
+
+    examples: int = 0
+    triggers: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,25 +104,48 @@ class RunContext:
     batch: bool = False
     """Drive the adapter through `replay` (a `BatchSession`), a chunk of ops at a time."""
     chunk: int = 12
-    observed: dict[str, Observation] = field(default_factory=dict)
-    """Per anomaly kind, the first example that showed it (shrink attempts included)."""
+    observed: dict[Shape, Observation] = field(default_factory=dict)
+    """Per shape (an anomaly kind and its cause), the first example that showed it (shrink attempts included)."""
+    tallies: dict[Shape, Tally] = field(default_factory=dict)
+    """Per shape, how many examples showed it, and in which ops."""
+    failing: tuple[list[Anomaly], AnySession] | None = None
+    """The example that ended the current Hypothesis run (new kinds), kept in case its rerun passes (`Flaky`)."""
+    flaky: list[Any] = field(default_factory=list)
+    """KS-GEN-5 findings of a deterministic adapter whose failing example passed when Hypothesis reran it."""
+    _tallied: tuple[AnySession | None, set[Shape]] = field(default=(None, set()), init=False, repr=False)
     refused_values: dict[str, list[Any]] = field(default_factory=dict)
     """Configuration values the adapter refused with invalid_config although it did not declare them."""
 
     def observe(self, session: AnySession, found: list[Anomaly]) -> None:
-        """Record the first example of each anomaly kind in `found`, with what preceded it."""
+        """Record the first example of each shape in `found`, with what preceded it, and count the examples of
+        each shape; keep the example as `failing` when it shows a kind not found yet (it ends the run)."""
+        if self.failing is None and any(a.name not in self.suppressed for a in found):
+            self.failing = (list(found), session)
+        counted, shapes = self._tallied
+        if counted is not session:
+            shapes = set()
+            self._tallied = (session, shapes)
+        trace = trace_of(session)
         for anomaly in found:
-            if anomaly.name in self.observed:
+            shape = shape_of(anomaly, session)
+            tally = self.tallies.setdefault(shape, Tally())
+            if shape not in shapes:
+                shapes.add(shape)
+                tally.examples += 1
+                trigger = trigger_of(anomaly, trace)
+                tally.triggers[trigger] = tally.triggers.get(trigger, 0) + 1
+            if shape in self.observed:
                 continue
             position = next((i for i, a in enumerate(session.anomalies) if a is anomaly), len(session.anomalies))
             earlier = [a for a in session.anomalies[:position] if a.name != anomaly.name]
-            self.observed[anomaly.name] = Observation(
+            self.observed[shape] = Observation(
                 anomaly,
                 dict(session.config),
                 list(session.steps),
                 list(session.trace),
                 earlier,
                 sorted(session.tolerated),
+                shape,
             )
 
     def live_connection(self) -> Connection:

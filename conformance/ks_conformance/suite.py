@@ -36,7 +36,7 @@ from ks_conformance.protocol import AdapterFault, Capabilities, Connection
 from ks_conformance.results import Finding, RunResult, RunSettings
 from ks_conformance.scenario import Scenario, replay, write_scenario
 from ks_conformance.search import Observation, RunContext, Stratum, strata
-from ks_conformance.shrink import Witness, shrink
+from ks_conformance.shrink import Shape, Witness, first_of, reproduce, shape_of, shrink
 from ks_conformance.statuses import check_needs, requirement_statuses
 from ks_conformance.tracefile import events_signature
 
@@ -96,22 +96,27 @@ def run_suite(
                 found = _round(context, settings, left, index * 100 + number, part, label, say)
                 left -= max(context.examples - before, 1)
                 part += 1
+                for flaky in context.flaky:  # a deterministic adapter's flaky rerun: KS-GEN-5, reported once
+                    if not any("nondeterministic" in f.scenario.anomalies for f in result.findings):
+                        add(flaky)
+                context.flaky.clear()
                 if found is None:
                     break
                 new = True
                 if isinstance(found, AdapterFault):
                     result.faults.append((found, None))
                     say(f"{stratum.label}: adapter fault ({found.kind}): {found.message}")
-                elif isinstance(found, Finding):  # an example that failed once only: the rest of the round is moot
-                    add(found)
-                    break
+                elif isinstance(found, Finding):  # the same operations gave different results (KS-GEN-5), once
+                    if not any("nondeterministic" in f.scenario.anomalies for f in result.findings):
+                        add(found)
                 else:
                     kinds = sorted({a.name for a in found.anomalies} - context.suppressed)  # the step's new kinds
                     context.suppressed.update(kinds)
                     say(f"{stratum.label}: found {', '.join(kinds)}")
                     base = _example(found.session)
                     for kind in kinds:
-                        add(_witness(context, result, base, kind, _Seen.of_violation(found, kind), label, say))
+                        seen = _Seen.of_violation(found, kind)
+                        add(_witness(context, result, base, kind, seen, label, say))
                         if result.faults:
                             break
             return new
@@ -153,6 +158,10 @@ def run_suite(
     finally:
         if context.connection is not None:
             context.connection.close()
+    for finding in result.findings:
+        tally = context.tallies.get(finding.shape) if finding.shape is not None else None
+        if tally is not None:
+            finding.examples, finding.triggers = tally.examples, dict(tally.triggers)
     result.exercised = dict(context.exercised)
     result.skipped_ops = dict(context.skipped_ops)
     result.refused_values = {name: list(values) for name, values in context.refused_values.items()}
@@ -172,21 +181,24 @@ class _Seen:
     trace: list[dict[str, Any]]
     earlier: list[Anomaly]
     tolerates: list[str]
+    shape: Shape
 
     @classmethod
     def of_violation(cls, violation: Violation, kind: str) -> _Seen:
-        """`kind` as the example that raised `violation` showed it."""
+        """`kind` as the example that raised `violation` showed it (the shape of its first anomaly of the kind)."""
         session = violation.session
-        anomalies = [a for a in violation.anomalies if a.name == kind]
+        shape = shape_of(next(a for a in violation.anomalies if a.name == kind), session)
+        anomalies = [a for a in violation.anomalies if shape_of(a, session) == shape]
         earlier = [a for a in session.anomalies if a.name != kind and not any(a is new for new in anomalies)]
         trace, steps = list(session.trace), list(session.steps)
-        return cls(anomalies, dict(session.config), steps, trace, earlier, sorted(session.tolerated))
+        return cls(anomalies, dict(session.config), steps, trace, earlier, sorted(session.tolerated), shape)
 
     @classmethod
     def of_observation(cls, seen: Observation) -> _Seen:
-        """A kind recorded while the run searched for others."""
+        """A shape recorded while the run searched for others."""
         config, steps, trace = dict(seen.config), list(seen.steps), list(seen.trace)
-        return cls([seen.anomaly], config, steps, trace, list(seen.earlier), list(seen.tolerates))
+        shape = seen.shape or Shape(seen.anomaly.name, "none")
+        return cls([seen.anomaly], config, steps, trace, list(seen.earlier), list(seen.tolerates), shape)
 
 
 def _example(session: AnySession) -> Scenario:
@@ -203,15 +215,41 @@ def _witness(
     label: str,
     say: Callable[[str], None],
 ) -> Finding:
-    """Shrink `base` to a witness of `kind` by counted replays (shrink.py) and make it a finding.
+    """Shrink `base` to a witness of `kind`, of the shape `seen` showed, by counted replays (shrink.py) and make
+    it a finding.
 
-    Every replay's anomalies are recorded (a kind first shown by a replay is shrunk later in its turn). If
-    the example's replay no longer shows the kind, the finding keeps the example as it ran (`shrunk` False).
+    Every replay's anomalies are recorded (a shape first shown by a replay is shrunk later in its turn). If
+    the example's replay no longer shows the shape, the finding keeps the example as it ran (`shrunk` False).
+    An adapter that declares itself nondeterministic has each candidate replayed up to `shrink_tries` times
+    (kept if one shows the shape), and the witness replayed `reproductions` times for its reproduction rate.
     """
     settings = result.settings
     replayed, record = partial(_replayed, context), partial(_record, context)
-    witness = shrink(base, kind, replayed, settings.shrinks, cap_seconds=settings.shrink_cap_seconds, on_replay=record)
+    tries = 1 if context.capabilities.deterministic else settings.shrink_tries
+    witness = shrink(
+        base,
+        kind,
+        replayed,
+        settings.shrinks * tries,
+        cap_seconds=settings.shrink_cap_seconds,
+        on_replay=record,
+        shape=seen.shape,
+        tries=tries,
+    )
     _report_shrink(witness, result, label, say)
+    reproduced: tuple[int, int] | None = None
+    if not context.capabilities.deterministic and witness.fault is None:
+        try:
+            hits, made, again = reproduce(
+                witness.scenario, seen.shape, replayed, settings.reproductions, on_replay=record
+            )
+        except AdapterFault as fault:
+            result.faults.append((fault, None))
+        else:
+            reproduced = (hits, made)
+            if witness.session is None and again is not None:  # the unshrunk example, shown by a later replay
+                witness.session = again
+            say(f"{label}: {kind} ({seen.shape.cause}) reproduced {hits} of {made} replays")
     adapter = context.connection.adapter if context.connection else ""
     origin = {"seed": settings.seed, "round": label, "adapter": adapter}
     session = witness.session
@@ -228,8 +266,10 @@ def _witness(
         )
         finding = Finding(list(seen.anomalies), dict(seen.config), scenario, list(seen.trace))
         finding.earlier, finding.shrunk = list(seen.earlier), False
+        finding.shape, finding.reproduced = seen.shape, reproduced
         return finding
-    position = next(i for i, a in enumerate(session.anomalies) if a.name == kind)
+    position = first_of(session, seen.shape)
+    assert position is not None, "a witness session shows its shape"
     found = session.anomalies[position]
     scenario = witness.scenario
     scenario.covers = sorted({a.requirement for a in session.anomalies})
@@ -238,6 +278,7 @@ def _witness(
     scenario.found = origin
     finding = Finding([found], dict(scenario.config), scenario, list(session.trace))
     finding.earlier = [a for a in session.anomalies[:position] if a.name != kind]
+    finding.shape, finding.reproduced = seen.shape, reproduced
     return finding
 
 
@@ -271,19 +312,37 @@ def _report_shrink(witness: Witness, result: RunResult, label: str, say: Callabl
 def _shrink_observations(
     context: RunContext, result: RunResult, add: Callable[[Finding], None], say: Callable[[str], None]
 ) -> None:
-    """A shrunk finding for every anomaly kind some example (or replay) showed that no round ended on:
-    a requirement violated anywhere in the run is never reported passed, and each kind has its own witness."""
-    found = {a.name for f in result.findings for a in f.anomalies}
+    """A shrunk finding for every shape some example (or replay) showed that no round ended on: a requirement
+    violated anywhere in the run is never reported passed, and each shape of a kind (a kind with another cause:
+    a nack, a leave, ...) has its own witness, up to `shapes_per_kind` per kind; further shapes are counted only.
+    The kinds without a witness go first, then the shapes seen in the most examples."""
+    done = {f.shape for f in result.findings if f.shape is not None}
+    done |= {Shape(a.name, "none") for f in result.findings if f.shape is None for a in f.anomalies}
+    limit = max(result.settings.shapes_per_kind, 1)
     while not result.faults:
-        pending = sorted(name for name in context.observed if name not in found)
+        kinds = [shape.kind for shape in done]
+        pending = [
+            shape
+            for shape in context.observed
+            if shape not in done and (shape.kind not in kinds or kinds.count(shape.kind) < limit)
+        ]
         if not pending:
             return
-        name = pending[0]
-        seen = context.observed[name]
+        shape = min(
+            pending,
+            key=lambda s: (
+                s.kind in kinds,
+                -context.tallies[s].examples if s in context.tallies else 0,
+                s.kind,
+                s.cause,
+            ),
+        )
+        seen = context.observed[shape]
         base = Scenario(dict(seen.config), list(seen.steps), tolerates=list(seen.tolerates))
-        say(f"seen while searching for other kinds: {name}")
-        add(_witness(context, result, base, name, _Seen.of_observation(seen), "observed", say))
-        found.add(name)
+        what = shape.kind if shape.kind not in kinds else f"{shape.kind} after a {shape.cause} (another shape)"
+        say(f"seen while searching for other kinds: {what}")
+        add(_witness(context, result, base, shape.kind, _Seen.of_observation(seen), "observed", say))
+        done.add(shape)
 
 
 FORM_OPTIONS = ("flow_control", "read_bound", "tick_order", "drain_granularity", "park_after")
@@ -355,8 +414,12 @@ def _round(
     """One Hypothesis run: the first example that showed new anomaly kinds, a fault, or None.
 
     Hypothesis only searches (no shrink phase): it stops at the first failing example and runs it once
-    more to report it; the kit shrinks each kind it shows itself (`_witness`), by counted replays. A Finding
-    is returned only when that second run passed: the same operations gave different results (KS-GEN-5).
+    more to report it; the kit shrinks each kind it shows itself (`_witness`), by counted replays. When that
+    second run passed (Hypothesis' `Flaky`), the first run's violation is returned all the same (the context
+    kept it): a violation seen is never lost. A Finding (KS-GEN-5, for an adapter that declares itself
+    deterministic) is returned only when Hypothesis was flaky with no violation to return; the caller goes on
+    with the round's examples either way, and the flaky rerun of a deterministic adapter is a KS-GEN-5 finding
+    of its own (`_flaky_finding`).
     """
     from hypothesis import HealthCheck, Phase, seed
     from hypothesis import settings as hypothesis_settings
@@ -379,6 +442,7 @@ def _round(
         suppress_health_check=[HealthCheck.too_slow],
     )
     say(f"{label}: {examples} examples of up to {settings.steps} steps")
+    context.failing = None
     try:
         # The reporter: the program Hypothesis prints, which the scenario says better.
         with with_reporter(lambda value: None), seed_decides():
@@ -388,6 +452,14 @@ def _round(
     except FaultAbort as abort:  # the run ends at the first fault: nothing to shrink
         return abort.fault
     except Flaky as flaky:
+        failing, context.failing = context.failing, None
+        if failing is not None:
+            anomalies, session = failing
+            if context.capabilities.deterministic:
+                context.flaky.append(_flaky_finding(flaky, session))
+            return Violation(anomalies, session)
+        if not context.capabilities.deterministic:
+            return None
         anomaly = Anomaly(
             "nondeterministic",
             -1,
@@ -400,6 +472,23 @@ def _round(
         )
         return Finding([anomaly], {}, Scenario({}, [], covers=["KS-GEN-5"], anomalies=["nondeterministic"]), [])
     return None
+
+
+def _flaky_finding(flaky: Exception, session: AnySession) -> Finding:
+    """KS-GEN-5: an example failed, then passed (or drew differently) when Hypothesis ran its operations again."""
+    anomaly = Anomaly(
+        "nondeterministic",
+        -1,
+        (),
+        Explanation(
+            (f"the {len(session.steps)} operations of an example that failed, run again by Hypothesis",),
+            f"the second run differed ({type(flaky).__name__}), but an implementation emits the same events for "
+            "the same operations (KS-GEN-5)",
+        ),
+    )
+    config = dict(session.config)
+    scenario = Scenario(config, list(session.steps), covers=["KS-GEN-5"], anomalies=["nondeterministic"])
+    return Finding([anomaly], config, scenario, [])
 
 
 INVALID_CONFIGS: tuple[tuple[str, dict[str, Any]], ...] = (
