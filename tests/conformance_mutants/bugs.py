@@ -1067,3 +1067,112 @@ class TimesOutWithoutTimers(ReferenceAdapter):
         if isinstance(config, Mapping) and config.get("profile") != "best-effort":
             config = {**config, "ack_timeout": 2}  # breaks KS-RTY-2: the declared absence of timers
         return super().reset(config)
+
+
+# --- shapes and nondeterminism (issue 33) -----------------------------------------------------------
+
+
+class RetryBehindFailoverNewFirst(Dispatcher):
+    """Two ordering bugs of one anomaly kind: a message waiting out its retry back-off does not stop later messages
+    of its key, and the pass of a leave serves the key's newer messages before the leaver's returned ones."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.returned_by_leave: set[int] = set()
+        self.leaving = False
+
+    def remove_consumer(self, consumer: object) -> Any:
+        self.leaving = True
+        try:
+            return super().remove_consumer(consumer)
+        finally:
+            self.leaving = False
+            self.returned_by_leave.clear()
+
+    def return_to_pending(self, message: Message) -> None:
+        super().return_to_pending(message)
+        if self.leaving:
+            self.returned_by_leave.add(message.offset)
+        else:
+            self.returned_by_leave.discard(message.offset)
+
+    def first_candidate(self, key: str) -> int | None:
+        if key in self.blocked:
+            return None
+        for offset in self.queues[key]:
+            state = self.messages[offset].state
+            if state is MessageState.PENDING:
+                return offset
+            if state is MessageState.BLOCKED:
+                return None
+        return None
+
+    def deliver_key(self, key: str) -> None:
+        queue = list(self.queues.get(key, ()))
+        back = [o for o in queue if o in self.returned_by_leave] if self.leaving else []
+        for offset in [o for o in queue if o not in back] + back:  # breaks KS-ORD-3 (the leave's own pass)
+            message = self.messages.get(offset)
+            if message is None or message.state in (MessageState.OUTSTANDING, MessageState.RETRYING):
+                continue  # breaks KS-ORD-3 (a retrying message is passed over)
+            if message.state is not MessageState.PENDING:
+                return
+            if self.dispatch_message(message) in ("held", "waits"):
+                return
+
+
+class NackSometimesBehind(Dispatcher):
+    """One nack in five (a race with the consumer's next receive) requeues the message behind the later messages
+    of its key: they are delivered while it waits out its back-off."""
+
+    rng = random.Random(0)
+    """Set per adapter (`NackSometimesBehindAdapter`): the draws go on across resets, so replays differ."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.behind: set[int] = set()
+
+    def on_nack(self, member: Member, offset: int) -> None:
+        super().on_nack(member, offset)
+        self.behind.discard(offset)
+        message = self.messages.get(offset)
+        if message is not None and message.state is MessageState.RETRYING and self.rng.random() < 0.2:
+            self.behind.add(offset)
+
+    def _passed_over(self, offset: int) -> bool:
+        return offset in self.behind and self.messages[offset].state is MessageState.RETRYING
+
+    def first_candidate(self, key: str) -> int | None:
+        if key in self.blocked:
+            return None
+        for offset in self.queues[key]:
+            state = self.messages[offset].state
+            if state is MessageState.PENDING:
+                return offset
+            if state is MessageState.OUTSTANDING or self._passed_over(offset):
+                continue
+            return None
+        return None
+
+    def deliver_key(self, key: str) -> None:
+        for offset in list(self.queues.get(key, ())):
+            message = self.messages.get(offset)
+            if message is None or message.state is MessageState.OUTSTANDING or self._passed_over(offset):
+                continue  # breaks KS-ORD-3, in one nack of five
+            if message.state is not MessageState.PENDING:
+                return
+            if self.dispatch_message(message) in ("held", "waits"):
+                return
+
+
+class NackSometimesBehindAdapter(ReferenceAdapter):
+    """The adapter of `NackSometimesBehind`: one seeded random stream per adapter, shared by its subscriptions."""
+
+    def __init__(self, durable: bool = True) -> None:
+        super().__init__(durable)
+        self.rng = random.Random(20)
+
+    def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        answer = super().reset(config)
+        if isinstance(self._dispatcher, NackSometimesBehind):
+            self._dispatcher.rng = self.rng
+        return answer
