@@ -170,7 +170,10 @@ def test_the_recipe_maps_as_the_readme_says(broker: dict[str, str]) -> None:
         adapter.stop()
 
 
-def test_smoke_and_a_tiny_run_reach_a_verdict(broker: dict[str, str], tmp_path: Path) -> None:
+def test_smoke_and_the_reports_scenarios_reach_a_verdict(broker: dict[str, str], tmp_path: Path) -> None:
+    """The default suite's short run: smoke, then each checked-in scenario replayed against its queue type; each
+    replay reaches a verdict (the recipe may pass or violate it: its findings are nondeterministic) and never an
+    adapter fault (exit 2 or 78). The search itself (minutes per queue type) runs in the slow tier."""
     smoke = subprocess.run(
         [*KEYSHARED, "conformance", "smoke", "--adapter", _command("classic"), "--timeout", "60"],
         env=broker,
@@ -181,6 +184,24 @@ def test_smoke_and_a_tiny_run_reach_a_verdict(broker: dict[str, str], tmp_path: 
         cwd=tmp_path,
     )
     assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
+    scenarios = sorted(FOLDER.glob("scenarios-*/*.jsonl"))
+    assert scenarios, "the report's scenarios are checked in beside it"
+    for scenario in scenarios:
+        queue_type = scenario.parent.name.removeprefix("scenarios-")
+        replay = subprocess.run(
+            [*KEYSHARED, "conformance", "replay", str(scenario), "--adapter", _command(queue_type), "--timeout", "60"],
+            env=broker,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=tmp_path,
+        )
+        assert replay.returncode in (0, 1), f"{scenario.name}: " + replay.stdout[-3000:] + replay.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_tiny_run_reaches_a_verdict(broker: dict[str, str], tmp_path: Path) -> None:
     report = _run(broker, tmp_path, "classic", ["--examples", "3", "--steps", "20"])
     footer = next((line for line in report if line.get("type") == "footer"), {})
     assert footer.get("examples", 0) > 0 and footer.get("steps", 0) > 0, footer
