@@ -233,7 +233,7 @@ def violation_notes(line: Mapping[str, Any]) -> list[str]:
     if isinstance(shape, Mapping):
         cause = f"after a {shape['cause']}" if shape["cause"] != "none" else "with no failure or return before it"
         ops = ", ".join(f"{op} {count}" for op, count in shape.get("triggers", {}).items())
-        notes.append(f"shape: {line['anomaly']} {cause}; seen in {shape['examples']} examples (found in {ops})")
+        notes.append(f"shape: {line['anomaly']} {cause}; seen in {shape['examples']} examples (per op: {ops})")
     reproduced = line.get("reproduced")
     if isinstance(reproduced, Mapping):
         notes.append(
