@@ -17,6 +17,7 @@ import multiprocessing
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -125,3 +126,79 @@ def test_the_shape_and_rate_fields_are_in_the_report_schema(runs: dict[str, dict
     for run in runs.values():
         for line in run["lines"]:
             validator.validate(line)
+
+
+def _anomaly(name: str, seq: int, witness: tuple[int, ...]) -> Any:
+    from ks_conformance.anomalies import Anomaly, Explanation
+
+    return Anomaly(name, seq, witness, Explanation((), "x"))
+
+
+TRACE = [
+    {"seq": 0, "event": "config"},
+    {"seq": 1, "event": "publish"},
+    {"seq": 2, "event": "deliver"},
+    {"seq": 3, "event": "nack"},
+    {"seq": 4, "event": "publish"},
+    {"seq": 5, "event": "deliver"},
+    {"seq": 6, "event": "consumer_removed"},
+    {"seq": 7, "event": "deliver"},
+]
+
+
+def test_a_shape_is_the_kind_and_the_last_failure_or_return_among_its_witness_events() -> None:
+    from ks_conformance.shrink import Shape, cause_of, shape_of, trigger_of
+
+    after_nack = _anomaly("retry-overtaken", 5, (3, 5))
+    after_leave = _anomaly("retry-overtaken", 7, (3, 6, 7))
+    plain = _anomaly("key-reorder", 5, (1, 5))
+    assert cause_of(after_nack, TRACE) == "nack" and trigger_of(after_nack, TRACE) == "publish"
+    assert cause_of(after_leave, TRACE) == "leave" and trigger_of(after_leave, TRACE) == "remove_consumer"
+    assert cause_of(plain, TRACE) == "none"
+    assert cause_of(_anomaly("config-accepted", -1, ()), []) == "none"
+    assert trigger_of(_anomaly("config-accepted", -1, ()), []) == "none"
+    session = SimpleNamespace(trace=TRACE, anomalies=[after_nack, after_leave])
+    assert shape_of(after_leave, session) == Shape("retry-overtaken", "leave")
+
+
+def test_shrinking_keeps_the_shape_not_just_the_kind() -> None:
+    """A candidate that still shows the kind, but after another cause, is not kept."""
+    from ks_conformance.harness import Step
+    from ks_conformance.scenario import Scenario
+    from ks_conformance.shrink import Shape, shrink
+
+    steps = [Step(op={"op": "publish", "offset": n, "key": "a"}) for n in range(3)]
+
+    def replay(scenario: Scenario) -> Any:
+        # the full scenario shows the kind after a leave, then after a nack; without its first step, after a nack only
+        anomalies = [_anomaly("retry-overtaken", 7, (3, 7))]
+        if len(scenario.steps) == 3:
+            anomalies.insert(0, _anomaly("retry-overtaken", 7, (6, 7)))
+        return SimpleNamespace(anomalies=anomalies, steps=list(scenario.steps), trace=TRACE)
+
+    leave = shrink(Scenario({}, list(steps)), "retry-overtaken", replay, 50, shape=Shape("retry-overtaken", "leave"))
+    assert len(leave.scenario.steps) == 3 and leave.session is not None
+    nack = shrink(Scenario({}, list(steps)), "retry-overtaken", replay, 50, shape=Shape("retry-overtaken", "nack"))
+    assert len(nack.scenario.steps) < 3
+
+
+def test_a_nondeterministic_candidate_is_kept_if_one_of_its_tries_shows_the_shape() -> None:
+    from ks_conformance.harness import Step
+    from ks_conformance.scenario import Scenario
+    from ks_conformance.shrink import Shape, reproduce, shrink
+
+    steps = [Step(op={"op": "publish", "offset": n, "key": "a"}) for n in range(4)]
+    calls = iter(range(10_000))
+
+    def replay(scenario: Scenario) -> Any:  # shows the shape on every third replay, whatever the steps
+        shows = next(calls) % 3 == 2
+        anomalies = [_anomaly("retry-overtaken", 5, (3, 5))] if shows else []
+        return SimpleNamespace(anomalies=anomalies, steps=list(scenario.steps), trace=TRACE)
+
+    shape = Shape("retry-overtaken", "nack")
+    once = shrink(Scenario({}, list(steps)), "retry-overtaken", replay, 60, shape=shape)
+    assert once.session is None, "one replay of the original did not show it"
+    thrice = shrink(Scenario({}, list(steps)), "retry-overtaken", replay, 60, shape=shape, tries=3)
+    assert thrice.session is not None and len(thrice.scenario.steps) < 4 and thrice.attempts <= 60
+    shown, made, first = reproduce(thrice.scenario, shape, replay, 9)
+    assert (shown, made) == (3, 9) and first is not None
