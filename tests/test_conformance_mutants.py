@@ -22,14 +22,12 @@ from ks_conformance.catalogue import CATALOGUE
 from selected import selected_names
 
 SUBSUMED_IN_LIVE_RUNS = {
-    "KS-DRN-2": "KS-ISO-1",
     "KS-LIV-2": "KS-CUR-5",
 }
-"""Requirements whose own check (`drain-stuck`, `cursor-stall`) is judged at a quiescent point, which a live
-run never reaches with the violation unseen: a message held for a drain that has cleared is
-`idle-while-ready` at the end of the op that cleared it, and a cursor left behind is `persist-late` when
-its persistence was due. Their own checks are proven on traces by tests/test_checker.py (every anomaly kind
-has a failing case there)."""
+"""Requirements whose own check (`cursor-stall`) is judged at a quiescent point, which a live run never reaches
+with the violation unseen: a cursor left behind is `persist-late` when its persistence was due. Its own check is
+proven on traces by tests/test_checker.py (every anomaly kind has a failing case there). KS-DRN-2 was here until
+`unjustified-hold` judged a needless drain at its `held` event (mutant drain_unmoved_hash)."""
 
 
 QUICK = {
