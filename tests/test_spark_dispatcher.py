@@ -114,8 +114,14 @@ def test_on_spark_the_responses_are_the_references_whatever_the_partitioning(spa
             assert runner.jobs <= eras, "one job per era at most"
 
 
+BATCH_SEED = 2
+"""The seed of the short batch-mode runs: seed 0's twelve examples per stratum (since settling became one rule for
+live and batch sessions) hold no join that moves a key while its holder has messages outstanding, so no draining
+hold occurs and KS-DRN-2 stays vacuous (verdict unknown); seeds 1 to 3 each exercise it."""
+
+
 def _conformant_in_batch_mode(create_adapter: Any, name: str) -> None:
-    settings = settings_for("ci", seed=0, max_examples=12, examples_total=0, rounds=1)
+    settings = settings_for("ci", seed=BATCH_SEED, max_examples=12, examples_total=0, rounds=1)
     result = run_suite(lambda: InProcessConnection(create_adapter(), name), settings)
     assert result.faults == []
     assert result.verdict == "conformant", [(r["id"], r["status"]) for r in result.requirements]
