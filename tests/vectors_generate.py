@@ -91,6 +91,7 @@ SITUATIONS: dict[str, str] = {
     "KS-CUR-7/persist_eagerly": "ack-within-persist-interval",
     "KS-DRN-1/no_draining": "join-while-key-outstanding",
     "KS-DRN-2/drain_never_clears": "drain-then-settle",
+    "KS-DRN-2/drain_unmoved_hash": "hash-held-though-slot-did-not-move",
     "KS-FLT-2/filters_ignored": "ring-target-filters-key-out",
     "KS-FLT-3/never_filters": "no-member-accepts-key",
     "KS-FLT-3/target_filters": "another-member-accepts-key",
@@ -102,6 +103,7 @@ SITUATIONS: dict[str, str] = {
     "KS-FLW-3/held_overtaken": "held-message-freed",
     "KS-FLW-4/permits_overdrawn": "permits-used-up",
     "KS-GEN-4/duplicate_name_accepted": "join-under-a-taken-name",
+    "KS-GEN-4/publish_crashes_after_nack": "publish-rejected-by-the-system",
     "KS-GEN-5/one-pass-eight-keys": "one-pass-eight-keys",
     "KS-GEN-7/danube_order_undeclared": "retry-ready-with-eviction-due",
     "KS-GEN-7/dispatch_before_eviction": "eviction-and-dispatch-in-one-tick",
@@ -140,6 +142,7 @@ SITUATIONS: dict[str, str] = {
     "KS-RES-2/sent_twice": "first-delivery-once",
     "KS-RTY-1/stale_nack_accepted": "nack-from-non-holder",
     "KS-RTY-2/early_timeout": "ack-timeout-not-yet-due",
+    "KS-RTY-2/times_out_without_timers": "timeout-with-timers-declared-absent",
     "KS-RTY-3/late_timeout": "ack-timeout-due",
     "KS-RTY-4/no_backoff": "nack-then-backoff",
     "KS-RTY-5/attempt_reset": "attempts-across-redeliveries",
@@ -326,13 +329,36 @@ def saved_scenarios(name: str) -> list[Scenario]:
     if "+" in name:
         return sorted((s for part in name.split("+") for s in saved_scenarios(part)), key=lambda s: len(s.steps))
     folder = CACHE / name
-    if not (folder / "done.json").is_file() and name not in SEEDS:
-        raise SystemExit(f"{name}: not searched yet (run: tests/vectors_generate.py search)")
-    scenarios = [read_scenario(path) for path in sorted(folder.glob("*.jsonl"))]
+    if (folder / "done.json").is_file():
+        scenarios = [read_scenario(path) for path in sorted(folder.glob("*.jsonl"))]
+    elif REUSE_CORPUS:
+        scenarios = corpus_scenarios(name)
+    elif name not in SEEDS:
+        raise SystemExit(f"{name}: not searched yet (run: tests/vectors_generate.py search, or build --reuse-corpus)")
+    else:
+        scenarios = []
     if name in SEEDS:
         scenarios.append(SEEDS[name]())
     usable = [s for s in scenarios if s.steps and not set(s.anomalies) & NOT_REPLAYABLE]
     return sorted(usable, key=lambda s: len(s.steps))
+
+
+REUSE_CORPUS = False
+"""`build --reuse-corpus`: a mutant not searched takes the scenarios of the corpus vectors it fails (set by main)."""
+
+
+def corpus_scenarios(name: str) -> list[Scenario]:
+    """The scenarios of the checked-in vectors that the mutant fails: those it was found on first, then the rest.
+
+    Regenerating after a change that leaves most mutants alone (a new check, a new mutant) then needs a search of
+    the changed mutants only; every vector is judged again by today's checker before it is kept.
+    """
+    if not VECTORS_DIR.is_dir():
+        return []
+    vectors = find_vectors(VECTORS_DIR)
+    own = [v for v in vectors if (v.scenario.found or {}).get("mutant") == name]
+    caught = [v for v in vectors if v not in own and any(c.mutant == name for c in v.caught)]
+    return [v.scenario for v in (*own, *caught) if v.scenario.steps]
 
 
 def curate(judges: Judge, mutant: Mutant, target: str) -> Candidate | None:
@@ -551,7 +577,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the suite's seed (default 0)")
     parser.add_argument("--mutants", help="comma-separated mutant names to search (default: every single mutant)")
     parser.add_argument("--out", type=Path, default=VECTORS_DIR, help="the corpus folder (default spec/vectors)")
+    parser.add_argument(
+        "--reuse-corpus",
+        action="store_true",
+        help="build: a mutant with no saved search reuses the corpus vectors it fails (search only what changed)",
+    )
     args = parser.parse_args(argv)
+    global REUSE_CORPUS
+    REUSE_CORPUS = args.reuse_corpus
     names = args.mutants.split(",") if args.mutants else [m.name for m in MUTANTS]
     if args.action in ("search", "all"):
         search(names, args.jobs, args.seed)

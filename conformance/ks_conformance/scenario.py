@@ -179,6 +179,9 @@ def unmet(scenario: Scenario, capabilities: Capabilities) -> list[str]:
         missing.append(f"poison policy {policy}")
     if any(s.op is not None and s.op.get("filters") for s in scenario.steps) and not capabilities.filters:
         missing.append("capability filters")
+    settles = any(s.settle is not None for s in scenario.steps)
+    if settles and config.get("flow_control") == "permits" and "flow" not in capabilities.ops:
+        missing.append("op flow (a settle under permits grants them, spec/scenario-format.md section 3)")
     return missing
 
 
