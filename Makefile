@@ -16,9 +16,9 @@ verify-all: java-check $(STAMP)
 	$(BIN)/keyshared verify --full
 
 # Two pytest-xdist workers, each taking whole test files (module fixtures such as the TLC quick tier and the
-# mutant sample run once), the longest files first (tests/conftest.py; xdist would queue them by test count).
+# mutant sample run once).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile
 
 # The slow tier: the whole self-check first (its summary table names what failed), then the slow tests.
 test-slow: verify-all

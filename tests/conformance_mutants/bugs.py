@@ -1072,7 +1072,7 @@ class TimesOutWithoutTimers(ReferenceAdapter):
 # --- shapes and nondeterminism (issue 33) -----------------------------------------------------------
 
 
-class RetryBehindFailoverNewFirst(Dispatcher):
+class RetryBehindFailoverNewFirst(RetryBehind):
     """Two ordering bugs of one anomaly kind: a message waiting out its retry back-off does not stop later messages
     of its key, and the pass of a leave serves the key's newer messages before the leaver's returned ones."""
 
@@ -1095,17 +1095,6 @@ class RetryBehindFailoverNewFirst(Dispatcher):
             self.returned_by_leave.add(message.offset)
         else:
             self.returned_by_leave.discard(message.offset)
-
-    def first_candidate(self, key: str) -> int | None:
-        if key in self.blocked:
-            return None
-        for offset in self.queues[key]:
-            state = self.messages[offset].state
-            if state is MessageState.PENDING:
-                return offset
-            if state is MessageState.BLOCKED:
-                return None
-        return None
 
     def deliver_key(self, key: str) -> None:
         queue = list(self.queues.get(key, ()))

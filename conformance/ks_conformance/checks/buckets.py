@@ -127,26 +127,17 @@ class BucketChecks(OpEventChecks):
         """A successor's message goes only once no ancestor (predecessors, theirs, ...) holds an unresolved message
         of its range: a merged segment waits for both predecessors, a rollover of an empty segment for the one
         before it (KS-BKT-5)."""
-        seen: set[int] = set()
-        pending = list(segment.predecessors)
-        while pending:
-            ancestor = self.segments.get(pending.pop())
-            if ancestor is None or ancestor.number in seen:
-                continue
-            seen.add(ancestor.number)
-            for offset in ancestor.unresolved:
-                earlier = self.messages[offset]
-                if earlier.hash is not None and segment.lo <= earlier.hash >> 16 <= segment.hi:
-                    self._report(
-                        "successor-first",
-                        seq,
-                        [earlier.publish_seq, seq],
-                        explain.successor_first(
-                            message.offset, segment.number, segment.lo, segment.hi, ancestor.number, *earlier.facts, seq
-                        ),
-                    )
-                    return
-            pending += ancestor.predecessors
+        for ancestor, earlier in self.ancestors_unresolved(segment):
+            if earlier.hash is not None and segment.lo <= earlier.hash >> 16 <= segment.hi:
+                self._report(
+                    "successor-first",
+                    seq,
+                    [earlier.publish_seq, seq],
+                    explain.successor_first(
+                        message.offset, segment.number, segment.lo, segment.hi, ancestor.number, *earlier.facts, seq
+                    ),
+                )
+                return
 
     def _check_bucket_owner(self, message: Message, seq: int, incarnation: Incarnation | None, name: str) -> None:
         """Policies other than `sorted`: one owner per bucket within an epoch (KS-BKT-3), and a join or leave

@@ -417,18 +417,9 @@ class EndOfOpChecks(CheckerState):
         segment = self.segments.get(message.segment)
         if segment is None:
             return True
-        seen: set[int] = set()
-        pending = list(segment.predecessors)
-        while pending:
-            ancestor = self.segments.get(pending.pop())
-            if ancestor is None or ancestor.number in seen:
-                continue
-            seen.add(ancestor.number)
-            for offset in ancestor.unresolved:
-                earlier = self.messages[offset]
-                if earlier.hash is None or segment.lo <= earlier.hash >> 16 <= segment.hi:
-                    return True
-            pending += ancestor.predecessors
+        for _, earlier in self.ancestors_unresolved(segment):
+            if earlier.hash is None or segment.lo <= earlier.hash >> 16 <= segment.hi:
+                return True
         if message.entry is None:
             return False
         op = self.op

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS
@@ -204,6 +204,19 @@ class CheckerState:
         excluded |= frozenset({"window-overrun"} if self.lookahead else ())
         for name in excluded:
             self._applies[name] = False
+
+    def ancestors_unresolved(self, segment: Segment) -> Iterator[tuple[Segment, Message]]:
+        """Each ancestor of `segment` (its predecessors, theirs, ...) once, with each of its unresolved messages."""
+        seen: set[int] = set()
+        pending = list(segment.predecessors)
+        while pending:
+            ancestor = self.segments.get(pending.pop())
+            if ancestor is None or ancestor.number in seen:
+                continue
+            seen.add(ancestor.number)
+            for offset in ancestor.unresolved:
+                yield ancestor, self.messages[offset]
+            pending += ancestor.predecessors
 
     def applies(self, name: str) -> bool:
         """True if the anomaly's requirement applies to the trace's profile."""
