@@ -209,7 +209,10 @@ def test_a_mutant_fails_and_its_saved_scenario_replays_against_any_adapter(tmp_p
     scenarios = tmp_path / "scenarios"
     report = tmp_path / "report.jsonl"
     adapter = "py:conformance_mutants:no_draining"
-    done = keyshared("conformance", "run", "--adapter", adapter, "--scenarios", str(scenarios), "--report", str(report))
+    done = keyshared(
+        "conformance", "run", "--adapter", adapter, "--examples", "8",
+        "--scenarios", str(scenarios), "--report", str(report),
+    )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     lines = read_report(report)
     violations = [line for line in lines if line["type"] == "violation"]
@@ -326,7 +329,9 @@ pytest_plugins = ["pytester"]
 
 def test_plugin_adds_a_test_per_requirement(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_nothing="def test_placeholder():\n    pass\n")
-    result = pytester.runpytest_subprocess("--keyshared-adapter", "reference", "-q", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--keyshared-adapter", "reference", "--keyshared-examples", "4", "-q", "-p", "no:cacheprovider"
+    )  # fmt: skip
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0
     assert outcomes.get("passed", 0) + outcomes.get("skipped", 0) == len(load_index()) + 1
@@ -338,8 +343,9 @@ def test_plugin_fails_the_violated_requirement_with_its_explanation(
     pytester.makepyfile(test_nothing="def test_placeholder():\n    pass\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     result = pytester.runpytest_subprocess(
-        "--keyshared-adapter", "py:conformance_mutants:no_draining", "-q", "-p", "no:cacheprovider"
-    )
+        "--keyshared-adapter", "py:conformance_mutants:no_draining", "--keyshared-examples", "8", "-q", "-p",
+        "no:cacheprovider",
+    )  # fmt: skip
     assert result.parseoutcomes().get("failed") == 1
     result.stdout.fnmatch_lines(["*KS-DRN-1 is violated*", "*Let *"])
 
@@ -379,15 +385,15 @@ def test_a_kind_seen_while_searching_for_another_gets_its_own_shrunk_witness(tmp
     from ks_reference.adapter import create
 
     name = "per_message_routing"
-    # The first seed whose small round meets unstable-assignment only while searching for another kind: 6
-    # today. A run depends on its seed alone (test_a_seed_decides_the_run_whatever_the_process_imported), but
+    # The first seed whose small round meets unstable-assignment (in one or more shapes) only while searching
+    # for another kind: 6 today. A run depends on its seed alone (test_a_seed_decides_the_run_whatever_the_process_imported), but
     # every change of the machine's rules moves the search, so the test looks for such a seed from there.
     for seed in (6, *range(100)):
         result = _judge_in_process(name, tmp_path / str(seed), seed=seed, rounds=1, coverage_rounds=0, examples_total=0)
         observed = [f for f in result.findings if f.scenario.found.get("round") == "observed"]
-        if [f.anomalies[0].name for f in observed] == ["unstable-assignment"]:
+        if observed and {f.anomalies[0].name for f in observed} == {"unstable-assignment"}:
             break
-    assert [f.anomalies[0].name for f in observed] == ["unstable-assignment"]
+    assert observed and {f.anomalies[0].name for f in observed} == {"unstable-assignment"}
     finding = observed[0]
     status = {line["id"]: line["status"] for line in result.requirements}
     assert status[KINDS["unstable-assignment"].requirement] == "failed"
@@ -412,7 +418,7 @@ def test_the_same_seed_gives_the_same_report_and_scenarios(tmp_path: Path) -> No
     from ks_conformance.results import report_lines
 
     def run(folder: Path) -> tuple[list[str], dict[str, str]]:
-        result = _judge_in_process("persist_eagerly+no_draining", folder, shrinks=20)
+        result = _judge_in_process("persist_eagerly+no_draining", folder, shrinks=20, rounds=1)
         lines = []
         for line in report_lines(result):
             line = {k: v for k, v in line.items() if k not in ("started", "finished", "duration_s")}

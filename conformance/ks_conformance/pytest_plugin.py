@@ -33,6 +33,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--keyshared-profile", default="ci", choices=("ci", "thorough"), help="how hard to look")
     group.addoption("--keyshared-seed", type=int, default=0, help="the run's seed (same seed, same run)")
+    group.addoption(
+        "--keyshared-examples",
+        type=int,
+        metavar="N",
+        help="examples per stratum and round instead of the profile's budget (as `conformance run --examples`)",
+    )
     group.addoption("--keyshared-report", metavar="FILE", help="also write the JSON-lines conformance report")
     group.addoption("--keyshared-scenarios", metavar="DIR", help="save each failure's replayable scenario here")
 
@@ -65,11 +71,14 @@ class ConformanceRun:
         option = self.config.getoption
         adapter = str(option(OPTION_ADAPTER))
         scenarios = option("--keyshared-scenarios")
+        examples = option("--keyshared-examples")
+        # exactly N per stratum, not the profile's total budget (as the CLI's --examples)
+        budget = {} if examples is None else {"max_examples": max(1, int(examples)), "examples_total": 0}
         try:
             connect(adapter)  # a malformed adapter name is a usage error before anything runs
             self._result = run_suite(
                 lambda: connect(adapter),
-                settings_for(str(option("--keyshared-profile")), int(option("--keyshared-seed"))),
+                settings_for(str(option("--keyshared-profile")), int(option("--keyshared-seed")), **budget),
                 scenarios=Path(scenarios) if scenarios else None,
             )
         except (StartFailed, UserError) as error:
