@@ -1,6 +1,9 @@
 """The TLA+ models: TLC runs the quick manifest, and the reference's traces replay in KeySharedOrdering.
 
-One module-scoped run of the quick tier feeds most tests (about 3 min of CPU time, 1.5 min on 2 idle cores).
+One module-scoped run of the quick tier's light entries (every broken variant and trace, and each passing
+configuration that TLC exhausts within a minute: about 4 min of CPU time, 2 min on 2 idle cores) feeds most
+tests; the three heavy passing configurations (KeySharedOrdering's Strict, Owner and Restart: about 5 min of
+CPU time) run in the slow tier, as does `keyshared verify --full`'s models step.
 Everything that needs Java skips, with the reason, where Java is missing.
 """
 
@@ -18,7 +21,7 @@ from keyshared.cli import main
 from ks_models import MANIFEST
 from ks_models.counterexample import steps
 from ks_models.coverage import requirement_coverage, stale_sections
-from ks_models.manifest import Result, entries, load_manifest, run_entries, uncovered_actions
+from ks_models.manifest import ModelEntry, Result, TraceEntry, entries, load_manifest, run_entries, uncovered_actions
 from ks_models.tlc import TlcRun, find_jar, parse_output, run_tlc
 from ks_models.traces import validate_trace
 from ks_models.values import TlaFunction, TlaRecord, TlaSeq, TlaSet, parse_value
@@ -45,22 +48,54 @@ def tools() -> tuple[Path, Path]:
     return _java(), find_jar()
 
 
+HEAVY_SECONDS = 60
+"""A passing quick configuration whose recorded runtime reaches this many seconds runs in the slow tier."""
+
+
+def _seconds(runtime: str) -> int:
+    hours, minutes, seconds = (int(part) for part in runtime.split(":"))
+    return 3600 * hours + 60 * minutes + seconds
+
+
+def _quick_entries(heavy: bool) -> tuple[list[ModelEntry], list[TraceEntry]]:
+    """The quick tier's light entries (heavy=False) or its heavy passing configurations (heavy=True)."""
+    models, traces = entries(load_manifest())
+    chosen = [m for m in models if (m.kind == "check" and _seconds(m.data["runtime"]) >= HEAVY_SECONDS) == heavy]
+    return chosen, [] if heavy else traces
+
+
 @pytest.fixture(scope="module")
 def quick(tools: tuple[Path, Path]) -> list[Result]:
-    """Every quick configuration and trace of the manifest, run once for the whole module."""
-    models, traces = entries(load_manifest())
-    return run_entries(models, traces, *tools, jobs=2, timeout=300)
+    """The quick tier's light configurations and every quick trace, run once for the whole module."""
+    return run_entries(*_quick_entries(heavy=False), *tools, jobs=2, timeout=300)
 
 
 # --- the manifest -------------------------------------------------------------------------------------
 
 
-def test_every_quick_entry_ends_as_the_manifest_expects(quick: list[Result]) -> None:
+def test_every_light_quick_entry_ends_as_the_manifest_expects(quick: list[Result]) -> None:
     # compare_model also fails a passing run whose distinct-state count drifted from the manifest
     problems = [f"{r.entry.name}: {p}" for r in quick for p in r.problems]
     assert problems == []
     kinds = {getattr(r.entry, "kind", "trace") for r in quick}
     assert {"check", "broken", "trace"} <= kinds  # the tier really holds passing, broken and trace entries
+    # every model keeps a passing configuration and a broken variant in the default suite
+    for kind in ("check", "broken"):
+        modules = {r.entry.module for r in quick if getattr(r.entry, "kind", "") == kind}
+        assert modules == {module["module"] for module in load_manifest()["modules"]}, kind
+
+
+@pytest.mark.slow
+def test_every_heavy_quick_entry_ends_as_the_manifest_expects_and_covers_every_action(
+    tools: tuple[Path, Path],
+) -> None:
+    heavy, _ = _quick_entries(heavy=True)
+    assert heavy, "no heavy entry: the slow test would check nothing"
+    results = run_entries(heavy, [], *tools, jobs=2, timeout=600)
+    assert [f"{r.entry.name}: {p}" for r in results for p in r.problems] == []
+    light = run_entries(*_quick_entries(heavy=False), *tools, jobs=2, timeout=300)
+    uncovered = uncovered_actions([*results, *light])
+    assert {module: actions for module, actions in uncovered.items() if actions} == {}
 
 
 def test_passing_runs_match_their_recorded_state_counts(quick: list[Result]) -> None:
@@ -85,6 +120,7 @@ def test_broken_variants_fail_on_their_property_with_a_counterexample(quick: lis
 
 
 def test_every_action_is_enabled_in_some_coverage_run(quick: list[Result]) -> None:
+    """For the modules whose coverage runs are light; the slow tier checks KeySharedOrdering's heavy ones."""
     uncovered = uncovered_actions(quick)
     assert uncovered, "no coverage run: the check would be vacuous"
     assert {module: actions for module, actions in uncovered.items() if actions} == {}
