@@ -386,8 +386,9 @@ def test_a_kind_seen_while_searching_for_another_gets_its_own_shrunk_witness(tmp
 
     name = "per_message_routing"
     # The first seed whose small round meets unstable-assignment (in one or more shapes) only while searching
-    # for another kind: 6 today. A run depends on its seed alone (test_a_seed_decides_the_run_whatever_the_process_imported), but
-    # every change of the machine's rules moves the search, so the test looks for such a seed from there.
+    # for another kind: 6 today. A run depends on its seed alone (test_a_seed_decides_the_run_whatever_the_process_
+    # imported), but every change of the machine's rules moves the search, so the test looks for such a seed from
+    # there.
     for seed in (6, *range(100)):
         result = _judge_in_process(name, tmp_path / str(seed), seed=seed, rounds=1, coverage_rounds=0, examples_total=0)
         observed = [f for f in result.findings if f.scenario.found.get("round") == "observed"]

@@ -52,7 +52,9 @@ def _module() -> ModuleType:
         ("classic", {"window": 4}, "window"),
         ("classic", {"frobnicate": 1}, "frobnicate"),
         ("classic", {"max_redeliveries": 2}, "max_redeliveries"),  # classic queues never poison
-        ("classic", {"profile": "owner"}, "max_redeliveries"),  # the spec's default 5 cannot be honoured either
+        # the spec's default 5 cannot be honoured either
+        ("classic", {"profile": "owner", "selector": "partitions"}, "max_redeliveries"),
+        ("quorum", {"profile": "owner"}, "selector"),  # nor the spec's default selector, ring
         ("classic", {"backoff_base": 5, "backoff_max": 1}, "backoff_base"),
         ("quorum", {"max_redeliveries": -1}, "max_redeliveries"),
         ("quorum", {"max_redeliveries": True}, "max_redeliveries"),
@@ -62,6 +64,8 @@ def _module() -> ModuleType:
         ("quorum", {"profile": "strict"}, "profile"),
         ("quorum", {"selector": "ring"}, "selector"),
         ("quorum", {"bucket_budget": 2}, "bucket_budget"),
+        ("quorum", {"selector": "partitions", "partitions": 0}, "partitions"),
+        ("quorum", {"selector": "partitions", "partitions": "2"}, "partitions"),
     ],
 )
 def test_values_the_recipe_cannot_honour_are_refused(queue_type: str, config: dict[str, Any], field: str) -> None:
@@ -73,11 +77,24 @@ def test_values_the_recipe_cannot_honour_are_refused(queue_type: str, config: di
 
 def test_declared_values_are_accepted() -> None:
     module = _module()
-    assert module.parse_config({"max_redeliveries": module.UNLIMITED}, "classic")["profile"] == "owner"
-    assert (
-        module.parse_config({"max_redeliveries": 7, "poison_policy": "dead-letter"}, "quorum")["max_redeliveries"] == 7
-    )
-    assert module.parse_config({}, "quorum")["max_redeliveries"] == 5  # the spec's default, as x-delivery-limit
+    partitions = {"selector": "partitions"}
+    assert module.parse_config({**partitions, "max_redeliveries": module.UNLIMITED}, "classic")["profile"] == "owner"
+    quorum = module.parse_config({**partitions, "max_redeliveries": 7, "poison_policy": "dead-letter"}, "quorum")
+    assert quorum["max_redeliveries"] == 7
+    assert module.parse_config(partitions, "quorum")["max_redeliveries"] == 5  # the spec's default, x-delivery-limit
+    assert module.parse_config(partitions, "quorum")["partitions"] == 4  # the spec's default: four queues
+    assert module.parse_config({**partitions, "partitions": 3}, "quorum")["partitions"] == 3
+
+
+def test_fixed_queues_honour_only_their_count() -> None:
+    module = _module()
+    assert module.capabilities("quorum", 2)["config_values"]["partitions"] == [2]
+    assert "partitions" not in module.capabilities("quorum")["config_values"]  # any count: the kit draws
+    assert module.parse_config({"selector": "partitions", "partitions": 2}, "quorum", 2)["partitions"] == 2
+    for config in ({"selector": "partitions", "partitions": 3}, {"selector": "partitions"}):  # 4 by default
+        with pytest.raises(module.Refused) as refused:
+            module.parse_config(config, "quorum", 2)
+        assert refused.value.field_name == "partitions"
 
 
 def test_queue_arguments_and_prefetch() -> None:
@@ -98,7 +115,7 @@ def test_queue_arguments_and_prefetch() -> None:
 def test_capabilities_differ_by_queue_type() -> None:
     module = _module()
     classic, quorum = module.capabilities("classic"), module.capabilities("quorum")
-    assert classic["profiles"] == quorum["profiles"] == ["owner"] and classic["selectors"] == ["any"]
+    assert classic["profiles"] == quorum["profiles"] == ["owner"] and classic["selectors"] == ["partitions"]
     assert classic["poison_policies"] == [] and quorum["poison_policies"] == ["dead-letter"]
     assert classic["durable_attempts"] is False and quorum["durable_attempts"] is True
     assert classic["cursor"] is False and classic["deterministic"] is False
@@ -153,7 +170,12 @@ def test_the_recipe_maps_as_the_readme_says(broker: dict[str, str]) -> None:
     adapter = _module().RabbitMQAdapter(broker["KS_RABBITMQ_URL"], "classic", 2)
     try:
         assert adapter.start(2)["implementation"]["version"].startswith("3.")
-        assert adapter.reset({"profile": "owner", "selector": "any", "max_redeliveries": 1_000_000})["ok"] is True
+        assert (
+            adapter.reset(
+                {"profile": "owner", "selector": "partitions", "partitions": 2, "max_redeliveries": 1_000_000}
+            )["ok"]
+            is True
+        )
         _do(adapter, "add_consumer", consumer="c1", capacity=2, filters=[])
         _do(adapter, "add_consumer", consumer="c2", capacity=2, filters=[])
         assert _deliveries(_do(adapter, "publish", offset=0, key="k")) == [(0, "c1", 1)]

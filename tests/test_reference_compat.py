@@ -25,7 +25,7 @@ from ks_reference.selectors import (
     make_selector,
 )
 
-STABLE = ("ring", "pulsar-consistent", "pulsar-auto-split", "danube")
+STABLE = ("ring", "pulsar-consistent", "pulsar-auto-split", "danube", "partitions")
 KEYS = [f"key-{i}" for i in range(2000)]
 
 
@@ -213,6 +213,34 @@ def test_a_leave_moves_only_the_leavers_keys(name: str, members: list[str], data
     for key, old in before.items():
         new = selector.target(key)
         assert new == old or old == leaver, (key, old, new)
+
+
+@settings(max_examples=40, deadline=None)
+@given(members=names_strategy, newcomer=st.text("xyz", min_size=1, max_size=3), partitions=st.integers(1, 6))
+def test_a_partitions_joiner_takes_no_key_from_a_member_and_each_partition_has_one_member(
+    members: list[str], newcomer: str, partitions: int
+) -> None:
+    # req: KS-ASN-11 (a joiner takes only partitions without an active member)
+    selector = make_selector("partitions", partitions=partitions)
+    for member in members:
+        selector.add(member)
+    before = {key: selector.target(key) for key in KEYS[:400]}
+    selector.add(newcomer)
+    assert all(selector.target(key) == old for key, old in before.items())
+    by_partition: dict[int, set[str | None]] = {}
+    for key in KEYS[:400]:
+        by_partition.setdefault(selector.position(key), set()).add(selector.target(key))
+    assert all(len(targets) == 1 for targets in by_partition.values())
+    assert set(by_partition) <= set(range(partitions))
+
+
+def test_a_partitions_leavers_partitions_go_to_the_members_holding_fewest() -> None:
+    selector = make_selector("partitions", partitions=4)
+    for member in ("a", "b", "c"):
+        selector.add(member)
+    assert selector.ranges() == {"a": [(0, 3)]}  # the first member takes every partition; joiners take none
+    selector.remove("a")
+    assert selector.ranges() == {"b": [(0, 0), (2, 2)], "c": [(1, 1), (3, 3)]}
 
 
 @pytest.mark.parametrize("name", ("ring", "pulsar-consistent", "danube"))

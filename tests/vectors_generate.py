@@ -62,6 +62,7 @@ SITUATIONS: dict[str, str] = {
     "KS-ACK-2/stale_ack_accepted": "ack-from-previous-owner",
     "KS-ASN-1/per_message_routing": "key-routed-within-one-epoch",
     "KS-ASN-2/modulo_ring": "join-keeps-other-keys-in-place",
+    "KS-ASN-2/partitions_rebalanced_on_join": "join-takes-no-partition",
     "KS-ASN-2/per_message_routing": "key-routed-again-after-rest",
     "KS-BEF-1/best_effort_redelivers": "best-effort-holder-leaves",
     "KS-BEF-2/drops_uncounted": "best-effort-drop-counted",

@@ -8,7 +8,7 @@ from typing import Any
 
 from keyshared.ui import console, table
 
-SELECTOR_NAMES = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets")
+SELECTOR_NAMES = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "partitions")
 
 
 def register(commands: Any) -> None:

@@ -309,13 +309,18 @@ def unstable_assignment(
     seq: int,
 ) -> Explained:
     """KS-ASN-2 (`change`: "join" or "leave", by `changed`)."""
+    rule = (
+        "a membership change moves a key only away from a leaving consumer: a joiner takes no partition from a "
+        "present consumer (KS-ASN-2)"
+        if selector == "partitions"
+        else "a membership change moves a key only to a joining consumer or away from a leaving one (KS-ASN-2)"
+    )
     return (
         [
             f"key {key!r} was delivered to {previous} at seq {previous_seq}",
             "then " + _only_changed(changed, change, change_seq),
         ],
-        f"m{offset} went to {consumer} [seq {seq}], but with selector {selector!r} a "
-        f"membership change moves a key only to a joining consumer or away from a leaving one (KS-ASN-2)",
+        f"m{offset} went to {consumer} [seq {seq}], but with selector {selector!r} {rule}",
         {"key": key, "consumer": consumer, "other": previous},
     )
 

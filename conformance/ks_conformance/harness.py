@@ -28,7 +28,7 @@ from ks_conformance.checker import Checker, Event
 from ks_conformance.checks.records import Segment
 from ks_conformance.protocol import SYSTEM_FAULT, Capabilities, Connection, Outcome
 
-FILTER_SELECTORS_REFUSED = ("pulsar-auto-split", "pulsar-sticky", "buckets")
+FILTER_SELECTORS_REFUSED = ("pulsar-auto-split", "pulsar-sticky", "buckets", "partitions")
 SLOTS = 65536
 SETTLER_CAPACITY = 4
 UNBOUNDED_CAPACITY = 1_000_000

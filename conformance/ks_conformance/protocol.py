@@ -56,7 +56,9 @@ TIMER_FIELDS = ("ack_timeout", "backoff_base", "backoff_max", "evict_after", "pe
 TIMER_DRAWN = ("ack_timeout", "backoff_base", "evict_after", "persist_interval")
 """The timing fields the kit draws unless declared; with `timers: false` it draws 0 alone for each (no timer)."""
 PROFILES = ("strict", "owner", "best-effort")
-SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
+SELECTORS = (
+    "ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "partitions", "any"
+)  # fmt: skip
 POISON_POLICIES = ("drop", "dead-letter", "block")
 RESOLUTIONS = ("acked", "dropped", "dead_lettered", "filtered")
 """What an implementation-defined terminal outcome may be declared to stand for (v2 `terminal_outcomes`)."""

@@ -261,6 +261,8 @@ def configs(
                 config["persist_ack_holes"] = values("persist_ack_holes", st.booleans())
         if "disconnect" in ops:
             config["evict_after"] = values("evict_after", st.sampled_from(DRAWN_VALUES["evict_after"]))
+        if selector == "partitions":
+            config["partitions"] = values("partitions", st.integers(1, 4))  # few: keys share partitions
         if selector == "buckets":
             config["bucket_budget"] = values("bucket_budget", st.integers(1, 4))
             config["bucket_max"] = values("bucket_max", st.integers(4, 8))

@@ -138,9 +138,10 @@ def check_needs(
         )
         or need(bool(selectors - {"any"}), "a selector with key affinity (with any, a held key never moves: no drain)")
         or need(
-            "owner" in capabilities.profiles and bool(selectors - {"any", "buckets"}),
-            "the owner profile with a selector other than any and buckets (in strict a key's next message waits for "
-            "the previous one, and under buckets a moving bucket is withheld instead, KS-BKT-4: no key drains)",
+            "owner" in capabilities.profiles and bool(selectors - {"any", "buckets", "partitions"}),
+            "the owner profile with a selector other than any, buckets and partitions (in strict a key's next message "
+            "waits for the previous one, under buckets a moving bucket is withheld instead, KS-BKT-4, and under "
+            "partitions a key moves only away from a leaver, whose deliveries return with it: no key drains)",
         ),
         "unjustified-hold": need(
             capabilities.held_events, "held events (capability held_events); a needless hold shows as idle-while-ready"

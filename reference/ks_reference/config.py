@@ -9,7 +9,9 @@ from typing import Any
 from ks_spec.errors import UserError
 
 PROFILES = ("strict", "owner", "best-effort")
-SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
+SELECTORS = (
+    "ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "partitions", "any"
+)  # fmt: skip
 POISON_POLICIES = ("drop", "dead-letter", "block")
 BUCKET_FIELDS = ("bucket_budget", "bucket_max", "bucket_assignment", "checkpoint_resume")
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
@@ -56,6 +58,7 @@ class Config:
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
     checkpoint_resume: bool = False
+    partitions: int = 4
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None = None) -> Config:
@@ -74,7 +77,7 @@ class Config:
         _choice(raw, "flow_control", FLOW_CONTROLS)
         _choice(raw, "read_bound", READ_BOUNDS)
         _choice(raw, "bucket_assignment", BUCKET_ASSIGNMENTS)
-        for field in ("points", "window", "bucket_budget", "bucket_max"):
+        for field in ("points", "window", "bucket_budget", "bucket_max", "partitions"):
             _integer(raw, field, minimum=1)
         for field in ("ack_timeout", "max_redeliveries", "backoff_base", "backoff_max", "evict_after"):
             _integer(raw, field, minimum=0)
@@ -113,6 +116,9 @@ class Config:
         elif config.lookahead_per_consumer == 0 and config.lookahead_per_subscription == 0:
             # req: KS-CFG-1 (a look-ahead of nothing never reads)
             raise ConfigError("lookahead_per_subscription", "both look-ahead limits are 0: nothing could ever be read")
+        if config.selector != "partitions" and "partitions" in raw:
+            # req: KS-CFG-1
+            raise ConfigError("partitions", f"only applies to selector 'partitions', not '{config.selector}'")
         if config.selector != "buckets":
             for field in BUCKET_FIELDS:
                 if field in raw:
@@ -130,6 +136,8 @@ class Config:
         if self.selector != "buckets":
             for field in BUCKET_FIELDS:
                 values.pop(field)
+        if self.selector != "partitions":
+            values.pop("partitions")
         if self.read_bound != "lookahead":
             for field in LOOKAHEAD_FIELDS:
                 values.pop(field)

@@ -116,7 +116,9 @@ class Core:
         self.persisted_position = snapshot.cursor
         self.persisted_at: int | None = snapshot.persisted_at
         self.read_position = snapshot.cursor
-        self.selector = make_selector(self.config.selector, self.config.points, self.config.bucket_budget)
+        self.selector = make_selector(
+            self.config.selector, self.config.points, self.config.bucket_budget, self.config.partitions
+        )
         self.members: dict[str, Member] = {}
         self.messages: dict[int, Message] = {}
         self.queues: dict[str, list[int]] = {}

@@ -411,6 +411,63 @@ class BucketsSelector(Selector):
         return {member: merge_ranges(r) for member, r in owned.items()}
 
 
+class PartitionsSelector(Selector):
+    """`partitions`: a key's partition is `murmur3_32(key) mod partitions`; each partition has one active member
+    that keeps it until it leaves (a joiner takes only partitions nobody holds), as a consistent-hash exchange in
+    front of single-active-consumer queues behaves (KS-ASN-11)."""
+
+    name = "partitions"
+    takes_filters = False
+
+    def __init__(self, partitions: int = 4) -> None:
+        self.partitions = partitions
+        self.space = (0, partitions - 1)
+        self._members: list[str] = []
+        """In join order."""
+        self._active: dict[int, str] = {}
+
+    def position(self, key: str) -> int:
+        """The key's partition: a function of the key alone."""
+        return murmur3_32(key) % self.partitions
+
+    def add(self, member: str, ranges: Sequence[Range] = ()) -> None:
+        """A member joins and takes every partition without an active member (none, while any member stays)."""
+        self.check_add(member, ranges)
+        self._members.append(member)
+        for partition in range(self.partitions):
+            # req: KS-ASN-11 (a joiner never takes a partition from a present member)
+            self._active.setdefault(partition, member)
+
+    def remove(self, member: str) -> None:
+        """A member leaves: each of its partitions goes to the remaining member holding fewest (then the earliest
+        joined), so a leave moves only the leaver's keys."""
+        self._members.remove(member)
+        orphans = sorted(p for p, holder in self._active.items() if holder == member)
+        for partition in orphans:
+            del self._active[partition]
+        held = {m: 0 for m in self._members}
+        for holder in self._active.values():
+            held[holder] += 1
+        for partition in orphans:
+            if self._members:
+                # req: KS-ASN-2, KS-ASN-11 (only the leaver's partitions move)
+                taker = min(self._members, key=lambda m: (held[m], self._members.index(m)))
+                self._active[partition] = taker
+                held[taker] += 1
+
+    def target(self, key: str, eligible: Collection[str] | None = None) -> str | None:
+        """The active member of the key's partition (None without members)."""
+        holder = self._active.get(self.position(key))
+        return holder if holder is not None and (eligible is None or holder in eligible) else None
+
+    def ranges(self) -> dict[str, list[Range]]:
+        """Each member's partitions as ranges of partition numbers."""
+        owned: dict[str, list[Range]] = {}
+        for partition, holder in self._active.items():
+            owned.setdefault(holder, []).append((partition, partition))
+        return {member: merge_ranges(r) for member, r in owned.items()}
+
+
 class AnySelector(Selector):
     """`any`: no key affinity (task queues, SQS-like groups). The dispatcher picks a free eligible member per
     message (`Core.free_target`); this object only keeps the members, so its static target is the first by name."""
@@ -443,17 +500,18 @@ class AnySelector(Selector):
         return {member: [self.space] for member in self._members}
 
 
-SELECTOR_FACTORIES: dict[str, Callable[[int, int], Selector]] = {
-    "ring": lambda points, buckets: RingSelector(points),
-    "pulsar-consistent": lambda points, buckets: PulsarConsistentSelector(points),
-    "pulsar-auto-split": lambda points, buckets: PulsarAutoSplitSelector(),
-    "pulsar-sticky": lambda points, buckets: PulsarStickySelector(),
-    "danube": lambda points, buckets: DanubeSelector(),
-    "buckets": lambda points, buckets: BucketsSelector(buckets),
-    "any": lambda points, buckets: AnySelector(),
+SELECTOR_FACTORIES: dict[str, Callable[[int, int, int], Selector]] = {
+    "ring": lambda points, buckets, partitions: RingSelector(points),
+    "pulsar-consistent": lambda points, buckets, partitions: PulsarConsistentSelector(points),
+    "pulsar-auto-split": lambda points, buckets, partitions: PulsarAutoSplitSelector(),
+    "pulsar-sticky": lambda points, buckets, partitions: PulsarStickySelector(),
+    "danube": lambda points, buckets, partitions: DanubeSelector(),
+    "buckets": lambda points, buckets, partitions: BucketsSelector(buckets),
+    "partitions": lambda points, buckets, partitions: PartitionsSelector(partitions),
+    "any": lambda points, buckets, partitions: AnySelector(),
 }
 
 
-def make_selector(name: str, points: int = 100, buckets: int = 4) -> Selector:
+def make_selector(name: str, points: int = 100, buckets: int = 4, partitions: int = 4) -> Selector:
     """A fresh selector by its configuration name (spec section 20)."""
-    return SELECTOR_FACTORIES[name](points, buckets)
+    return SELECTOR_FACTORIES[name](points, buckets, partitions)

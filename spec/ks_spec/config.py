@@ -13,7 +13,9 @@ from typing import Any
 from ks_spec.slots import SLOT_SELECTORS
 
 PROFILES = ("strict", "owner", "best-effort")
-SELECTORS = ("ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "any")
+SELECTORS = (
+    "ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "partitions", "any"
+)  # fmt: skip
 POISON_POLICIES = ("drop", "dead-letter", "block")
 DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
@@ -31,7 +33,8 @@ class Field:
     choices: tuple[str, ...] = ()
     minimum: int | None = None
     boolean: bool = False
-    buckets_only: bool = False
+    only_selector: str = ""
+    """The one selector the field applies to (KS-CFG-1 refuses it under another), or "" for every selector."""
     lookahead_only: bool = False
 
 
@@ -55,10 +58,11 @@ FIELDS: tuple[Field, ...] = (
     Field("lookahead_per_consumer", 0, minimum=0, lookahead_only=True),
     Field("lookahead_per_subscription", 10000, minimum=0, lookahead_only=True),
     Field("park_after", 0, minimum=0),
-    Field("bucket_budget", 4, minimum=1, buckets_only=True),
-    Field("bucket_max", 1024, minimum=1, buckets_only=True),
-    Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, buckets_only=True),
-    Field("checkpoint_resume", False, boolean=True, buckets_only=True),
+    Field("bucket_budget", 4, minimum=1, only_selector="buckets"),
+    Field("bucket_max", 1024, minimum=1, only_selector="buckets"),
+    Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, only_selector="buckets"),
+    Field("checkpoint_resume", False, boolean=True, only_selector="buckets"),
+    Field("partitions", 4, minimum=1, only_selector="partitions"),
 )
 BY_NAME = {field.name: field for field in FIELDS}
 CONFIG_DEFAULTS: dict[str, Any] = {field.name: field.default for field in FIELDS}
@@ -100,11 +104,10 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
                 return field.name, f"only applies to read_bound 'lookahead', not '{full['read_bound']}'"
     elif full["lookahead_per_consumer"] == 0 and full["lookahead_per_subscription"] == 0:
         return "lookahead_per_subscription", "both look-ahead limits are 0: nothing could ever be read"
-    if full["selector"] != "buckets":
-        for field in FIELDS:
-            if field.buckets_only and field.name in config:
-                return field.name, f"only applies to selector 'buckets', not '{full['selector']}'"
-    elif full["bucket_budget"] > full["bucket_max"]:
+    for field in FIELDS:
+        if field.only_selector and field.only_selector != full["selector"] and field.name in config:
+            return field.name, f"only applies to selector '{field.only_selector}', not '{full['selector']}'"
+    if full["selector"] == "buckets" and full["bucket_budget"] > full["bucket_max"]:
         return "bucket_budget", f"{full['bucket_budget']} buckets exceed bucket_max {full['bucket_max']}"
     return None
 

@@ -127,6 +127,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # routing by offset moves keys within an epoch (ASN-1) and across a join to old members (ASN-2)
     _mutant("per_message_routing", "KS-ASN-1 KS-ASN-2", bugs.PerMessageRouting, **BASE),
     _mutant("modulo_ring", "KS-ASN-2", bugs.ModuloRing, **BASE, ops=GROWING),
+    # a Kafka-style rebalance on a join is a move to the joiner: allowed for a ring, not under partitions
+    _mutant(
+        "partitions_rebalanced_on_join",
+        "KS-ASN-2",
+        bugs.PartitionsRebalancedOnJoin,
+        **{**BASE, "selectors": ["partitions"]},
+        ops=GROWING,
+    ),
     # a key routed to a consumer that refuses it can leave an accepting consumer idle (ISO-1)
     _mutant("filters_ignored", "KS-FLT-2", bugs.FiltersIgnoredInRouting, may="KS-ISO-1", **BASE),
     _mutant("target_filters", "KS-FLT-3", bugs.FilterByRingTarget, **BASE),

@@ -19,6 +19,7 @@ from ks_reference.cursor import Cursor
 from ks_reference.dispatch import Decision
 from ks_reference.dispatcher import Dispatcher
 from ks_reference.filters import accepts
+from ks_reference.selectors import PartitionsSelector
 from ks_reference.store import MemoryStore
 from ks_spec.config import CONFIG_DEFAULTS
 from pyroaring import BitMap64
@@ -183,6 +184,28 @@ class ModuloRing(Dispatcher):
         if not names:
             return None
         return names[self.selector.position(key) % len(names)]  # breaks KS-ASN-2
+
+
+class RebalancingPartitions(PartitionsSelector):
+    """Partitions that rebalance on a join, Kafka-style: the joiner takes partitions from the busiest members."""
+
+    def add(self, member: str, ranges: Any = ()) -> None:
+        super().add(member, ranges)
+        while True:
+            held = {m: [p for p, h in sorted(self._active.items()) if h == m] for m in self._members}
+            busiest = max(self._members, key=lambda m: len(held[m]))
+            if len(held[busiest]) - len(held[member]) <= 1:
+                return
+            self._active[held[busiest][-1]] = member  # breaks KS-ASN-2 (under partitions a joiner takes none)
+
+
+class PartitionsRebalancedOnJoin(Dispatcher):
+    """Selector `partitions` gives a joiner partitions of present members (a move to a joiner: fine for a ring)."""
+
+    def load_from_store(self) -> None:
+        super().load_from_store()
+        if self.config.selector == "partitions":
+            self.selector = RebalancingPartitions(self.config.partitions)
 
 
 class FiltersIgnoredInRouting(Dispatcher):

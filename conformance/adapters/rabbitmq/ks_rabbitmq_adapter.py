@@ -78,17 +78,21 @@ FIELDS = (
     "evict_after",
     "bucket_budget",
     "bucket_max",
+    "partitions",
 )
 """The configuration fields of spec section 20 this adapter knows, in the spec's order; any other is refused."""
 
 OPS = ["publish", "add_consumer", "remove_consumer", "ack", "nack", "tick", "restart"]
 
 
-def capabilities(queue_type: str) -> dict[str, Any]:
-    """What the recipe on this queue type declares (protocol v2 section 4): see README.md, "Declared capabilities"."""
+def capabilities(queue_type: str, queues: int | None = None) -> dict[str, Any]:
+    """What the recipe on this queue type declares (protocol v2 section 4): see README.md, "Declared capabilities".
+    With a fixed number of queues only that `partitions` value is honoured; without, any (the kit draws 1 to 4)."""
+    values = {**CONFIG_VALUES[queue_type], **({"partitions": [queues]} if queues is not None else {})}
     return {
         "profiles": ["owner"],  # prefetch: several messages of a key outstanding at once, all at the active consumer
-        "selectors": ["any"],  # no selector of the spec is "hash to one of N queues, each with one active consumer"
+        # a hash of the routing key to one of N queues, each with one active consumer (KS-ASN-11)
+        "selectors": ["partitions"],
         "ops": OPS,
         "filters": False,
         "ack_timeout": False,
@@ -104,7 +108,7 @@ def capabilities(queue_type: str) -> dict[str, Any]:
         "window": False,  # a queue has no read-ahead window: every ready message is deliverable
         "cursor": False,  # acks remove messages; nothing like a cursor is persisted
         "durable_attempts": queue_type == "quorum",  # a quorum queue's delivery count lives in its Raft log
-        "config_values": CONFIG_VALUES[queue_type],
+        "config_values": values,
         "terminal_outcomes": {},
     }
 
@@ -117,14 +121,15 @@ class Refused(Exception):
         self.code, self.message, self.field_name = code, message, field_name
 
 
-def parse_config(config: Any, queue_type: str) -> dict[str, Any]:
-    """The configuration with defaults filled in, or Refused (invalid_config naming the field), in the spec's order."""
+def parse_config(config: Any, queue_type: str, queues: int | None = None) -> dict[str, Any]:
+    """The configuration with defaults filled in, or Refused (invalid_config naming the field), in the spec's order.
+    `queues`: the one number of queues honoured (None: any `partitions` >= 1)."""
     if not isinstance(config, Mapping):
         raise Refused("invalid_config", "the configuration must be a JSON object", "(config)")
     for name in config:
         if name not in FIELDS:
             raise Refused("invalid_config", f"unknown field {name!r}", str(name))
-    values = CONFIG_VALUES[queue_type]
+    values = capabilities(queue_type, queues)["config_values"]
     for name in FIELDS:
         if name not in config or name in ("profile", "selector"):
             continue
@@ -139,20 +144,31 @@ def parse_config(config: Any, queue_type: str) -> dict[str, Any]:
         raise Refused(
             "invalid_config", "profile: only 'owner' (the active consumer prefetches a key's messages)", "profile"
         )
-    if config.get("selector", "any") != "any":
-        raise Refused("invalid_config", "selector: only 'any' (no selector of the spec is the recipe's)", "selector")
+    if config.get("selector") != "partitions":
+        raise Refused(
+            "invalid_config",
+            "selector: only 'partitions' (a hash to one of N single-active-consumer queues)",
+            "selector",
+        )
+    if queues is not None and queues != 4 and "partitions" not in config:  # the spec's default 4 is not our count
+        raise Refused("invalid_config", f"partitions: this recipe has {queues} queues (only {queues})", "partitions")
     if queue_type == "classic" and "max_redeliveries" not in config:  # the spec's default 5 cannot be honoured
         raise Refused(
             "invalid_config", f"max_redeliveries: classic queues never poison (only {UNLIMITED})", "max_redeliveries"
         )
-    defaults: dict[str, Any] = {"profile": "owner", "selector": "any", "max_redeliveries": 5}
+    defaults: dict[str, Any] = {"profile": "owner", "max_redeliveries": 5, "partitions": 4}
     return {**defaults, **config}
 
 
 def honoured(name: str, value: Any, values: Mapping[str, list[Any]]) -> bool:
-    """True if `value` is honoured for field `name` (quorum queues: any `max_redeliveries` >= 0)."""
-    if name == "max_redeliveries" and values.get("max_redeliveries") != [UNLIMITED]:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """True if `value` is honoured for field `name` (quorum queues: any `max_redeliveries` >= 0; any number of
+    partitions >= 1 unless the queues are fixed)."""
+    counting = (name == "max_redeliveries" and values.get("max_redeliveries") != [UNLIMITED]) or (
+        name == "partitions" and "partitions" not in values
+    )
+    if counting:
+        minimum = 1 if name == "partitions" else 0
+        return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
     return any(type(value) is type(allowed) and value == allowed for allowed in values.get(name, []))
 
 
@@ -199,13 +215,14 @@ class Journal:
 class RabbitMQAdapter:
     """The adapter protocol's in-process methods, driving a RabbitMQ node with pika's blocking connections."""
 
-    def __init__(self, url: str, queue_type: str = "classic", queues: int = 4) -> None:
+    def __init__(self, url: str, queue_type: str = "classic", queues: int | None = None) -> None:
         if queue_type not in QUEUE_TYPES:
             raise ValueError(f"queue type must be one of {QUEUE_TYPES}")
-        if queues < 1:
+        if queues is not None and queues < 1:
             raise ValueError("there must be at least one queue")
         self.url, self.queue_type, self.queue_count = url, queue_type, queues
-        self.queues = [f"{QUEUE_PREFIX}{index}" for index in range(queues)]
+        self.queues: list[str] = []
+        """The queues of the current subscription: one per partition (the configuration's `partitions`)."""
         self.version = 2
         self.config: dict[str, Any] = {}
         self.control: Any = None
@@ -229,14 +246,15 @@ class RabbitMQAdapter:
             "language": "erlang",
             "homepage": "https://www.rabbitmq.com/",
             "source": f"keyshared: conformance/adapters/rabbitmq (pika {metadata.version('pika')}, "
-            f"{self.queue_count} {self.queue_type} queues)",
+            f"{self.queue_count or 'N'} {self.queue_type} queues)",
         }
-        return {"version": version, "implementation": implementation, "capabilities": capabilities(self.queue_type)}
+        capable = capabilities(self.queue_type, self.queue_count)
+        return {"version": version, "implementation": implementation, "capabilities": capable}
 
     def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """A fresh subscription: every consumer gone, the exchange and the N queues deleted and declared again."""
         try:
-            self.config = parse_config(config, self.queue_type)
+            self.config = parse_config(config, self.queue_type, self.queue_count)
         except Refused as refusal:
             return {
                 "ok": False,
@@ -249,6 +267,9 @@ class RabbitMQAdapter:
         channel = self.control_channel
         for name in [*self.queues, DEAD_LETTER_QUEUE]:
             channel.queue_delete(queue=name)
+        self.queues = [f"{QUEUE_PREFIX}{index}" for index in range(int(self.config["partitions"]))]
+        for name in self.queues:
+            channel.queue_delete(queue=name)  # left by an earlier adapter process with more partitions
         channel.exchange_delete(exchange=EXCHANGE)
         channel.exchange_delete(exchange=DEAD_LETTER_EXCHANGE)
         self._declare()
@@ -554,9 +575,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--queue-type", choices=QUEUE_TYPES, default="classic", help="the queues' type (default classic)"
     )
-    parser.add_argument("--queues", type=int, default=4, help="N, the queues behind the consistent-hash exchange")
+    parser.add_argument(
+        "--queues",
+        type=int,
+        help="N, the queues behind the consistent-hash exchange: only `partitions` N is honoured (default: one queue "
+        "per partition of each configuration)",
+    )
     arguments = parser.parse_args(argv)
-    if arguments.queues < 1:
+    if arguments.queues is not None and arguments.queues < 1:
         parser.error("--queues must be at least 1")
     adapter = RabbitMQAdapter(arguments.url or url_from_environment(), arguments.queue_type, arguments.queues)
     status: int = serve_stdio(adapter)

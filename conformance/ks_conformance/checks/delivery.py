@@ -12,7 +12,7 @@ from ks_spec.slots import slot_of
 from ks_conformance import explain
 from ks_conformance.checks.buckets import BucketChecks
 from ks_conformance.checks.records import BatchRun, Delivery, Incarnation, KeyState, Message
-from ks_conformance.checks.state import RING_SELECTORS, Event
+from ks_conformance.checks.state import STABLE_SELECTORS, Event
 from ks_conformance.glob import accepts
 
 
@@ -340,14 +340,15 @@ class DeliveryChecks(BucketChecks):
                     [previous_seq, seq],
                     explain.key_moved(*message.facts, previous.name, previous_seq, name, seq),
                 )
-        elif epoch == self.epoch - 1 and self.config["selector"] in RING_SELECTORS:
+        elif epoch == self.epoch - 1 and self.config["selector"] in STABLE_SELECTORS:
             change, changed, change_seq = self.epoch_change[self.epoch]
             if change == "restart":
                 return
-            # req: KS-ASN-2
+            # req: KS-ASN-2 (under `partitions` a joiner takes no key from a present member)
             self._exercise("unstable-assignment")
             moved = previous is not incarnation and previous.name != name
-            allowed = (change == "join" and changed is incarnation) or (change == "leave" and changed is previous)
+            to_joiner = change == "join" and changed is incarnation and self.config["selector"] != "partitions"
+            allowed = to_joiner or (change == "leave" and changed is previous)
             if moved and not allowed:
                 assert changed is not None
                 self._report(

@@ -38,7 +38,11 @@ Event = dict[str, Any]
 ACK_CLASS = frozenset({"ack", "ack_ignored", "nack", "nack_ignored"})
 """Effects that only an ack or nack op causes, and always first: they mark an op boundary."""
 
-RING_SELECTORS = frozenset({"ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube"})
+STABLE_SELECTORS = frozenset(
+    {"ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "partitions"}
+)
+"""The selectors KS-ASN-2 holds to: a membership change moves a key only to a joiner or away from a leaver
+(under `partitions` only away from a leaver, KS-ASN-11)."""
 CURSOR_KINDS = frozenset({"cursor-skip", "cursor-regress", "persist-early", "persist-late", "cursor-stall"})
 """Anomalies about the persisted cursor: they do not apply to a system declared without one (`cursor: false`)."""
 AFFINITY_KINDS = frozenset({"key-moved", "unstable-assignment"})
