@@ -177,7 +177,7 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "KS-ASN-2",
         _E,
         "key k was last delivered in epoch e to c1 and is delivered in epoch e + 1 to c2, and the change between "
-        "them was neither the join of c2 nor the leave of c1",
+        "them was neither the join of c2 (under selector partitions, not even that) nor the leave of c1",
         "both deliveries, the membership event",
         "a key delivered in two consecutive epochs",
     ),
@@ -679,6 +679,8 @@ INDIRECT: dict[str, str] = {
     "KS-ASN-8": "exact routing of a named selector; tested against published values by the reference's tests",
     "KS-ASN-9": "checked through key-moved: a redelivery goes to the epoch's target",
     "KS-ASN-10": "a definition: selector any is judged through idle-while-ready and split-owner",
+    "KS-ASN-11": "a definition: the partition function is the implementation's; selector partitions is judged through "
+    "key-moved and unstable-assignment (a key moves only away from a leaver)",
     "KS-FLT-1": "a definition the checker uses itself; tested on the reference",
     "KS-FLT-5": "a definition the checker uses itself; tested on the reference",
     "KS-ORD-4": "a permission, not an obligation",
