@@ -149,3 +149,66 @@ def test_watch_stream_refuses_a_module_without_start_before_spark_starts(
     assert "json: defines no start(spark, capture, options) function" in error and error.count("\n") == 1
     assert main(["watch-stream", "no_such_module_here", "--capture", str(tmp_path / "capture")]) == 64
     assert "no_such_module_here: no such module" in capsys.readouterr().err
+
+
+def _long_run(batches: int, retain: int, stop: bool = True) -> dict[str, Any]:
+    """A correct run of `batches` one-record batches whose commit log keeps only the last `retain` entries (Spark's
+    spark.sql.streaming.minBatchesToRetain purges the older ones), as the driver sees it at each batch's start."""
+
+    def log(last: int) -> list[int]:
+        return list(range(max(0, last - retain + 1), last + 1)) if last >= 0 else []
+
+    driver: list[dict[str, Any]] = [{"e": "start", "committed": []}]
+    tasks: dict[str, list[Any]] = {}
+    for batch in range(batches):
+        driver += [{"e": "batch", "b": batch, "committed": log(batch - 1)}, {"e": "sink", "b": batch}]
+        tasks[f"src-b{batch}-p0-a0-t{batch}0.jsonl"] = [[batch, "k"]]
+        tasks[f"out-b{batch}-p0-a0-t{batch}1.jsonl"] = [batch]
+    if stop:
+        driver.append({"e": "stop", "committed": log(batches - 1)})
+    return {"driver": driver, "tasks": tasks}
+
+
+def test_a_commit_log_purged_by_spark_retention_is_not_a_deleted_checkpoint(tmp_path: Path) -> None:
+    events, counts = _judge(tmp_path, [_long_run(12, retain=3)])
+    assert counts == {}
+    persisted = [e["cursor"] for e in events if e["event"] == "cursor_persisted"]
+    assert persisted == list(range(1, 13))  # every commit moves the cursor on by its batch's record
+
+
+def test_a_restart_after_retention_purged_the_log_resumes_from_the_last_commit(tmp_path: Path) -> None:
+    first = _long_run(12, retain=3, stop=False)  # killed after batch 11's sink, before its commit
+    replay = {
+        "driver": [
+            {"e": "start", "committed": [8, 9, 10]},
+            {"e": "batch", "b": 11, "committed": [8, 9, 10]},
+            {"e": "sink", "b": 11},
+            {"e": "stop", "committed": [9, 10, 11]},
+        ],
+        "tasks": {"src-b11-p0-a0-t1.jsonl": [[11, "k"]], "out-b11-p0-a0-t2.jsonl": [11]},
+    }
+    _, counts = _judge(tmp_path, [first, replay])
+    assert counts == {}
+
+
+def test_a_commit_log_that_goes_back_is_still_a_regress_under_retention(tmp_path: Path) -> None:
+    """The checkpoint replaced by an older copy (log 4-6 instead of 9-11): the query re-runs batch 7 and the
+    cursor goes back from 12 to 8."""
+    first = _long_run(12, retain=3)
+    replay = {
+        "driver": [
+            {"e": "start", "committed": [4, 5, 6]},
+            {"e": "batch", "b": 7, "committed": [4, 5, 6]},
+            {"e": "sink", "b": 7},
+            {"e": "stop", "committed": [5, 6, 7]},
+        ],
+        "tasks": {"src-b7-p0-a0-t1.jsonl": [[7, "k"]], "out-b7-p0-a0-t2.jsonl": [7]},
+    }
+    _, counts = _judge(tmp_path, [first, replay])
+    assert "cursor-regress" in counts
+
+
+def test_a_restart_on_a_new_checkpoint_under_retention_is_a_regress(tmp_path: Path) -> None:
+    """The second run's checkpoint is a new, empty one: the query starts over from the first record."""
+    _, counts = _judge(tmp_path, [_long_run(12, retain=3), _long_run(12, retain=3)])
+    assert "cursor-regress" in counts and "resurrected" in counts

@@ -49,7 +49,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def committed_batches(checkpoint: str | None) -> list[int]:
-    """The batch ids in a local checkpoint's commit log (`commits/N`), sorted; none when there is no checkpoint."""
+    """The batch ids in a local checkpoint's commit log (`commits/N`), sorted; none when there is no checkpoint.
+
+    Only the entries Spark keeps (spark.sql.streaming.minBatchesToRetain, 100 by default): the highest is the
+    last committed batch, and every earlier batch of the checkpoint is committed too (streamtrace reads it so).
+    """
     if checkpoint is None:
         return []
     folder = Path(checkpoint.removeprefix("file:")) / "commits"

@@ -13,7 +13,6 @@ adds `quiescent`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,14 +181,14 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
     summary = Summary(runs=len(runs))
     for run in runs:
         if run.index > 0:
-            state.commit_known(runs, _first_committed(run))
+            state.commit_known(_first_commit_log(run))
             state.end_run(runs[run.index - 1])
             build.add("restart")
             state.restart()
         for line in run.lines:
             kind = line.get("e")
             if "committed" in line:
-                state.commit_known(runs, line["committed"])
+                state.commit_known(line)
             if kind == "batch" and int(line["b"]) in run.executions:
                 state.start_batch(run.executions[int(line["b"])])
             elif kind == "sink" and int(line["b"]) in run.executions:
@@ -210,11 +209,12 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
     return build.events, summary
 
 
-def _first_committed(run: Run) -> list[int]:
+def _first_commit_log(run: Run) -> dict[str, Any]:
+    """The run's first view of the checkpoint's commit log (its driver line), or an empty log."""
     for line in run.lines:
         if "committed" in line:
-            return [int(b) for b in line["committed"]]
-    return []
+            return dict(line)
+    return {"committed": []}
 
 
 def _mark_durable(runs: list[Run], probe: dict[int, int] | None) -> None:
@@ -248,6 +248,8 @@ class _State:
         self.since_restart: dict[int, int] = {}
         self.resolved: set[int] = set()
         self.checkpoint: dict[int, set[int]] = {}
+        self.top = -1
+        """The highest batch id of the commit log last seen (-1: no log)."""
         self.persisted_cursor = 0
         self.persisted_holes: set[int] = set()
         self.delivered: set[int] = set()
@@ -306,14 +308,23 @@ class _State:
                 self.build.add("ack", offset=offset, key=self.keys[offset], consumer=f"p{partition}")
                 self.resolved.add(offset)
 
-    def commit_known(self, runs: list[Run], committed: Iterable[int]) -> None:
-        """The checkpoint's commit log as last seen: each newly committed batch persists the cursor, in batch order."""
-        present = {int(b) for b in committed}
-        for batch in list(self.checkpoint):
-            if batch not in present:  # the commit log lost it: the checkpoint was deleted or rolled back
-                del self.checkpoint[batch]
+    def commit_known(self, line: dict[str, Any]) -> None:
+        """The checkpoint's commit log as a driver line saw it: each newly committed batch persists the cursor.
+
+        Spark commits batches in order and purges the log's old entries (spark.sql.streaming.minBatchesToRetain,
+        100 by default), so the log's highest batch id is what it says: that batch and every earlier one of
+        this checkpoint are committed, whatever older entries are gone. The checkpoint went back only when
+        that highest id went down (the log deleted, a new checkpoint, or an older copy): then the batches it no
+        longer covers leave the cursor.
+        """
+        top = max((int(b) for b in line["committed"]), default=-1)
+        if top < self.top:
+            for batch in list(self.checkpoint):
+                if batch > top:
+                    del self.checkpoint[batch]
+        self.top = top
         for execution in sorted(self.open, key=lambda e: e.batch):
-            if execution.batch in present and not execution.committed:
+            if execution.batch <= top and not execution.committed:
                 execution.committed = True
                 self.open.remove(execution)
                 self.checkpoint[execution.batch] = set(execution.sources)
