@@ -212,3 +212,65 @@ def test_a_restart_on_a_new_checkpoint_under_retention_is_a_regress(tmp_path: Pa
     """The second run's checkpoint is a new, empty one: the query starts over from the first record."""
     _, counts = _judge(tmp_path, [_long_run(12, retain=3), _long_run(12, retain=3)])
     assert "cursor-regress" in counts and "resurrected" in counts
+
+
+def _with_probe(folder: Path, run: int, counts: dict[int, int]) -> Path:
+    (folder / f"run-{run:04d}" / "probe.json").write_text(
+        json.dumps({"counts": {str(o): c for o, c in counts.items()}})
+    )
+    return folder
+
+
+def _judge_folder(tmp_path: Path, folder: Path) -> tuple[list[dict[str, Any]], dict[str, int], Any]:
+    events, _ = assemble(folder)
+    write_jsonl(events, tmp_path / "trace.jsonl")
+    result = check_trace(tmp_path / "trace.jsonl")
+    assert result.malformed is None and not result.problems
+    counts: dict[str, int] = {}
+    for anomaly in result.anomalies:
+        counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
+    return events, counts, result
+
+
+STOPPED_RUN = {**GOOD_RUN, "driver": [*GOOD_RUN["driver"], {"e": "sink", "b": 1}, {"e": "stop", "committed": [0, 1]}]}
+
+
+def test_a_sink_that_returned_without_writing_a_batch_loses_its_records(tmp_path: Path) -> None:
+    """The probe holds batch 0's offsets once and none of batch 1's: batch 1 is lost, though its sink returned."""
+    folder = _with_probe(_capture(tmp_path / "capture", [STOPPED_RUN]), 1, {0: 1, 1: 1, 2: 1})
+    events, counts, result = _judge_folder(tmp_path, folder)
+    assert result.verdict.value == "invalid"
+    assert "cursor-skip" in counts and "lost" in counts, counts
+    assert {e["offset"] for e in events if e["event"] == "ack"} == {0, 1, 2}
+
+
+def test_a_probe_that_holds_every_offset_once_is_valid(tmp_path: Path) -> None:
+    folder = _with_probe(_capture(tmp_path / "capture", [STOPPED_RUN]), 1, dict.fromkeys(range(6), 1))
+    _, counts, result = _judge_folder(tmp_path, folder)
+    assert (result.verdict.value, counts) == ("valid", {})
+
+
+def test_a_batch_committed_without_reading_its_records_is_a_verdict_naming_them(tmp_path: Path) -> None:
+    """Batch 1 ran (the driver saw it start and its sink return) but no task read offsets 2 and 3."""
+    run = {
+        "driver": [
+            {"e": "start", "committed": []},
+            {"e": "batch", "b": 0, "committed": []},
+            {"e": "sink", "b": 0},
+            {"e": "batch", "b": 1, "committed": [0]},
+            {"e": "sink", "b": 1},
+            {"e": "batch", "b": 2, "committed": [0, 1]},
+            {"e": "sink", "b": 2},
+            {"e": "stop", "committed": [0, 1, 2]},
+        ],
+        "tasks": {**_batch(0, [0, 1], {0: [0], 1: [1]}), **_batch(2, [4, 5], {0: [4], 1: [5]})},
+    }
+    events, _, result = _judge_folder(tmp_path, _capture(tmp_path / "capture", [run]))
+    assert result.verdict.value == "invalid"
+    skipped = [a for a in result.anomalies if a.name == "cursor-skip"]
+    assert skipped and "offset=2" in skipped[0].explanation.text()
+    stuck = sorted(
+        a.explanation.text().split("offset=")[1].split(",")[0] for a in result.anomalies if a.name == "stuck-key"
+    )
+    assert stuck == ["2", "3"]
+    assert [e["key"] for e in events if e["event"] == "publish" and e["offset"] in (2, 3)] == ["(unread)"] * 2

@@ -22,6 +22,8 @@ from ks_spec.errors import MissingInput, UserError
 from ks_spark.capture.recorder import MARKER, OUTPUT, SOURCE, _read_marker
 
 Event = dict[str, Any]
+UNREAD_KEY = "(unread)"
+"""The key of a record no task read: a batch ran (the driver saw it) without reading its records."""
 IMPLEMENTATION = {"name": "spark-structured-streaming (ks_spark.capture)", "version": "1"}
 
 
@@ -37,6 +39,8 @@ class Execution:
     emitted: bool = False
     committed: bool = False
     durable: bool = False
+    unapplied: set[int] = field(default_factory=set)
+    """Offsets it processed that the sink's durable output does not hold (the probe counts them 0): no ack."""
 
 
 @dataclass
@@ -164,8 +168,13 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
                     raise UserError(
                         f"{run.folder}: offset {offset} was read with two keys, {keys[offset]!r} and {key!r}"
                     )
-    probe = next((run.probe for run in reversed(runs) if run.probe is not None), None)
+    unread = _unread(runs, keys)
+    keys.update(dict.fromkeys(unread, UNREAD_KEY))
+    probed = next((run for run in reversed(runs) if run.probe is not None), None)
+    probe = probed.probe if probed is not None else None
     _mark_durable(runs, probe)
+    if probed is not None and probed.probe is not None:
+        _mark_unapplied(runs[: probed.index + 1], probed.probe)
     window = max(1, len(keys))
     config = {
         "profile": "owner",
@@ -178,6 +187,7 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
     detail = {"trace_version": 1, "config": config, "implementation": IMPLEMENTATION}
     build.add("config", detail=json.dumps(detail, sort_keys=True))
     state = _State(build, keys)
+    state.unread = unread
     summary = Summary(runs=len(runs))
     for run in runs:
         if run.index > 0:
@@ -199,6 +209,7 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
     last = runs[-1]
     if last.stopped:
         state.end_run(last)
+        state.await_more(window)
         build.add("quiescent")
         summary.clean_end = True
     summary.batches = sum(len(run.executions) for run in runs)
@@ -207,6 +218,27 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
     summary.redeliveries = state.redeliveries
     summary.commits = state.commits
     return build.events, summary
+
+
+def _read_nothing(runs: list[Run]) -> list[str]:
+    """The batches the driver started whose tasks read no record ("run R batch B")."""
+    found = []
+    for run in runs:
+        for line in run.lines:
+            if line.get("e") == "batch":
+                execution = run.executions.get(int(line["b"]))
+                if execution is None or not execution.sources:
+                    found.append(f"run {run.index + 1} batch {int(line['b'])}")
+    return found
+
+
+def _unread(runs: list[Run], keys: dict[int, str]) -> set[int]:
+    """The offsets below the highest read that no task read, when a batch ran without reading: its records.
+
+    Without such a batch a gap is the log's own (its offsets are not dense): the one-line error of publish.
+    """
+    missing = set(range(max(keys, default=-1) + 1)) - set(keys)
+    return missing if missing and _read_nothing(runs) else set()
 
 
 def _first_commit_log(run: Run) -> dict[str, Any]:
@@ -238,6 +270,19 @@ def _mark_durable(runs: list[Run], probe: dict[int, int] | None) -> None:
             execution.durable = True
 
 
+def _mark_unapplied(runs: list[Run], probe: dict[int, int]) -> None:
+    """Offsets a sink returned for but whose result its durable output does not hold (the probe counts them 0).
+
+    Their deliveries are not acknowledged: the sink did not apply them, and a commit of their batch passes
+    them unprocessed (`cursor-skip`), the holder's leave leaves them `lost`. Only the runs the probe saw
+    (up to the run that took it) are judged: a later run's output is not in it.
+    """
+    for run in runs:
+        for execution in run.executions.values():
+            for offsets in execution.deliveries.values():
+                execution.unapplied.update(o for o in offsets if probe.get(o, 0) == 0)
+
+
 class _State:
     """The mapping's running state: what is published, delivered since restart, acked, and committed."""
 
@@ -249,6 +294,8 @@ class _State:
         self.resolved: set[int] = set()
         self.checkpoint: dict[int, set[int]] = {}
         self.top = -1
+        self.unread: set[int] = set()
+        """Offsets no task read (a batch that ran without reading them): published, never delivered."""
         """The highest batch id of the commit log last seen (-1: no log)."""
         self.persisted_cursor = 0
         self.persisted_holes: set[int] = set()
@@ -305,6 +352,8 @@ class _State:
     def _acks(self, execution: Execution) -> None:
         for partition in sorted(execution.deliveries):
             for offset in execution.deliveries[partition]:
+                if offset in execution.unapplied:
+                    continue
                 self.build.add("ack", offset=offset, key=self.keys[offset], consumer=f"p{partition}")
                 self.resolved.add(offset)
 
@@ -340,9 +389,21 @@ class _State:
                 self._persist()
         self.open = [e for e in self.open if e.run != run.index]
 
+    def await_more(self, window: int) -> None:
+        """At a clean end with records unresolved, the stopped query as one idle consumer (`query`, room for all).
+
+        The checks at a quiescent point judge what is left unresolved only while someone could take it; the
+        batches' partitions have all left. The stopped query could have: so a record its sink never applied
+        reads as `lost`, one never processed as `stuck-key` (spec/streaming.md, section 2).
+        """
+        if len(self.resolved) < self.published:
+            self.build.add("consumer_added", consumer="query", capacity=window, filters=[])
+
     def _persist(self) -> None:
         """A tick whose phase 6 persists the checkpoint's cursor and, above it, every resolved offset (the holes)."""
         covered = set().union(*self.checkpoint.values()) if self.checkpoint else set()
+        top = max(covered, default=-1)
+        covered |= {o for o in self.unread if o < top}  # Spark's commit covers the batch range it planned
         cursor = 0
         while cursor in covered:
             cursor += 1
