@@ -8,7 +8,8 @@ record (offset, key, total) in offset order; a foreachBatch sink writes each bat
 
 `variant` selects a mistake users really make, each caught by the judge (spec/streaming.md, section 5):
 `wrong-key` keeps the state per device instead of per account, `append-sink` appends every batch to the
-output (a replay applies it twice), `arrival-order` sorts a key's records by arrival instead of offset.
+output (a replay applies it twice), `arrival-order` sorts a key's records by arrival instead of offset,
+`swallow-write` swallows a failed write of batch 1 and returns (the batch commits, its output is lost).
 (Deleting the checkpoint before a restart is done from outside: see tests/test_spark_stream.py.)
 
 Run it with `keyshared watch-stream ks_spark.capture.examples.keyed_totals --set log=LOG --set out=OUT ...`;
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
 SCHEMA = "offset long, key string, device string, arrival long, amount long"
 OUTPUT = "offset long, key string, total long"
 STATE = "total long"
-VARIANTS = ("correct", "wrong-key", "append-sink", "arrival-order")
+VARIANTS = ("correct", "wrong-key", "append-sink", "arrival-order", "swallow-write")
+LOST_BATCH = 1
+"""The batch the `swallow-write` variant loses."""
 DEVICES_PER_KEY = 3
 
 
@@ -102,10 +105,13 @@ def start(spark: SparkSession, capture: Capture, options: Mapping[str, str]) -> 
         yield pd.DataFrame({"offset": frame["offset"], "key": frame["key"], "total": running})
 
     def write(frame: DataFrame, batch_id: int) -> None:
+        target = os.path.join(out, f"batch={batch_id}")
         if variant == "append-sink":
             frame.write.mode("append").parquet(out)
+        elif variant == "swallow-write" and batch_id == LOST_BATCH:
+            _swallowed_write(frame, target)
         else:
-            frame.write.mode("overwrite").parquet(os.path.join(out, f"batch={batch_id}"))
+            frame.write.mode("overwrite").parquet(target)
         if signal:
             Path(signal).mkdir(parents=True, exist_ok=True)
             (Path(signal) / f"applied-{batch_id}").touch()
@@ -120,6 +126,27 @@ def start(spark: SparkSession, capture: Capture, options: Mapping[str, str]) -> 
     if capture.checkpoint is not None:
         writer = writer.option("checkpointLocation", capture.checkpoint)
     return writer.start()
+
+
+def _swallowed_write(frame: DataFrame, target: str) -> None:
+    """A sink that swallows a failed write and returns, losing the batch (the `swallow-write` variant's mistake).
+
+    The batch is computed and counted first (its records read and processed, its state committed), then the
+    write fails, as a full disk or a revoked permission would, and the failure is logged nowhere. (A sink that
+    returns without computing the batch at all is refused by Spark itself for a stateful query: its state stores
+    did not commit.)
+    """
+    from pyspark.sql import functions
+
+    frame.persist()
+    try:
+        frame.count()
+        failing = frame.withColumn("total", functions.raise_error(functions.lit("disk full")))
+        failing.write.mode("overwrite").parquet(target)
+    except Exception:  # the mistake: the batch commits without its output
+        return
+    finally:
+        frame.unpersist()
 
 
 def probe(spark: SparkSession, options: Mapping[str, str]) -> dict[int, int]:
