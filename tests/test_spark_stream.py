@@ -67,10 +67,10 @@ def _command(tmp: Path, variant: str, partitions: int, extra: list[str]) -> list
     ]
 
 
-def _kill_mid_batch(tmp: Path, variant: str, partitions: int) -> None:
-    """Run until batch KILL_BATCH's sink has written, then SIGKILL the child's whole process group."""
+def _kill_mid_batch(tmp: Path, variant: str, partitions: int, kill_batch: int = KILL_BATCH) -> None:
+    """Run until batch `kill_batch`'s sink has written, then SIGKILL the child's whole process group."""
     signal_dir = tmp / "signal"
-    extra = ["--set", f"signal={signal_dir}", "--set", f"pause_batch={KILL_BATCH}", "--set", "pause_seconds=600"]
+    extra = ["--set", f"signal={signal_dir}", "--set", f"pause_batch={kill_batch}", "--set", "pause_seconds=600"]
     log = (tmp / "run1.log").open("w")
     scratch = tmp / "scratch"  # a killed child cannot remove its temporary folders (Python's, Spark's): keep them here
     scratch.mkdir()
@@ -82,10 +82,10 @@ def _kill_mid_batch(tmp: Path, variant: str, partitions: int) -> None:
         env={**os.environ, "TMPDIR": str(scratch), "SPARK_LOCAL_DIRS": str(scratch)},
     )
     try:
-        deadline = time.monotonic() + WAIT_S
-        while not (signal_dir / f"applied-{KILL_BATCH}").exists():
+        deadline = time.monotonic() + WAIT_S * (1 + kill_batch // 10)
+        while not (signal_dir / f"applied-{kill_batch}").exists():
             assert child.poll() is None, (tmp / "run1.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "batch 2 never reached its sink"
+            assert time.monotonic() < deadline, f"batch {kill_batch} never reached its sink"
             time.sleep(0.2)
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the child's own session: driver, JVM and Python workers
@@ -95,16 +95,23 @@ def _kill_mid_batch(tmp: Path, variant: str, partitions: int) -> None:
 
 
 def run_scenario(
-    tmp: Path, variant: str = "correct", delete_checkpoint: bool = False, first: int = 3, second: int = 2
+    tmp: Path,
+    variant: str = "correct",
+    delete_checkpoint: bool = False,
+    first: int = 3,
+    second: int = 2,
+    files: int = FILES,
+    kill_batch: int = KILL_BATCH,
 ) -> Scenario:
-    """Write the log, run killed mid-batch, restart (another partition count), assemble and judge the capture."""
+    """Write the log (one file per batch), run killed mid-batch, restart (another partition count), assemble and
+    judge the capture."""
     from ks_conformance.tracefile import check_trace
     from ks_spark.capture.examples.keyed_totals import write_log
     from ks_spark.capture.streamtrace import write
     from ks_spec.trace import load_trace
 
-    write_log(tmp / "log", RECORDS, KEYS, FILES)
-    _kill_mid_batch(tmp, variant, first)
+    write_log(tmp / "log", max(RECORDS, 2 * files), KEYS, files)
+    _kill_mid_batch(tmp, variant, first, kill_batch)
     if delete_checkpoint:
         shutil.rmtree(tmp / "capture" / "checkpoint")
     rerun = subprocess.run(_command(tmp, variant, second, []), capture_output=True, text=True, check=False)
@@ -145,6 +152,17 @@ def test_the_correct_pipeline_killed_mid_batch_and_restarted_is_valid_with_dupli
     assert events[-1]["event"] == "quiescent"
     driver = (scenario.capture / "run-0002" / "driver.jsonl").read_text().splitlines()
     assert json.loads(driver[0])["committed"] == list(range(KILL_BATCH))  # the kill landed before the commit
+
+
+@pytest.mark.slow
+def test_a_correct_job_of_150_batches_killed_past_the_commit_log_retention_is_valid(tmp_path: Path) -> None:
+    """Spark's default retention keeps the last 100 commits; the kill lands at batch 120, after the purge began."""
+    scenario = run_scenario(tmp_path, files=150, kill_batch=120)
+    assert scenario.verdict == "valid", scenario.anomalies
+    driver = (scenario.capture / "run-0002" / "driver.jsonl").read_text().splitlines()
+    committed = json.loads(driver[0])["committed"]
+    assert committed[-1] == 119 and committed[0] > 0, committed  # purged, and the kill before batch 120's commit
+    assert scenario.events[-1]["event"] == "quiescent"
 
 
 @pytest.mark.slow

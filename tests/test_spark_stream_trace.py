@@ -274,3 +274,27 @@ def test_a_batch_committed_without_reading_its_records_is_a_verdict_naming_them(
     )
     assert stuck == ["2", "3"]
     assert [e["key"] for e in events if e["event"] == "publish" and e["offset"] in (2, 3)] == ["(unread)"] * 2
+
+
+def _timed(run: dict[str, Any], start: float) -> dict[str, Any]:
+    """The run with a driver time on every line, one second apart from `start`."""
+    return {**run, "driver": [{**line, "time": start + i} for i, line in enumerate(run["driver"])]}
+
+
+def test_two_runs_of_one_query_at_the_same_time_are_named_as_such_and_a_restart_is_not(tmp_path: Path) -> None:
+    replay = {
+        "driver": [
+            {"e": "start", "committed": [0]},
+            {"e": "batch", "b": 1, "committed": [0]},
+            {"e": "sink", "b": 1},
+            {"e": "stop", "committed": [0, 1]},
+        ],
+        "tasks": _batch(1, [3, 4, 5], {0: [4], 1: [3, 5]}),
+    }
+    _, restarted = assemble(_capture(tmp_path / "restart", [_timed(GOOD_RUN, 100), _timed(replay, 110)]))
+    assert restarted.concurrent == []
+    _, together = assemble(_capture(tmp_path / "together", [_timed(GOOD_RUN, 100), _timed(replay, 101.5)]))
+    assert together.concurrent == [
+        "run 1 (run-0001) and run 2 (run-0002) of one query ran at the same time: run 2 began 1.5s before run 1's "
+        "last batch event (the trace shows it as a restart)"
+    ]

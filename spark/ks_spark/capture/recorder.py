@@ -102,9 +102,15 @@ class Capture:
                 raise UserError(f"{marker}: the capture was made with other column names: {stored}", exit_code=64)
         else:
             marker.write_text(json.dumps(settings) + "\n")
-        runs = sorted(p for p in self.folder.glob("run-*") if p.is_dir())
-        self.run_dir = self.folder / f"run-{len(runs) + 1:04d}"
-        (self.run_dir / "tasks").mkdir(parents=True)
+        index = len([p for p in self.folder.glob("run-*") if p.is_dir()]) + 1
+        while True:  # mkdir is atomic: a run begun at the same moment (the query started twice) takes the next
+            self.run_dir = self.folder / f"run-{index:04d}"
+            try:
+                self.run_dir.mkdir()
+                break
+            except FileExistsError:
+                index += 1
+        (self.run_dir / "tasks").mkdir()
         self._driver = open(self.run_dir / "driver.jsonl", "a", encoding="utf-8")
         self._session = session
         partitions = session.conf.get("spark.sql.shuffle.partitions")

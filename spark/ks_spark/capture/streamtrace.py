@@ -71,6 +71,9 @@ class Summary:
     """Deliveries of an offset delivered before, in this run or an earlier one."""
     commits: int = 0
     clean_end: bool = False
+    concurrent: list[str] = field(default_factory=list)
+    """Runs of the query that ran at the same time (one began before another's last driver line), each named:
+    not a restart but two queries on one checkpoint, which the trace can only show as a restart."""
 
 
 def is_capture(path: Path) -> bool:
@@ -212,6 +215,7 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
         state.await_more(window)
         build.add("quiescent")
         summary.clean_end = True
+    summary.concurrent = concurrent_runs(runs)
     summary.batches = sum(len(run.executions) for run in runs)
     summary.published = state.published
     summary.deliveries = state.deliveries
@@ -239,6 +243,28 @@ def _unread(runs: list[Run], keys: dict[int, str]) -> set[int]:
     """
     missing = set(range(max(keys, default=-1) + 1)) - set(keys)
     return missing if missing and _read_nothing(runs) else set()
+
+
+def concurrent_runs(runs: list[Run]) -> list[str]:
+    """Pairs of runs that overlapped in time: a later run began before an earlier one's last driver line.
+
+    A restart begins after the run before it stopped or died; a run that began while another still wrote is
+    the same query started twice on one checkpoint (two jobs, or a retry scheduled while the first still runs).
+    """
+    found = []
+    for later in runs[1:]:
+        began = next((float(line["time"]) for line in later.lines if "time" in line), None)
+        if began is None:
+            continue
+        for earlier in runs[: later.index]:
+            last = max((float(line["time"]) for line in earlier.lines if "time" in line), default=None)
+            if last is not None and began < last:
+                found.append(
+                    f"run {earlier.index + 1} ({earlier.folder.name}) and run {later.index + 1} ({later.folder.name}) "
+                    f"of one query ran at the same time: run {later.index + 1} began {last - began:.1f}s before "
+                    f"run {earlier.index + 1}'s last batch event (the trace shows it as a restart)"
+                )
+    return found
 
 
 def _first_commit_log(run: Run) -> dict[str, Any]:
