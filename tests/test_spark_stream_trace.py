@@ -78,7 +78,7 @@ def test_a_batch_killed_before_its_commit_is_redelivered_after_the_restart_and_t
     persisted = [e["cursor"] for e in events if e["event"] == "cursor_persisted"]
     assert persisted == [3, 6]  # batch 0's commit, then the replayed batch 1's
     added = [(e["consumer"], e["capacity"]) for e in events if e["event"] == "consumer_added"]
-    assert added[:2] == [("p0", 2), ("p1", 1)]
+    assert added[:2] == [("b0-p0", 2), ("b0-p1", 1)]  # batch 0's partitions 0 and 1
 
 
 def test_a_key_processed_by_two_partitions_in_one_batch_is_split_owner(tmp_path: Path) -> None:
@@ -298,3 +298,13 @@ def test_two_runs_of_one_query_at_the_same_time_are_named_as_such_and_a_restart_
         "run 1 (run-0001) and run 2 (run-0002) of one query ran at the same time: run 2 began 1.5s before run 1's "
         "last batch event (the trace shows it as a restart)"
     ]
+
+
+def test_a_second_start_that_spark_refused_while_the_first_ran_is_named_and_is_no_restart(tmp_path: Path) -> None:
+    """Spark refuses a second query on a checkpoint in use (SparkConcurrentModificationException): that run began
+    during the first and died with only its start line; the first run's clean end still stands."""
+    refused = {"driver": [{"e": "start", "committed": [0], "time": 101.5}], "tasks": {}}
+    events, summary = assemble(_capture(tmp_path / "capture", [_timed(STOPPED_RUN, 100), refused]))
+    assert [e["event"] for e in events].count("restart") == 0 and events[-1]["event"] == "quiescent"
+    assert summary.clean_end and summary.runs == 2
+    assert len(summary.concurrent) == 1 and summary.concurrent[0].startswith("run 1 (run-0001) and run 2 (run-0002)")

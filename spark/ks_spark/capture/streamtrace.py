@@ -3,7 +3,7 @@
 Pure Python (no Spark): the capture's files are small beside the query's data (one short line per record
 read and per record processed). Per micro-batch of a run, in this order: a `tick`; the `publish` of every
 new offset up to the batch's highest; per shuffle partition that processed records, `consumer_added`
-(named `p<partition>`, its capacity the records it took) and its `deliver` events in the order its
+(named `b<batch>-p<partition>`, its capacity the records it took) and its `deliver` events in the order its
 per-key function produced them; when the sink returned, an `ack` per delivery and `consumer_removed`;
 when the checkpoint's commit log holds the batch, a `tick` whose `cursor_persisted` is the first offset
 the committed batches' source records do not cover. A later run starts with `restart`; a clean end
@@ -74,6 +74,12 @@ class Summary:
     concurrent: list[str] = field(default_factory=list)
     """Runs of the query that ran at the same time (one began before another's last driver line), each named:
     not a restart but two queries on one checkpoint, which the trace can only show as a restart."""
+
+
+def consumer_name(batch: int, partition: int) -> str:
+    """The consumer of shuffle partition `partition`'s task in micro-batch `batch`: `b<batch>-p<partition>`, so
+    that every explanation naming a consumer names the batch and the partition as Spark numbers them."""
+    return f"b{batch}-p{partition}"
 
 
 def is_capture(path: Path) -> bool:
@@ -192,10 +198,11 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
     state = _State(build, keys)
     state.unread = unread
     summary = Summary(runs=len(runs))
-    for run in runs:
-        if run.index > 0:
+    played = [run for run in runs if not _died_at_start(run)] or runs[:1]
+    for previous, run in zip([None, *played], played, strict=False):
+        if previous is not None:
             state.commit_known(_first_commit_log(run))
-            state.end_run(runs[run.index - 1])
+            state.end_run(previous)
             build.add("restart")
             state.restart()
         for line in run.lines:
@@ -209,7 +216,7 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
         for batch in sorted(run.executions):  # tasks whose batch the driver never noted (it died first)
             if not run.executions[batch].emitted:
                 state.start_batch(run.executions[batch])
-    last = runs[-1]
+    last = played[-1]
     if last.stopped:
         state.end_run(last)
         state.await_more(window)
@@ -265,6 +272,12 @@ def concurrent_runs(runs: list[Run]) -> list[str]:
                     f"run {earlier.index + 1}'s last batch event (the trace shows it as a restart)"
                 )
     return found
+
+
+def _died_at_start(run: Run) -> bool:
+    """A run that began and ended without a batch or a clean stop (its query failed to start: Spark refuses a second
+    query on a checkpoint in use, say): it changed nothing, and is no restart in the trace."""
+    return not run.executions and not run.stopped and not any(line.get("e") == "batch" for line in run.lines)
 
 
 def _first_commit_log(run: Run) -> dict[str, Any]:
@@ -352,7 +365,7 @@ class _State:
             offsets = execution.deliveries[partition]
             if not offsets:
                 continue
-            consumer = f"p{partition}"
+            consumer = consumer_name(execution.batch, partition)
             self.build.add("consumer_added", consumer=consumer, capacity=len(offsets), filters=[])
             for offset in offsets:
                 attempt = self.since_restart.get(offset, 0) + 1
@@ -371,7 +384,7 @@ class _State:
         self._acks(execution)
         for partition in sorted(execution.deliveries):
             if execution.deliveries[partition]:
-                self.build.add("consumer_removed", consumer=f"p{partition}")
+                self.build.add("consumer_removed", consumer=consumer_name(execution.batch, partition))
         if execution.durable:
             self._persist()
 
@@ -380,7 +393,9 @@ class _State:
             for offset in execution.deliveries[partition]:
                 if offset in execution.unapplied:
                     continue
-                self.build.add("ack", offset=offset, key=self.keys[offset], consumer=f"p{partition}")
+                self.build.add(
+                    "ack", offset=offset, key=self.keys[offset], consumer=consumer_name(execution.batch, partition)
+                )
                 self.resolved.add(offset)
 
     def commit_known(self, line: dict[str, Any]) -> None:
