@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,7 +89,12 @@ class Capture:
         self._session: SparkSession | None = None
 
     def begin(self, session: SparkSession) -> Path:
-        """Start a run: the first in an empty folder, else a restart. Returns the run's folder."""
+        """Start a run: the first in an empty folder, else a restart. Returns the run's folder.
+
+        In local mode, first checks that Spark's worker Python can import the capture (its tasks run there):
+        a one-line error saying how to set it otherwise, rather than a job dying with ModuleNotFoundError.
+        """
+        check_worker_python(session)
         self.folder.mkdir(parents=True, exist_ok=True)
         marker = self.folder / MARKER
         settings = {
@@ -259,6 +266,34 @@ def _column(data: Any, name: str) -> list[Any]:
         raise UserError(f"capture: column '{name}' is missing (columns: {', '.join(map(str, names))})", exit_code=64)
     values: list[Any] = data.column(name).to_pylist() if arrow else data[name].tolist()
     return values
+
+
+def check_worker_python(session: SparkSession) -> None:
+    """In local mode, that the worker Python (PYSPARK_PYTHON, else `python3`) imports ks_spark; a one-line error if not.
+
+    Spark runs the capture's task functions in its worker Python, fixed when the SparkContext started. On a
+    cluster the executors' Python cannot be tried from here: it must have keyshared installed (spec/streaming.md).
+    """
+    context = session.sparkContext
+    executable = getattr(context, "pythonExec", None)
+    if not executable or not str(context.master).startswith("local") or executable == sys.executable:
+        return
+    fix = f"set PYSPARK_PYTHON={sys.executable} before the SparkSession starts, or install keyshared into that Python"
+    try:
+        tried = subprocess.run(
+            [executable, "-c", "import ks_spark.capture.recorder"], capture_output=True, text=True, timeout=120
+        )
+    except OSError as error:
+        raise UserError(
+            f"capture: Spark's worker Python {executable!r} cannot run ({error.strerror}): {fix}", exit_code=64
+        ) from None
+    if tried.returncode != 0:
+        lines = tried.stderr.strip().splitlines()
+        raise UserError(
+            f"capture: Spark's worker Python {executable!r} cannot import the capture "
+            f"({lines[-1] if lines else f'exit {tried.returncode}'}), so its tasks would fail: {fix}",
+            exit_code=64,
+        )
 
 
 class NoCapture(Capture):
