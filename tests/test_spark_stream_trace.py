@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from ks_conformance.tracefile import check_trace
 from ks_spark.capture.recorder import FORMAT, MARKER, VERSION
-from ks_spark.capture.streamtrace import assemble
+from ks_spark.capture.streamtrace import assemble, where
 from ks_spec.errors import UserError
 from ks_spec.trace import write_jsonl
 
@@ -308,3 +308,17 @@ def test_a_second_start_that_spark_refused_while_the_first_ran_is_named_and_is_n
     assert [e["event"] for e in events].count("restart") == 0 and events[-1]["event"] == "quiescent"
     assert summary.clean_end and summary.runs == 2
     assert len(summary.concurrent) == 1 and summary.concurrent[0].startswith("run 1 (run-0001) and run 2 (run-0002)")
+
+
+def test_where_names_the_run_batch_and_partition_of_an_anomaly_offsets(tmp_path: Path) -> None:
+    replay = {
+        "driver": [{"e": "start", "committed": [0]}, {"e": "batch", "b": 1, "committed": [0]}, {"e": "sink", "b": 1}],
+        "tasks": _batch(1, [3, 4, 5], {0: [4], 1: [3, 5]}),
+    }
+    _, summary = assemble(_capture(tmp_path / "capture", [GOOD_RUN, replay]))
+    assert where(summary, [4, 0, 9]) == [
+        "offset 0: read in run 1 batch 0, processed in run 1 batch 0 partition 0",
+        "offset 4: read in run 1 batch 1, processed in run 1 batch 1 partition 0, read in run 2 batch 1, "
+        "processed in run 2 batch 1 partition 0",
+        "offset 9: not in the capture",
+    ]

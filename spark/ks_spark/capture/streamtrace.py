@@ -13,6 +13,7 @@ adds `quiescent`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,8 @@ class Summary:
     """Deliveries of an offset delivered before, in this run or an earlier one."""
     commits: int = 0
     clean_end: bool = False
+    places: dict[int, list[str]] = field(default_factory=dict)
+    """Per offset, where the job read and processed it, in the job's terms (`where`)."""
     concurrent: list[str] = field(default_factory=list)
     """Runs of the query that ran at the same time (one began before another's last driver line), each named:
     not a restart but two queries on one checkpoint, which the trace can only show as a restart."""
@@ -223,6 +226,7 @@ def assemble(folder: Path) -> tuple[list[Event], Summary]:
         build.add("quiescent")
         summary.clean_end = True
     summary.concurrent = concurrent_runs(runs)
+    summary.places = _places(runs, unread)
     summary.batches = sum(len(run.executions) for run in runs)
     summary.published = state.published
     summary.deliveries = state.deliveries
@@ -272,6 +276,28 @@ def concurrent_runs(runs: list[Run]) -> list[str]:
                     f"run {earlier.index + 1}'s last batch event (the trace shows it as a restart)"
                 )
     return found
+
+
+def _places(runs: list[Run], unread: set[int]) -> dict[int, list[str]]:
+    """Per offset, each read and processing of it: "read in run R batch B", "processed in run R batch B partition P"."""
+    places: dict[int, list[str]] = {offset: ["never read (a batch ran without reading it)"] for offset in unread}
+    for run in runs:
+        for batch in sorted(run.executions):
+            execution = run.executions[batch]
+            for offset in execution.sources:
+                places.setdefault(offset, []).append(f"read in run {run.index + 1} batch {batch}")
+            for partition, offsets in sorted(execution.deliveries.items()):
+                for offset in offsets:
+                    places.setdefault(offset, []).append(
+                        f"processed in run {run.index + 1} batch {batch} partition {partition}"
+                    )
+    return places
+
+
+def where(summary: Summary, offsets: Iterable[int]) -> list[str]:
+    """For an anomaly's offsets (its witness events'), one line each in the job's terms: "offset 6: read in run 1
+    batch 1, processed in run 1 batch 1 partition 0" (what a streaming trace's explanation can add)."""
+    return [f"offset {o}: {', '.join(summary.places.get(o, ['not in the capture']))}" for o in sorted(set(offsets))]
 
 
 def _died_at_start(run: Run) -> bool:
