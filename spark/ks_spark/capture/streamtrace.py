@@ -359,9 +359,9 @@ class _State:
         self.resolved: set[int] = set()
         self.checkpoint: dict[int, set[int]] = {}
         self.top = -1
+        """The highest batch id of the commit log last seen (-1: no log)."""
         self.unread: set[int] = set()
         """Offsets no task read (a batch that ran without reading them): published, never delivered."""
-        """The highest batch id of the commit log last seen (-1: no log)."""
         self.persisted_cursor = 0
         self.persisted_holes: set[int] = set()
         self.delivered: set[int] = set()
