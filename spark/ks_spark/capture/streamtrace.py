@@ -357,7 +357,14 @@ class _State:
         self.published = 0
         self.since_restart: dict[int, int] = {}
         self.resolved: set[int] = set()
+        self.above: set[int] = set()
+        """The resolved offsets at or above the persisted cursor (the next persist's holes, kept as they come)."""
         self.checkpoint: dict[int, set[int]] = {}
+        self.covered: set[int] = set()
+        """The source offsets of the batches in self.checkpoint, kept as they come (rebuilt when it goes back)."""
+        self.covered_top = -1
+        self.scan = 0
+        """The first offset self.covered (with the unread offsets below its top) does not hold."""
         self.top = -1
         """The highest batch id of the commit log last seen (-1: no log)."""
         self.unread: set[int] = set()
@@ -423,6 +430,8 @@ class _State:
                     "ack", offset=offset, key=self.keys[offset], consumer=consumer_name(execution.batch, partition)
                 )
                 self.resolved.add(offset)
+                if offset >= self.persisted_cursor:
+                    self.above.add(offset)
 
     def commit_known(self, line: dict[str, Any]) -> None:
         """The checkpoint's commit log as a driver line saw it: each newly committed batch persists the cursor.
@@ -438,12 +447,16 @@ class _State:
             for batch in list(self.checkpoint):
                 if batch > top:
                     del self.checkpoint[batch]
+            self.covered = set().union(*self.checkpoint.values()) if self.checkpoint else set()
+            self.covered_top, self.scan = max(self.covered, default=-1), 0
         self.top = top
         for execution in sorted(self.open, key=lambda e: e.batch):
             if execution.batch <= top and not execution.committed:
                 execution.committed = True
                 self.open.remove(execution)
                 self.checkpoint[execution.batch] = set(execution.sources)
+                self.covered.update(execution.sources)
+                self.covered_top = max(self.covered_top, max(execution.sources, default=-1))
                 self.commits += 1
                 self._persist()
 
@@ -468,21 +481,22 @@ class _State:
 
     def _persist(self) -> None:
         """A tick whose phase 6 persists the checkpoint's cursor and, above it, every resolved offset (the holes)."""
-        covered = set().union(*self.checkpoint.values()) if self.checkpoint else set()
-        top = max(covered, default=-1)
-        covered |= {o for o in self.unread if o < top}  # Spark's commit covers the batch range it planned
-        cursor = 0
-        while cursor in covered:
-            cursor += 1
-        holes = sorted(o for o in self.resolved if o >= cursor)
+        # Spark's commit covers the batch range it planned: the unread offsets below the highest covered too.
+        while self.scan in self.covered or (self.scan in self.unread and self.scan < self.covered_top):
+            self.scan += 1
+        cursor = self.scan
+        pool = self.above if cursor >= self.persisted_cursor else self.resolved  # the cursor went back: all
+        holes = sorted(o for o in pool if o >= cursor)
         self.build.add("tick")
         self.build.add("cursor_persisted", cursor=cursor, ranges=_ranges(holes))
         self.persisted_cursor, self.persisted_holes = cursor, set(holes)
+        self.above = set(holes)
 
     def restart(self) -> None:
         """A restart: what is above the persisted cursor and not a persisted hole is unresolved again."""
         self.since_restart.clear()
         self.resolved = {o for o in self.resolved if o < self.persisted_cursor or o in self.persisted_holes}
+        self.above = set(self.persisted_holes)
 
 
 def _ranges(offsets: list[int]) -> list[list[int]]:
