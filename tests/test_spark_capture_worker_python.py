@@ -43,3 +43,16 @@ def test_the_driver_python_and_a_cluster_are_accepted(tmp_path: Path) -> None:
     check_worker_python(_session("/no/such/python", master="spark://cluster:7077"))  # not tried from the driver
     run = Capture(tmp_path / "capture").begin(_session(sys.executable))
     assert run.name == "run-0001"
+
+
+def test_fail_ends_a_run_with_the_error_first_line_and_no_clean_stop(tmp_path: Path) -> None:
+    import json
+
+    from ks_spark.capture.streamtrace import load_runs
+
+    capture = Capture(tmp_path / "capture")
+    capture.begin(_session(sys.executable))
+    capture.fail(RuntimeError("[STREAM_FAILED] the query failed\n  at some.java.Frame"))
+    lines = [json.loads(line) for line in (tmp_path / "capture" / "run-0001" / "driver.jsonl").read_text().splitlines()]
+    assert lines[-1]["e"] == "fail" and lines[-1]["error"] == "[STREAM_FAILED] the query failed"
+    assert not load_runs(tmp_path / "capture")[0].stopped

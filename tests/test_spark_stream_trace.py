@@ -322,3 +322,14 @@ def test_where_names_the_run_batch_and_partition_of_an_anomaly_offsets(tmp_path:
         "processed in run 2 batch 1 partition 0",
         "offset 9: not in the capture",
     ]
+
+
+def test_a_first_run_that_spark_refused_while_the_second_ran_is_named_by_its_failure_time(tmp_path: Path) -> None:
+    """Whichever of two starts reaches the checkpoint first wins: here the second; the first fails (Capture.fail)."""
+    refused = {
+        "driver": [{"e": "start", "committed": [], "time": 100}, {"e": "fail", "time": 125, "error": "concurrent"}],
+        "tasks": {},
+    }
+    events, summary = assemble(_capture(tmp_path / "capture", [refused, _timed(STOPPED_RUN, 110)]))
+    assert [e["event"] for e in events].count("restart") == 0 and summary.clean_end
+    assert len(summary.concurrent) == 1 and "run 2 began 15.0s before run 1's last" in summary.concurrent[0]

@@ -10,6 +10,7 @@ A user adds three calls to a query that reads a keyed log and processes it per k
         .option("checkpointLocation", capture.checkpoint).start()         # acks, the checkpoint's commits
     ...
     capture.end()                                                         # a clean stop (quiescent)
+    # or, when the query raised: capture.fail(error)                      # not a clean stop
 
 Every call passes the data through unchanged and appends JSON lines to files of its own under the capture
 folder: the driver's (`run-NNNN/driver.jsonl`: runs, batches, sink returns, the checkpoint's commit log)
@@ -134,6 +135,18 @@ class Capture:
             counts = {str(offset): count for offset, count in sorted(probe.items())}
             self._write_json(self._run() / "probe.json", {"counts": counts})
         self._note({"e": "stop", "time": time.time(), **self._committed()})
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
+
+    def fail(self, error: BaseException | str) -> None:
+        """End the run on a failure of the query (what to call instead of `end` when it raised): not a clean stop.
+
+        The trace treats the run as killed (no `quiescent`: liveness is judged only after a clean end); the failure's
+        time bounds the run, so a run that overlapped it is named concurrent (spec/streaming.md, section 2).
+        """
+        text = str(error).strip().splitlines()
+        self._note({"e": "fail", "time": time.time(), "error": text[0][:500] if text else type(error).__name__})
         if self._driver is not None:
             self._driver.close()
             self._driver = None
@@ -307,6 +320,9 @@ class NoCapture(Capture):
         return self.folder
 
     def end(self, probe: dict[int, int] | None = None) -> None:
+        """Nothing to end."""
+
+    def fail(self, error: BaseException | str) -> None:
         """Nothing to end."""
 
     def source(self, frame: DataFrame) -> DataFrame:

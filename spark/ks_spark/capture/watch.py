@@ -75,11 +75,15 @@ def run_under_capture(
 
     capture.on_batch = seen
     run_dir = capture.begin(session)
-    query = module.start(session, capture, dict(options))
     try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
+        query = module.start(session, capture, dict(options))
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    except BaseException as error:
+        capture.fail(error)  # the run's end, not a clean one
+        raise
     counts = module.probe(session, dict(options)) if callable(getattr(module, "probe", None)) else None
     capture.end(probe=counts)
     return RunOutcome(run_dir, len(batches), counts is not None)
