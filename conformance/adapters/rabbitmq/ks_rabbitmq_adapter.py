@@ -113,6 +113,16 @@ def capabilities(queue_type: str, queues: int | None = None) -> dict[str, Any]:
     }
 
 
+BROKER_FAULTS = (
+    pika.exceptions.ChannelClosedByBroker,
+    pika.exceptions.ConnectionClosedByBroker,
+    pika.exceptions.NackError,
+    pika.exceptions.UnroutableError,
+)
+"""The broker failing or rejecting a request the adapter made correctly: a `system_fault` answer (protocol section 2),
+with the broker's own reply code and text, not an adapter fault."""
+
+
 class Refused(Exception):
     """A refusal the protocol defines: nothing happened."""
 
@@ -293,6 +303,10 @@ class RabbitMQAdapter:
             handler(op)
         except Refused as refusal:
             return {"ok": False, "error": {"code": refusal.code, "message": refusal.message}}
+        except BROKER_FAULTS as fault:
+            self.events = []
+            self._connect()  # the control connection again, if the broker closed it
+            return {"ok": False, "error": {"code": "system_fault", "message": f"{type(fault).__name__}: {fault}"}}
         self._settle()
         events, self.events = in_broker_order(self.events), []
         return {"ok": True, "events": events}
@@ -465,15 +479,19 @@ class RabbitMQAdapter:
         connection = pika.BlockingConnection(pika.URLParameters(self.url))
         channel = connection.channel()
         consumer = Consumer(name, capacity, connection, channel)
-        channel.basic_qos(prefetch_count=prefetch(capacity), global_qos=self._global_qos)
-        for queue in self.queues:
-            channel.basic_consume(
-                queue=queue,
-                on_message_callback=lambda _channel, method, properties, _body, c=consumer: self._delivered(
-                    c, method, properties
-                ),
-                consumer_tag=f"{name}.{queue}",
-            )
+        try:
+            channel.basic_qos(prefetch_count=prefetch(capacity), global_qos=self._global_qos)
+            for queue in self.queues:
+                channel.basic_consume(
+                    queue=queue,
+                    on_message_callback=lambda _channel, method, properties, _body, c=consumer: self._delivered(
+                        c, method, properties
+                    ),
+                    consumer_tag=f"{name}.{queue}",
+                )
+        except BROKER_FAULTS:
+            self._close(connection)  # the consumer never started: what it was handed goes back to its queues
+            raise
         self.consumers[name] = consumer
 
     def _op_remove_consumer(self, op: Mapping[str, Any]) -> None:

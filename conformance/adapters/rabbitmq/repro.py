@@ -2,6 +2,8 @@
 
     python repro.py AMQP_URL single-active      # every queue's active consumer is the first subscriber
     python repro.py AMQP_URL return-counted     # a quorum queue counts a consumer's channel close as a failed delivery
+    python repro.py AMQP_URL consume-after-crash  # after a SIGKILL of the node, consuming a quorum queue crashes
+                                                  # the channel (541 INTERNAL_ERROR); needs broker.sh's node
 
 Each prints what it saw and exits 0 when RabbitMQ behaved as the finding says, 1 when it did not (the finding no
 longer holds on that broker). It declares its own exchange and queues (names starting `repro.`) and deletes them.
@@ -9,8 +11,11 @@ longer holds on that broker). It declares its own exchange and queues (names sta
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pika  # type: ignore[import-untyped]
@@ -90,9 +95,49 @@ def return_counted(url: str) -> bool:
     return len(tags) == 2 and dead == 1 and ready == 0
 
 
+def consume_after_crash(url: str, wait_seconds: float = 60.0) -> bool:
+    """A durable quorum queue with one persistent message; the node is killed (broker.sh crash: SIGKILL of its VM)
+    and started again on its data. Every basic.consume on the queue then closes the connection with 541
+    INTERNAL_ERROR (the node logs a badmatch {error,noproc} in rabbit_quorum_queue:consume) for `wait_seconds`."""
+    admin = pika.BlockingConnection(pika.URLParameters(url))
+    channel = admin.channel()
+    channel.confirm_delivery()
+    channel.queue_delete("repro.qq")
+    channel.queue_declare("repro.qq", durable=True, arguments={"x-queue-type": "quorum"})
+    channel.basic_publish("", "repro.qq", b"m0", pika.BasicProperties(delivery_mode=2))
+    admin.close()
+    script = Path(__file__).resolve().parent / "broker.sh"
+    crashed = subprocess.run([str(script), "crash"], capture_output=True, text=True, check=False, env=os.environ)
+    if crashed.returncode != 0:
+        raise SystemExit(f"repro.py: broker.sh crash failed (is KS_RMQ_STATE this node's?): {crashed.stderr.strip()}")
+    url = crashed.stdout.strip() or url
+    started, failures = time.monotonic(), 0
+    while time.monotonic() - started < wait_seconds:
+        connection = pika.BlockingConnection(pika.URLParameters(url))
+        try:
+            connection.channel().basic_consume("repro.qq", lambda *_: None)
+            connection.process_data_events(time_limit=0.2)
+        except pika.exceptions.ConnectionClosedByBroker as error:
+            failures += 1
+            print(f"basic.consume {failures} at {time.monotonic() - started:.1f} s after the restart: {error!r}")
+            time.sleep(2)
+            continue
+        connection.close()
+        print(f"basic.consume succeeded {time.monotonic() - started:.1f} s after the restart")
+        break
+    cleanup = pika.BlockingConnection(pika.URLParameters(url))
+    cleanup.channel().queue_delete("repro.qq")
+    cleanup.close()
+    return failures > 0
+
+
 def main(argv: list[str]) -> int:
     """Run the reproduction named on the command line."""
-    cases = {"single-active": single_active, "return-counted": return_counted}
+    cases = {
+        "single-active": single_active,
+        "return-counted": return_counted,
+        "consume-after-crash": consume_after_crash,
+    }
     if len(argv) != 2 or argv[1] not in cases:
         print(f"usage: repro.py AMQP_URL {'|'.join(cases)}", file=sys.stderr)
         return 2
