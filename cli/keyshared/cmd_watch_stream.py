@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,7 @@ def _run(args: argparse.Namespace, options: dict[str, str]) -> Any:
 
 
 def _judge(args: argparse.Namespace, session: Any) -> int:
-    from ks_spark.capture.streamtrace import write
+    from ks_spark.capture.streamtrace import where, write
     from rich.markup import escape
 
     if args.judge == "none" and args.out is None:
@@ -130,10 +131,12 @@ def _judge(args: argparse.Namespace, session: Any) -> int:
         + ("" if summary.clean_end else ", no clean end (no quiescent point: liveness not judged)"),
         soft_wrap=True,
     )
+    for pair in summary.concurrent:
+        console.print(f"  concurrent runs: {escape(pair)} (one query started twice on one checkpoint)", soft_wrap=True)
     if args.judge == "none":
         return 0
     if args.judge == "validate-replay":
-        return _validate_replay(args, session, out)
+        return _validate_replay(args, session, out, lambda offsets: where(summary, offsets))
     from ks_conformance.tracefile import check_trace, select_witnesses, witness_events
 
     result = check_trace(out)
@@ -147,11 +150,13 @@ def _judge(args: argparse.Namespace, session: Any) -> int:
         console.print(f"  contradiction at seq {problem.seq}: {escape(problem.message)}", soft_wrap=True)
     shown = select_witnesses(result.anomalies, args.witnesses)
     events = witness_events(out, {s for a in shown for s in a.witness})
-    _explain([(a, [events[s] for s in a.witness if s in events]) for a in shown])
+    _explain([(a, [events[s] for s in a.witness if s in events]) for a in shown], lambda o: where(summary, o))
     return EXIT_BY_VERDICT[result.verdict.value]
 
 
-def _validate_replay(args: argparse.Namespace, session: Any, out: Path) -> int:
+def _validate_replay(
+    args: argparse.Namespace, session: Any, out: Path, places: Callable[[Iterable[int]], list[str]]
+) -> int:
     from ks_spark.session import SessionOptions, get_session, spark_job
     from ks_spark.validation.validator import MAX_WITNESSES, validate
 
@@ -165,7 +170,7 @@ def _validate_replay(args: argparse.Namespace, session: Any, out: Path) -> int:
         console.print(f"  valid on {result.coverage()}", soft_wrap=True)
     if result.malformed:
         console.print(f"  cannot judge: {result.malformed}", soft_wrap=True, markup=False)
-    _explain([(f.anomaly, f.events) for f in result.findings])
+    _explain([(f.anomaly, f.events) for f in result.findings], places)
     return EXIT_BY_VERDICT[result.verdict.value]
 
 
@@ -179,7 +184,8 @@ def _verdict_line(verdict: str, trace: str, events: int, counts: dict[str, int])
         console.print(table("anomalies", ("anomaly", "count"), list(counts.items())))
 
 
-def _explain(findings: list[tuple[Any, list[dict[str, Any]]]]) -> None:
+def _explain(findings: list[tuple[Any, list[dict[str, Any]]]], places: Callable[[Iterable[int]], list[str]]) -> None:
+    """Each anomaly's explanation, its witness events, and where in the job its records were read and processed."""
     from ks_conformance.anomalies import describe_event
     from rich.markup import escape
 
@@ -188,3 +194,6 @@ def _explain(findings: list[tuple[Any, list[dict[str, Any]]]]) -> None:
         console.print(f"    {escape(anomaly.explanation.text())}", soft_wrap=True)
         for event in events:
             console.print(f"      {escape(describe_event(event))}", soft_wrap=True)
+        offsets = [int(e["offset"]) for e in events if isinstance(e.get("offset"), int)]
+        for line in places(offsets):
+            console.print(f"      {escape(line)}", soft_wrap=True)
