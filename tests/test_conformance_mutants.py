@@ -105,7 +105,7 @@ def test_every_must_requirement_with_a_check_has_a_mutant() -> None:
     levels = requirement_levels()
     checked = {kind.requirement for kind in CATALOGUE if levels.get(kind.requirement) == "MUST"}
     caught = {requirement for mutant in MUTANTS for requirement in mutant.catches}
-    assert len(DOUBLE_MUTANTS) >= 5 and len(QUICK & {m.name for m in DOUBLE_MUTANTS}) >= 5
+    assert len(DOUBLE_MUTANTS) >= 5 and len(QUICK & {m.name for m in DOUBLE_MUTANTS}) >= 2
     assert checked - caught == set(SUBSUMED_IN_LIVE_RUNS)
     assert caught <= checked
     for requirement, through in SUBSUMED_IN_LIVE_RUNS.items():

@@ -3,6 +3,9 @@
 A selector maps a key to one member given the current members. Every selector answers
 `target(key, eligible)`, where `eligible` is the key's eligible members in join order
 (KS-FLT-5), and `ranges()`, each member's share of the selector's position space.
+
+Long because every selector of spec section 4 (the rings, Pulsar's three, Danube's, buckets, partitions, any)
+lives beside the interface they share, as the section keeps them together.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ per-key function produced them; when the sink returned, an `ack` per delivery an
 when the checkpoint's commit log holds the batch, a `tick` whose `cursor_persisted` is the first offset
 the committed batches' source records do not cover. A later run starts with `restart`; a clean end
 adds `quiescent`.
+
+Long because the mapping is one pass with one state (runs, batches, retention of the commit log, the probe's
+losses, concurrent runs, each record's place in the job) that reads best in one file beside spec/streaming.md.
 """
 
 from __future__ import annotations
