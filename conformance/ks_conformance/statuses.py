@@ -56,7 +56,7 @@ def check_needs(
     fixed_target = bool(selectors - {"pulsar-sticky", "buckets"})
     # Filters are drawn only under a selector that takes them (the others refuse them, spec section 5).
     filtering = capabilities.filters and bool(selectors - set(FILTER_SELECTORS_REFUSED))
-    no_filters = "capability filters and a selector that takes them (not pulsar-auto-split, pulsar-sticky, buckets)"
+    no_filters = f"capability filters and a selector that takes them (not {', '.join(FILTER_SELECTORS_REFUSED)})"
 
     def forms(field_name: str) -> list[Any]:
         """The values of an option the kit may draw: the declared ones, else the default alone."""
