@@ -42,7 +42,16 @@ def _compare(spark: Any, events: list[Event], path: Path) -> dict[str, int]:
     return assert_same_judgment(spark, events, path)[1]
 
 
-@pytest.mark.parametrize("workload", ["steady", "churn", "crash-restart", "best-effort-saturation"])
+# steady and best-effort-saturation (nothing the other two lack but volume) run in the slow tier
+@pytest.mark.parametrize(
+    "workload",
+    [
+        pytest.param("steady", marks=pytest.mark.slow),
+        "churn",
+        "crash-restart",
+        pytest.param("best-effort-saturation", marks=pytest.mark.slow),
+    ],
+)
 def test_reference_workloads_agree(spark: Any, tmp_path: Path, workload: str) -> None:
     counts = _compare(spark, _workload(workload), tmp_path / f"{workload}.parquet")
     assert counts == {}  # the reference is correct: both checkers find nothing
@@ -57,7 +66,7 @@ def test_injected_faults_agree(spark: Any, tmp_path: Path, group: str) -> None:
         assert target.split("/")[0] in counts, f"{target} was injected but not found"
 
 
-@pytest.mark.parametrize("block", [1, 5])
+@pytest.mark.parametrize("block", [1, pytest.param(5, marks=pytest.mark.slow)])
 def test_capacity_agrees_when_the_running_sum_spans_many_blocks(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
@@ -71,7 +80,7 @@ def test_capacity_agrees_when_the_running_sum_spans_many_blocks(
     assert counts.get("capacity-overrun", 0) > 0
 
 
-@pytest.mark.parametrize("block", [1, 7])
+@pytest.mark.parametrize("block", [pytest.param(1, marks=pytest.mark.slow), 7])
 def test_capacity_blocks_under_capacity_are_skipped_but_none_that_reach_it(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
