@@ -192,20 +192,22 @@ def test_the_recipe_maps_as_the_readme_says(broker: dict[str, str]) -> None:
         adapter.stop()
 
 
+def _keyshared(
+    broker: dict[str, str], folder: Path, arguments: list[str], timeout: int
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in `folder`, pointed at the module's node."""
+    return subprocess.run(
+        [*KEYSHARED, *arguments], env=broker, capture_output=True, text=True, timeout=timeout, check=False, cwd=folder
+    )
+
+
 def _replays_reach_a_verdict(broker: dict[str, str], folder: Path, scenarios: list[Path]) -> None:
     """Each scenario replayed against its queue type reaches a verdict (the recipe may pass or violate it: its
     findings are nondeterministic), never an adapter fault (exit 2 or 78)."""
     for scenario in scenarios:
         queue_type = scenario.parent.name.removeprefix("scenarios-")
-        replay = subprocess.run(
-            [*KEYSHARED, "conformance", "replay", str(scenario), "--adapter", _command(queue_type), "--timeout", "120"],
-            env=broker,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-            cwd=folder,
-        )
+        arguments = ["conformance", "replay", str(scenario), "--adapter", _command(queue_type), "--timeout", "120"]
+        replay = _keyshared(broker, folder, arguments, timeout=600)
         assert replay.returncode in (0, 1), f"{scenario.name}: " + replay.stdout[-3000:] + replay.stderr[-3000:]
 
 
@@ -217,14 +219,8 @@ def test_smoke_and_the_reports_scenarios_reach_a_verdict(broker: dict[str, str],
     """The default suite's short run: smoke, then each checked-in scenario without a broker crash replayed against
     its queue type (a crash costs 15 to 20 s, and on quorum queues about a minute more per consume: those replay in
     the slow tier). The search itself (minutes per queue type) runs in the slow tier."""
-    smoke = subprocess.run(
-        [*KEYSHARED, "conformance", "smoke", "--adapter", _command("classic"), "--timeout", "60"],
-        env=broker,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
+    smoke = _keyshared(
+        broker, tmp_path, ["conformance", "smoke", "--adapter", _command("classic"), "--timeout", "60"], timeout=300
     )
     assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
     scenarios = sorted(FOLDER.glob("scenarios-*/*.jsonl"))
@@ -251,15 +247,7 @@ def _run(broker: dict[str, str], folder: Path, queue_type: str, budget: list[str
     report = folder / f"report-{queue_type}.jsonl"
     written = ["--report", str(report), "--scenarios", str(folder / f"scenarios-{queue_type}")]
     arguments = ["conformance", "run", "--adapter", _command(queue_type), "--seed", "0", "--timeout", "60"]
-    run = subprocess.run(
-        [*KEYSHARED, *arguments, *budget, *written],
-        env=broker,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-        cwd=folder,
-    )
+    run = _keyshared(broker, folder, [*arguments, *budget, *written], timeout=3600)
     lines = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
     footer = next((line for line in lines if line.get("type") == "footer"), {})
     faults = [line for line in lines if line.get("type") == "error"]

@@ -7,12 +7,11 @@ not only as a restart."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from spark_support import spark_missing
+from spark_support import spark_missing, watch_stream_command
 
 pytestmark = [
     pytest.mark.spark,
@@ -31,23 +30,7 @@ def test_two_starts_of_one_query_at_once_are_named_concurrent_and_the_run_that_w
     from ks_spark.capture.streamtrace import write
 
     write_log(tmp_path / "log", RECORDS, KEYS, FILES)
-    command = [
-        sys.executable,
-        "-m",
-        "keyshared",
-        "watch-stream",
-        "ks_spark.capture.examples.keyed_totals",
-        "--capture",
-        str(tmp_path / "capture"),
-        "--set",
-        f"log={tmp_path / 'log'}",
-        "--set",
-        f"out={tmp_path / 'out'}",
-        "--partitions",
-        "2",
-        "--judge",
-        "none",
-    ]
+    command = watch_stream_command(tmp_path, "correct", 2, [])
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3)
     second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from spark_support import spark_fixture, spark_missing  # noqa: F401  (spark_fixture: `spark`)
+from spark_support import watch_stream_command as _command
 
 pytestmark = [
     pytest.mark.spark,
@@ -42,29 +43,6 @@ class Scenario:
     verdict: str
     anomalies: dict[str, int]
     events: list[dict[str, Any]]
-
-
-def _command(tmp: Path, variant: str, partitions: int, extra: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "keyshared",
-        "watch-stream",
-        "ks_spark.capture.examples.keyed_totals",
-        "--capture",
-        str(tmp / "capture"),
-        "--set",
-        f"log={tmp / 'log'}",
-        "--set",
-        f"out={tmp / 'out'}",
-        "--set",
-        f"variant={variant}",
-        "--partitions",
-        str(partitions),
-        "--judge",
-        "none",
-        *extra,
-    ]
 
 
 def _kill_mid_batch(tmp: Path, variant: str, partitions: int, kill_batch: int = KILL_BATCH) -> None:

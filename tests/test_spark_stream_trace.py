@@ -169,6 +169,20 @@ def _long_run(batches: int, retain: int, stop: bool = True) -> dict[str, Any]:
     return {"driver": driver, "tasks": tasks}
 
 
+def _one_batch_run(batch: int, log: list[int]) -> dict[str, Any]:
+    """A run that starts on a commit log holding `log` (purged to its retention), runs batch `batch` of one record
+    (offset = batch, key k) to its sink and commits it as it stops."""
+    return {
+        "driver": [
+            {"e": "start", "committed": log},
+            {"e": "batch", "b": batch, "committed": log},
+            {"e": "sink", "b": batch},
+            {"e": "stop", "committed": [*log[1:], batch]},
+        ],
+        "tasks": {f"src-b{batch}-p0-a0-t1.jsonl": [[batch, "k"]], f"out-b{batch}-p0-a0-t2.jsonl": [batch]},
+    }
+
+
 def test_a_commit_log_purged_by_spark_retention_is_not_a_deleted_checkpoint(tmp_path: Path) -> None:
     events, counts = _judge(tmp_path, [_long_run(12, retain=3)])
     assert counts == {}
@@ -178,16 +192,7 @@ def test_a_commit_log_purged_by_spark_retention_is_not_a_deleted_checkpoint(tmp_
 
 def test_a_restart_after_retention_purged_the_log_resumes_from_the_last_commit(tmp_path: Path) -> None:
     first = _long_run(12, retain=3, stop=False)  # killed after batch 11's sink, before its commit
-    replay = {
-        "driver": [
-            {"e": "start", "committed": [8, 9, 10]},
-            {"e": "batch", "b": 11, "committed": [8, 9, 10]},
-            {"e": "sink", "b": 11},
-            {"e": "stop", "committed": [9, 10, 11]},
-        ],
-        "tasks": {"src-b11-p0-a0-t1.jsonl": [[11, "k"]], "out-b11-p0-a0-t2.jsonl": [11]},
-    }
-    _, counts = _judge(tmp_path, [first, replay])
+    _, counts = _judge(tmp_path, [first, _one_batch_run(11, log=[8, 9, 10])])
     assert counts == {}
 
 
@@ -195,16 +200,7 @@ def test_a_commit_log_that_goes_back_is_still_a_regress_under_retention(tmp_path
     """The checkpoint replaced by an older copy (log 4-6 instead of 9-11): the query re-runs batch 7 and the
     cursor goes back from 12 to 8."""
     first = _long_run(12, retain=3)
-    replay = {
-        "driver": [
-            {"e": "start", "committed": [4, 5, 6]},
-            {"e": "batch", "b": 7, "committed": [4, 5, 6]},
-            {"e": "sink", "b": 7},
-            {"e": "stop", "committed": [5, 6, 7]},
-        ],
-        "tasks": {"src-b7-p0-a0-t1.jsonl": [[7, "k"]], "out-b7-p0-a0-t2.jsonl": [7]},
-    }
-    _, counts = _judge(tmp_path, [first, replay])
+    _, counts = _judge(tmp_path, [first, _one_batch_run(7, log=[4, 5, 6])])
     assert "cursor-regress" in counts
 
 

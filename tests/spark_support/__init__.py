@@ -7,6 +7,7 @@ pytest runs with importlib mode. Every module gets the same session (it is creat
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -177,3 +178,27 @@ def spark_fixture() -> Iterator[SparkSession]:
     if reason:
         pytest.skip(reason)
     yield _session()
+
+
+def watch_stream_command(tmp: Path, variant: str, partitions: int, extra: list[str]) -> list[str]:
+    """`keyshared watch-stream` on the keyed_totals example (log, output, capture under `tmp`), judging nothing."""
+    return [
+        sys.executable,
+        "-m",
+        "keyshared",
+        "watch-stream",
+        "ks_spark.capture.examples.keyed_totals",
+        "--capture",
+        str(tmp / "capture"),
+        "--set",
+        f"log={tmp / 'log'}",
+        "--set",
+        f"out={tmp / 'out'}",
+        "--set",
+        f"variant={variant}",
+        "--partitions",
+        str(partitions),
+        "--judge",
+        "none",
+        *extra,
+    ]
