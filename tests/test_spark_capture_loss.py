@@ -25,14 +25,14 @@ def test_a_sink_that_swallows_a_failed_write_is_judged_as_loss_naming_the_batch_
 ) -> None:
     from ks_conformance.tracefile import check_trace
     from ks_spark.capture.examples import keyed_totals
-    from ks_spark.capture.streamtrace import write
+    from ks_spark.capture.streamtrace import where, write
     from ks_spark.capture.watch import run_under_capture
 
     keyed_totals.write_log(tmp_path / "log", RECORDS, KEYS, FILES)
     options = {"log": str(tmp_path / "log"), "out": str(tmp_path / "out"), "variant": "swallow-write"}
     outcome = run_under_capture(spark, keyed_totals, tmp_path / "capture", str(tmp_path / "checkpoint"), options)
     assert outcome.batches == FILES and outcome.probed
-    write(tmp_path / "capture", tmp_path / "trace.jsonl")
+    summary = write(tmp_path / "capture", tmp_path / "trace.jsonl")
     result = check_trace(tmp_path / "trace.jsonl")
     assert result.verdict.value == "invalid"
     lost = {int(re.findall(r"offset=(\d+)", a.explanation.text())[0]) for a in result.anomalies if a.name == "lost"}
@@ -40,3 +40,6 @@ def test_a_sink_that_swallows_a_failed_write_is_judged_as_loss_naming_the_batch_
     batch = keyed_totals.LOST_BATCH
     assert lost == set(range(batch * per_file, (batch + 1) * per_file))  # exactly the swallowed batch's records
     assert any(a.name == "cursor-skip" for a in result.anomalies)
+    # In the job's terms: each lost record's batch, and the file the source read it from (issue 31, item 3).
+    for line in where(summary, lost):
+        assert f" batch {batch} from log/part-{batch:05d}.jsonl " in line and f"processed in run 1 batch {batch} " in line

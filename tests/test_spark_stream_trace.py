@@ -313,10 +313,37 @@ def test_where_names_the_run_batch_and_partition_of_an_anomaly_offsets(tmp_path:
     }
     _, summary = assemble(_capture(tmp_path / "capture", [GOOD_RUN, replay]))
     assert where(summary, [4, 0, 9]) == [
-        "offset 0: read in run 1 batch 0, processed in run 1 batch 0 partition 0",
-        "offset 4: read in run 1 batch 1, processed in run 1 batch 1 partition 0, read in run 2 batch 1, "
-        "processed in run 2 batch 1 partition 0",
+        "offset 0: read in run 1 batch 0 (offsets 0-2), processed in run 1 batch 0 partition 0",
+        "offset 4: read in run 1 batch 1 (offsets 3-5), processed in run 1 batch 1 partition 0, "
+        "read in run 2 batch 1 (offsets 3-5), processed in run 2 batch 1 partition 0",
         "offset 9: not in the capture",
+    ]
+
+
+def test_where_names_the_source_file_each_offset_was_read_from(tmp_path: Path) -> None:
+    """A file source's records carry their file (`{"file": ...}` lines before them): the lines name the file, below
+    the folder holding every file, and the offsets the batch read from it; a batch without files, its offsets."""
+    first = {
+        "driver": [{"e": "start", "committed": []}, {"e": "batch", "b": 0, "committed": []}, {"e": "sink", "b": 0}],
+        "tasks": {
+            "src-b0-p0-a0-t1.jsonl": [
+                {"file": "file:/data/in%20box/day=1/part-0.json"},
+                [0, "a"],
+                [1, "b"],
+                {"file": "file:/data/in%20box/day=2/part-0.json"},
+                [2, "a"],
+            ],
+            "src-b0-p1-a0-t2.jsonl": [{"file": "file:/data/in%20box/day=2/part-0.json"}, [3, "b"]],
+            "out-b0-p0-a0-t3.jsonl": [0, 2],
+            "out-b0-p1-a0-t4.jsonl": [1, 3],
+        },
+    }
+    _, summary = assemble(_capture(tmp_path / "capture", [first]))
+    assert where(summary, [1, 3]) == [
+        "offset 1: read in run 1 batch 0 from in box/day=1/part-0.json (offsets 0-1), processed in run 1 batch 0 "
+        "partition 1",
+        "offset 3: read in run 1 batch 0 from in box/day=2/part-0.json (offsets 2-3), processed in run 1 batch 0 "
+        "partition 1",
     ]
 
 

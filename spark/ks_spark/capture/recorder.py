@@ -47,6 +47,8 @@ BATCH_PROPERTY = "keyshared.capture.batch"
 SPARK_BATCH_PROPERTY = "streaming.sql.batchId"
 SOURCE, OUTPUT = "src", "out"
 """Task file kinds: the records a task read from the source, and the offsets its per-key function produced."""
+FILE_COLUMN = "__keyshared_source_file"
+"""The column `Capture.source` adds for the tasks' recorder (a file source's `_metadata.file_path`) and drops again."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -152,15 +154,21 @@ class Capture:
             self._driver = None
 
     def source(self, frame: DataFrame) -> DataFrame:
-        """The source records, unchanged; each task notes the (offset, key) of every record it reads."""
-        record = _task_recorder(self._run(), SOURCE, self.offset_column, self.key_column)
+        """The source records, unchanged; each task notes the (offset, key) of every record it reads, and the file it
+        came from when the source is a file source (its `_metadata.file_path`; other sources: the offsets only)."""
+        path = _file_path_column(frame)
+        named = frame if path is None else frame.select("*", path.alias(FILE_COLUMN))
+        files = path is not None  # the task function below must not hold the Column (it is not picklable)
+        record = _task_recorder(
+            self._run(), SOURCE, self.offset_column, self.key_column, FILE_COLUMN if files else None
+        )
 
         def tap(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 record(batch)
-                yield batch
+                yield batch.drop_columns([FILE_COLUMN]) if files else batch
 
-        return frame.mapInArrow(tap, frame.schema)
+        return named.mapInArrow(tap, frame.schema)
 
     def per_key(self, function: F) -> F:
         """The per-key function, unchanged (same signature, same output); each output row's offset is noted, in order.
@@ -228,19 +236,34 @@ def _read_marker(folder: Path) -> dict[str, Any]:
     return stored
 
 
+def _file_path_column(frame: DataFrame) -> Any:
+    """The column of each record's source file (a file source's hidden `_metadata.file_path`), or None for a source
+    without files (rate, Kafka, a socket): there the capture names a record by its batch's offset range."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return frame.metadataColumn("_metadata").getField("file_path")
+    except (AnalysisException, AttributeError):
+        return None
+
+
 def _recorded(frames: Any, record: Callable[[Any], None]) -> Iterator[Any]:
     for frame in frames:
         record(frame)
         yield frame
 
 
-def _task_recorder(run_dir: Path, kind: str, offset_column: str, key_column: str | None) -> Callable[[Any], None]:
+def _task_recorder(
+    run_dir: Path, kind: str, offset_column: str, key_column: str | None, file_column: str | None = None
+) -> Callable[[Any], None]:
     """A function, run in tasks, appending the offsets (and keys) of an Arrow batch or pandas frame to the task's file.
 
     One file per task attempt, named by batch, partition and attempt; a Python worker keeps its current file open.
+    With `file_column`, a line `{"file": path}` precedes the records of each source file (when the file changes).
     """
     tasks = str(run_dir / "tasks")
     handles: dict[str, IO[str]] = {}
+    current: dict[str, Any] = {}
 
     def record(data: Any) -> None:
         from pyspark import TaskContext
@@ -255,14 +278,19 @@ def _task_recorder(run_dir: Path, kind: str, offset_column: str, key_column: str
             for old in handles.values():
                 old.close()
             handles.clear()
+            current.clear()
             handle = handles[name] = open(os.path.join(tasks, name), "a", encoding="utf-8")
         offsets = _column(data, offset_column)
         if key_column is None:
             lines = [f"{offset}\n" for offset in offsets]
         else:
-            lines = [
-                json.dumps([offset, key]) + "\n" for offset, key in zip(offsets, _column(data, key_column), strict=True)
-            ]
+            files = _column(data, file_column) if file_column is not None else [None] * len(offsets)
+            lines = []
+            for offset, key, file in zip(offsets, _column(data, key_column), files, strict=True):
+                if file is not None and file != current.get("file"):
+                    current["file"] = file
+                    lines.append(json.dumps({"file": file}) + "\n")
+                lines.append(json.dumps([offset, key]) + "\n")
         handle.write("".join(lines))
         handle.flush()
 

@@ -16,10 +16,12 @@ losses, concurrent runs, each record's place in the job) that reads best in one 
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from ks_spec.errors import MissingInput, UserError
 
@@ -38,6 +40,8 @@ class Execution:
     run: int
     batch: int
     sources: dict[int, str] = field(default_factory=dict)
+    files: dict[int, str] = field(default_factory=dict)
+    """Per offset read, the source file it came from, as the source names it (a file source only)."""
     deliveries: dict[int, list[int]] = field(default_factory=dict)
     sink_returned: bool = False
     emitted: bool = False
@@ -150,10 +154,15 @@ def _executions(run: int, tasks: Path) -> dict[int, Execution]:
     for (kind, batch, partition), (_, paths) in sorted(chosen.items()):
         execution = executions.setdefault(batch, Execution(run, batch))
         for path in paths:
+            file = None
             for line in _json_lines(path):
-                if kind == SOURCE:
+                if kind == SOURCE and isinstance(line, dict):
+                    file = str(line.get("file"))  # the records that follow came from this file
+                elif kind == SOURCE:
                     offset, key = line
                     execution.sources[int(offset)] = str(key)
+                    if file is not None:
+                        execution.files[int(offset)] = file
                 elif kind == OUTPUT:
                     execution.deliveries.setdefault(partition, []).append(int(line))
     return executions
@@ -282,13 +291,22 @@ def concurrent_runs(runs: list[Run]) -> list[str]:
 
 
 def _places(runs: list[Run], unread: set[int]) -> dict[int, list[str]]:
-    """Per offset, each read and processing of it: "read in run R batch B", "processed in run R batch B partition P"."""
+    """Per offset, each read and processing of it, as the user knows them: "read in run R batch B from FILE (offsets
+    ...)" (the offsets the batch read from that file; without files, the batch's), "processed in run R batch B
+    partition P"."""
     places: dict[int, list[str]] = {offset: ["never read (a batch ran without reading it)"] for offset in unread}
+    names = _file_names({file for run in runs for e in run.executions.values() for file in e.files.values()})
     for run in runs:
         for batch in sorted(run.executions):
             execution = run.executions[batch]
+            read_from: dict[str | None, list[int]] = {}
             for offset in execution.sources:
-                places.setdefault(offset, []).append(f"read in run {run.index + 1} batch {batch}")
+                read_from.setdefault(execution.files.get(offset), []).append(offset)
+            for file, offsets in read_from.items():
+                origin = "" if file is None else f" from {names[file]}"
+                text = f"read in run {run.index + 1} batch {batch}{origin} (offsets {_spans(offsets)})"
+                for offset in offsets:
+                    places.setdefault(offset, []).append(text)
             for partition, offsets in sorted(execution.deliveries.items()):
                 for offset in offsets:
                     places.setdefault(offset, []).append(
@@ -297,9 +315,36 @@ def _places(runs: list[Run], unread: set[int]) -> dict[int, list[str]]:
     return places
 
 
+def _file_names(files: set[str]) -> dict[str, str]:
+    """Source files as the user knows them: the path below the folder that holds them all, with that folder's name
+    (`log/part-00003.jsonl`, `log/date=2026-01-02/part-0.json`); a file of another file system in full."""
+    located = {}
+    for file in files:
+        parts = urlsplit(file)
+        path = unquote(parts.path) if parts.scheme in ("", "file") else parts.path
+        located[file] = (parts.scheme, parts.netloc, path)
+    if len({(scheme, netloc) for scheme, netloc, _ in located.values()}) != 1:
+        return {file: file for file in files}
+    folders = {posixpath.dirname(path) for _, _, path in located.values()}
+    try:
+        base = posixpath.dirname(posixpath.commonpath(sorted(folders)))
+    except ValueError:  # absolute and relative paths mixed
+        return {file: file for file in files}
+    return {file: posixpath.relpath(path, base) if base else path for file, (_, _, path) in located.items()}
+
+
+def _spans(offsets: Iterable[int], most: int = 3) -> str:
+    """Offsets as ranges, "6-11, 14" (the first `most`, then how many more)."""
+    ranges = _ranges(sorted(set(offsets)))
+    shown = [f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in ranges[:most]]
+    more = f" and {len(ranges) - most} more ranges" if len(ranges) > most else ""
+    return ", ".join(shown) + more
+
+
 def where(summary: Summary, offsets: Iterable[int]) -> list[str]:
     """For an anomaly's offsets (its witness events'), one line each in the job's terms: "offset 6: read in run 1
-    batch 1, processed in run 1 batch 1 partition 0" (what a streaming trace's explanation can add)."""
+    batch 1 from log/part-00001.jsonl (offsets 6-11), processed in run 1 batch 1 partition 0" (what a streaming
+    trace's explanation can add: the file, or for a source without files the batch's offsets)."""
     return [f"offset {o}: {', '.join(summary.places.get(o, ['not in the capture']))}" for o in sorted(set(offsets))]
 
 
