@@ -334,14 +334,15 @@ def test_where_names_the_source_file_each_offset_was_read_from(tmp_path: Path) -
                 [2, "a"],
             ],
             "src-b0-p1-a0-t2.jsonl": [{"file": "file:/data/in%20box/day=2/part-0.json"}, [3, "b"]],
-            "out-b0-p0-a0-t3.jsonl": [0, 2],
+            "out-b0-p0-a0-t3.jsonl": [0],
             "out-b0-p1-a0-t4.jsonl": [1, 3],
         },
     }
     _, summary = assemble(_capture(tmp_path / "capture", [first]))
-    assert where(summary, [1, 3]) == [
+    assert where(summary, [1, 3, 2]) == [
         "offset 1: read in run 1 batch 0 from in box/day=1/part-0.json (offsets 0-1), processed in run 1 batch 0 "
         "partition 1",
+        "offset 2: read in run 1 batch 0 from in box/day=2/part-0.json (offsets 2-3), never processed",
         "offset 3: read in run 1 batch 0 from in box/day=2/part-0.json (offsets 2-3), processed in run 1 batch 0 "
         "partition 1",
     ]

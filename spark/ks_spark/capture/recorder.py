@@ -156,6 +156,14 @@ class Capture:
     def source(self, frame: DataFrame) -> DataFrame:
         """The source records, unchanged; each task notes the (offset, key) of every record it reads, and the file it
         came from when the source is a file source (its `_metadata.file_path`; other sources: the offsets only)."""
+        missing = [name for name in (self.offset_column, self.key_column) if name not in frame.columns]
+        if missing:
+            raise UserError(
+                f"capture.source: no column {', '.join(map(repr, missing))} in the source (columns: "
+                f"{', '.join(frame.columns)}); name the offset and key columns with Capture(offset_column=..., "
+                "key_column=...)",
+                exit_code=64,
+            )
         path = _file_path_column(frame)
         named = frame if path is None else frame.select("*", path.alias(FILE_COLUMN))
         files = path is not None  # the task function below must not hold the Column (it is not picklable)

@@ -293,7 +293,7 @@ def concurrent_runs(runs: list[Run]) -> list[str]:
 def _places(runs: list[Run], unread: set[int]) -> dict[int, list[str]]:
     """Per offset, each read and processing of it, as the user knows them: "read in run R batch B from FILE (offsets
     ...)" (the offsets the batch read from that file; without files, the batch's), "processed in run R batch B
-    partition P"."""
+    partition P", or "never processed"."""
     places: dict[int, list[str]] = {offset: ["never read (a batch ran without reading it)"] for offset in unread}
     names = _file_names({file for run in runs for e in run.executions.values() for file in e.files.values()})
     for run in runs:
@@ -312,6 +312,9 @@ def _places(runs: list[Run], unread: set[int]) -> dict[int, list[str]]:
                     places.setdefault(offset, []).append(
                         f"processed in run {run.index + 1} batch {batch} partition {partition}"
                     )
+    for offset, lines in places.items():
+        if offset not in unread and not any(line.startswith("processed") for line in lines):
+            lines.append("never processed")
     return places
 
 

@@ -3,7 +3,9 @@
 A query module defines `start(spark, capture, options) -> StreamingQuery` (building its query with the
 capture's `source`, `per_key` and `sink`, and `capture.checkpoint` as checkpoint) and, optionally,
 `probe(spark, options) -> {offset: count}`: how many times the sink's durable output holds each offset's
-result. `ks_spark.capture.examples.keyed_totals` is one.
+result. Its records' columns are `offset` and `key` unless it names others in `OFFSET_COLUMN` and `KEY_COLUMN`
+(module constants: the dense offset, and the routing key the job's state should follow).
+`ks_spark.capture.examples.keyed_totals` and `ks_spark.capture.examples.balances` are two.
 """
 
 from __future__ import annotations
@@ -23,6 +25,18 @@ from ks_spark.capture.recorder import Capture
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+COLUMNS = (("OFFSET_COLUMN", "offset"), ("KEY_COLUMN", "key"))
+"""The module constants that name the source's offset and routing-key columns, and their defaults."""
+
+
+def _column_name(module: ModuleType, name: str, default: str) -> str:
+    """A column name a query module declares (`KEY_COLUMN = "account"`), else the default; a one-line error if bad."""
+    value = getattr(module, name, default)
+    if not isinstance(value, str) or not value:
+        raise UserError(f"{module.__name__}.{name} = {value!r}: must name a column (a non-empty string)", exit_code=64)
+    return value
 
 
 @dataclass
@@ -65,7 +79,10 @@ def run_under_capture(
     on_batch: Callable[[int], None] | None = None,
 ) -> RunOutcome:
     """One run: begin the capture, start the query, process all available data, stop, probe, end the capture."""
-    capture = Capture(capture_dir, checkpoint=checkpoint, on_batch=on_batch)
+    offset_column, key_column = (_column_name(module, name, default) for name, default in COLUMNS)
+    capture = Capture(
+        capture_dir, checkpoint=checkpoint, offset_column=offset_column, key_column=key_column, on_batch=on_batch
+    )
     batches: list[int] = []
 
     def seen(batch: int) -> None:
