@@ -257,3 +257,52 @@ def test_the_correct_job_killed_with_sigkill_mid_batch_and_restarted_is_valid(tm
     assert sum(e["event"] == "restart" for e in judged.events) == 1
     # The killed batch is processed again after the restart, and nothing else: its commit never happened.
     assert _delivered_again(judged.events) == set(range(CRASH_BATCH * PER_FILE, (CRASH_BATCH + 1) * PER_FILE))
+
+
+def test_the_source_records_each_records_file_and_a_source_without_files_records_offsets_only(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`_metadata.file_path` where the source has files; none (and no error) where it has not (a range here)."""
+    from ks_spark.capture.recorder import Capture
+
+    _log(tmp_path)
+
+    def recorded(run: Path) -> tuple[set[str], set[int]]:
+        files: set[str] = set()
+        offsets: set[int] = set()
+        for path in (run / "tasks").glob("src-*.jsonl"):
+            for line in path.read_text().splitlines():
+                value = json.loads(line)
+                if isinstance(value, dict):
+                    files.add(value["file"].rsplit("/", 1)[-1])
+                else:
+                    offsets.add(value[0])
+        return files, offsets
+
+    capture = Capture(tmp_path / "files", key_column="account")
+    run = capture.begin(spark)
+    from_files = capture.source(spark.read.schema("offset long, account string").json(str(tmp_path / "log")))
+    assert from_files.columns == ["offset", "account"] and from_files.count() == RECORDS
+    capture.end()
+    assert recorded(run) == ({f"part-{index:05d}.jsonl" for index in range(FILES)}, set(range(RECORDS)))
+    capture = Capture(tmp_path / "no-files")
+    run = capture.begin(spark)
+    no_files = capture.source(spark.range(5).selectExpr("id AS offset", "CAST(id % 2 AS STRING) AS key"))
+    assert no_files.columns == ["offset", "key"] and no_files.count() == 5
+    capture.end()
+    assert recorded(run) == (set(), set(range(5)))
+
+
+def test_a_module_whose_key_column_the_source_lacks_is_refused_in_one_line(tmp_path: Path) -> None:
+    _log(tmp_path)
+    module = tmp_path / "my_job.py"
+    module.write_text(f"from {MODULE} import probe, start\n\nKEY_COLUMN = 'acct'\n")
+    ran = subprocess.run(
+        [*_command(tmp_path, 2, "none", [])[:4], str(module), *_command(tmp_path, 2, "none", [])[5:]],
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 64, ran.stdout + ran.stderr
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("keyshared: error:")]
+    assert len(errors) == 1 and "no column 'acct' in the source" in errors[0], ran.stderr
+    assert "Traceback" not in ran.stderr
