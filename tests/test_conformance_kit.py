@@ -350,16 +350,27 @@ def test_plugin_fails_the_violated_requirement_with_its_explanation(
     result.stdout.fnmatch_lines(["*KS-DRN-1 is violated*", "*Let *"])
 
 
-def test_plugin_fixture_runs_the_suite(pytester: pytest.Pytester) -> None:
+def test_plugin_fixture_runs_the_suite_on_the_budget_asked_for(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fixture finds a broken adapter's bug and honours `--keyshared-examples` (the reference's full `ci` run
+    is judged conformant by test_the_reference_is_conformant_with_a_valid_report)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     pytester.makepyfile(
         test_broker="""
-def test_reference_is_conformant(keyshared_suite):
+def test_a_broken_broker_is_caught(keyshared_suite):
+    result = keyshared_suite("py:conformance_mutants:no_draining", seed=0)
+    assert result.verdict == "not-conformant"
+    assert "KS-DRN-1" in {r["id"] for r in result.requirements if r["status"] == "failed"}
+
+def test_the_budget_is_the_one_asked_for(keyshared_suite):
     result = keyshared_suite("reference")
-    assert result.verdict == "conformant"
+    assert result.verdict != "not-conformant" and result.examples > 0
+    assert (result.settings.max_examples, result.settings.examples_total) == (8, 0)
 """
     )
-    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
-    assert result.parseoutcomes().get("passed") == 1
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--keyshared-examples", "8")
+    assert result.parseoutcomes().get("passed") == 2, result.stdout.str()
 
 
 def _judge_in_process(name: str, folder: Path | None = None, seed: int = 0, **overrides: Any) -> Any:

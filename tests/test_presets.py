@@ -55,7 +55,8 @@ def _run(name: str, **overrides: Any) -> tuple[str, set[str], Preset]:
 
 def test_danubes_at_most_once_eviction_is_found_as_documented() -> None:
     # req: KS-CUR-1, KS-MEM-1 (the weakness Danube's architecture page admits, reproduced on purpose)
-    verdict, failed, preset = _run("danube-at-most-once", rounds=1, coverage_rounds=0, examples_total=400)
+    # 100 examples: seed 0 finds KS-CUR-1 within 40; the rest of a larger budget only shrinks its consequences
+    verdict, failed, preset = _run("danube-at-most-once", rounds=1, coverage_rounds=0, examples_total=100)
     assert verdict == "not-conformant"
     assert set(preset.expected) <= failed <= set(preset.expected) | set(preset.consequences)
 

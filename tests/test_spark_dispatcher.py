@@ -158,7 +158,9 @@ def test_a_broken_spark_dispatcher_is_caught_on_spark(spark: SparkSession) -> No
 
 def _judge(name: str) -> tuple[str, set[str], list[str]]:
     mutant: BatchMutant = next(m for m in BATCH_MUTANTS if m.name == name)
-    result = run_suite(lambda: InProcessConnection(mutant.create(), name), settings_for("ci", seed=0))
+    # the default suite's mutants are caught within one round of 60 examples (a third of the `ci` budget's time)
+    budget = {"examples_total": 60, "rounds": 1} if name in QUICK_BATCH else {}
+    result = run_suite(lambda: InProcessConnection(mutant.create(), name), settings_for("ci", seed=0, **budget))
     failed = {r["id"] for r in result.requirements if r["status"] == "failed"}
     return result.verdict, failed, [fault.message for fault, _ in result.faults]
 

@@ -143,29 +143,33 @@ def test_a_crash_loses_nothing_and_a_restart_that_forgets_is_caught(
     assert check_trace(tmp_path / "bad").verdict.value == "invalid"
 
 
-def keyshared(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "keyshared", *args], capture_output=True, text=True, timeout=600, env=dict(os.environ)
-    )
+def test_bad_input_is_one_line_with_the_place(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused in one line, in process on the run's Spark session (a fresh process and JVM per case cost 30 s)."""
+    from keyshared.cli import main
 
+    def keyshared(*args: str) -> tuple[int, str]:
+        code = main(list(args))
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        return code, err.strip()
 
-def test_bad_input_is_one_line_with_the_place(tmp_path: Path) -> None:
     out = str(tmp_path / "t")
-    missing = keyshared("spark-dispatch", str(tmp_path / "none.parquet"), "--out", out, "--consumers", "a")
-    assert missing.returncode == 66 and "no such log" in missing.stderr and "Traceback" not in missing.stderr
-    lag = keyshared("spark-dispatch", str(tmp_path / "none.parquet"), "--out", str(tmp_path / "t"), "--ack-lag", "0")
-    assert lag.returncode == 64 and "--ack-lag" in lag.stderr
+    code, err = keyshared("spark-dispatch", str(tmp_path / "none.parquet"), "--out", out, "--consumers", "a")
+    assert code == 66 and "no such log" in err
+    code, err = keyshared("spark-dispatch", str(tmp_path / "none.parquet"), "--out", out, "--ack-lag", "0")
+    assert code == 64 and "--ack-lag" in err
     membership = tmp_path / "members.jsonl"
     membership.write_text('{"at": 0, "op": "add_consumer", "consumer": "c1"}\n{"at": -3, "op": "add_consumer"}\n')
     log = write_log(tmp_path / "log.parquet", 10, 2)
-    bad = keyshared("spark-dispatch", str(log), "--out", str(tmp_path / "t"), "--membership", str(membership))
-    assert bad.returncode == 65
-    assert bad.stderr.strip().endswith(f"{membership}:2: field 'at': expected an offset (an integer >= 0), got -3")
+    code, err = keyshared("spark-dispatch", str(log), "--out", out, "--membership", str(membership))
+    assert code == 65
+    assert err.endswith(f"{membership}:2: field 'at': expected an offset (an integer >= 0), got -3")
     gap = tmp_path / "gap.parquet"
     pq.write_table(pa.table({"offset": pa.array([0, 1, 3], pa.int64()), "key": ["a", "b", "c"]}), gap)
-    holed = keyshared("spark-dispatch", str(gap), "--out", str(tmp_path / "t"), "--consumers", "a")
-    assert holed.returncode == 65 and "no gap or repeat" in holed.stderr.strip().splitlines()[-1]
-    assert "Traceback" not in holed.stderr
+    code, err = keyshared("spark-dispatch", str(gap), "--out", out, "--consumers", "a")
+    assert code == 65 and "no gap or repeat" in err.splitlines()[-1]
     assert not (tmp_path / "t").exists(), "nothing is written when the input is refused"
 
 

@@ -71,9 +71,7 @@ class ConformanceRun:
         option = self.config.getoption
         adapter = str(option(OPTION_ADAPTER))
         scenarios = option("--keyshared-scenarios")
-        examples = option("--keyshared-examples")
-        # exactly N per stratum, not the profile's total budget (as the CLI's --examples)
-        budget = {} if examples is None else {"max_examples": max(1, int(examples)), "examples_total": 0}
+        budget = _examples_budget(self.config)
         try:
             connect(adapter)  # a malformed adapter name is a usage error before anything runs
             self._result = run_suite(
@@ -154,17 +152,27 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         )
 
 
+def _examples_budget(config: pytest.Config) -> dict[str, int]:
+    """`--keyshared-examples N`: exactly N examples per stratum and round, not the profile's total budget."""
+    examples = config.getoption("--keyshared-examples")
+    return {} if examples is None else {"max_examples": max(1, int(examples)), "examples_total": 0}
+
+
 @pytest.fixture
-def keyshared_suite(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+def keyshared_suite(tmp_path: Path, pytestconfig: pytest.Config) -> Iterator[Callable[..., Any]]:
     """Run the suite against an adapter: `keyshared_suite("py:mybroker:create", profile="ci", seed=0)`.
 
-    Returns the `RunResult` (`.verdict`, `.requirements`, `.anomalies`); scenarios go to `tmp_path`.
+    Returns the `RunResult` (`.verdict`, `.requirements`, `.anomalies`); scenarios go to `tmp_path`;
+    `--keyshared-examples` sets the budget as it does for `--keyshared-adapter` runs.
     """
     from ks_conformance.adapters import connect
     from ks_conformance.results import settings_for
     from ks_conformance.suite import run_suite
 
+    budget = _examples_budget(pytestconfig)
+
     def run(adapter: str, profile: str = "ci", seed: int = 0) -> Any:
-        return run_suite(lambda: connect(adapter), settings_for(profile, seed), scenarios=tmp_path / "scenarios")
+        settings = settings_for(profile, seed, **budget)
+        return run_suite(lambda: connect(adapter), settings, scenarios=tmp_path / "scenarios")
 
     yield run
