@@ -9,9 +9,7 @@ crash, and both must reject a replay whose restart forgets what the store said w
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
