@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -43,6 +44,8 @@ class Scenario:
     verdict: str
     anomalies: dict[str, int]
     events: list[dict[str, Any]]
+    summary: Any
+    """The assembly's summary (ks_spark.capture.streamtrace.Summary): where each record was in the job."""
 
 
 def _kill_mid_batch(tmp: Path, variant: str, partitions: int, kill_batch: int = KILL_BATCH) -> None:
@@ -95,12 +98,12 @@ def run_scenario(
     rerun = subprocess.run(_command(tmp, variant, second, []), capture_output=True, text=True, check=False)
     assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
     trace = tmp / "trace.jsonl"
-    write(tmp / "capture", trace)
+    summary = write(tmp / "capture", trace)
     result = check_trace(trace)
     counts: dict[str, int] = {}
     for anomaly in result.anomalies:
         counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
-    return Scenario(tmp / "capture", trace, result.verdict.value, counts, load_trace(trace))
+    return Scenario(tmp / "capture", trace, result.verdict.value, counts, load_trace(trace), summary)
 
 
 def _restart_seq(events: list[dict[str, Any]]) -> int:
@@ -163,9 +166,32 @@ def test_each_broken_pipeline_is_caught_with_its_anomaly_by_both_judges(
     scenario = run_scenario(tmp_path, variant, delete_checkpoint)
     assert scenario.verdict == "invalid"
     assert expected in scenario.anomalies, scenario.anomalies
+    _assert_named_in_the_jobs_terms(scenario, expected)
     judged = validate(spark, str(scenario.trace))
     assert judged.verdict.value == "invalid"
     assert spark_expected in judged.counts, judged.counts
+
+
+def _assert_named_in_the_jobs_terms(scenario: Scenario, kind: str) -> None:
+    """Every record of each `kind` anomaly is named by the batch and the file it was read from (one file per batch,
+    in every run: file and batch are offset // records per file), and every consumer its witnesses name is a batch
+    and partition that processed one of them."""
+    from ks_conformance.tracefile import check_trace
+    from ks_spark.capture.streamtrace import where
+
+    by_seq = {event["seq"]: event for event in scenario.events}
+    for anomaly in (a for a in check_trace(scenario.trace).anomalies if a.name == kind):
+        witnesses = [by_seq[seq] for seq in anomaly.witness]
+        offsets = {e["offset"] for e in witnesses if isinstance(e.get("offset"), int)}
+        lines = where(scenario.summary, offsets)
+        assert lines
+        for offset, line in zip(sorted(offsets), lines, strict=True):
+            reads = re.findall(r"read in run \d+ batch (\d+) from log/part-(\d+)\.jsonl", line)
+            assert reads and all(int(b) == int(f) == offset // (RECORDS // FILES) for b, f in reads), line
+        processed = set(re.findall(r"processed in run \d+ batch (\d+) partition (\d+)", " ".join(lines)))
+        consumers = [re.fullmatch(r"b(\d+)-p(\d+)", str(e.get("consumer"))) for e in witnesses]
+        named = {match.groups() for match in consumers if match}  # not `query`, the stopped query at a clean end
+        assert named <= processed, (named, processed)
 
 
 @pytest.mark.slow
