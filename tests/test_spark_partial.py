@@ -126,7 +126,10 @@ def test_a_clean_trace_is_valid_on_every_kind_and_with_partial_valid_partial_nam
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("kind", sorted(PYTHON_ONLY))
+# one such kind in the default suite (each is about 15 s of Spark jobs), every one in the slow tier
+@pytest.mark.parametrize(
+    "kind", [k if n == 0 else pytest.param(k, marks=pytest.mark.slow) for n, k in enumerate(sorted(PYTHON_ONLY))]
+)
 def test_a_fault_only_the_one_task_pass_computes_is_invalid_and_with_partial_never_valid(
     spark: Any, tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

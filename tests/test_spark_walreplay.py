@@ -85,7 +85,7 @@ def churn(messages: int) -> list[ControlOp]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("profile", ["owner", "strict"])
+@pytest.mark.parametrize("profile", ["owner", pytest.param("strict", marks=pytest.mark.slow)])  # strict: slow tier
 def test_a_log_replay_is_the_references_run_and_a_valid_trace(
     spark: SparkSession, tmp_path: Path, profile: str
 ) -> None:
