@@ -240,7 +240,8 @@ def test_model_check_of_an_unknown_model_is_one_line(capsys: pytest.CaptureFixtu
 
 # --- trace validation of the reference's runs ---------------------------------------------------------
 
-WORKLOADS = ("steady", "churn", "poison-block", "crash-restart")
+WORKLOADS = (pytest.param("steady", marks=pytest.mark.slow), "churn", "poison-block", "crash-restart")
+"""The reference's workloads whose traces the model must accept (steady, which the others' traces contain: slow)."""
 
 
 def _reference_trace(workload: str, size: int = 30) -> list[Event]:

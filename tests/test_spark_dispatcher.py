@@ -202,7 +202,7 @@ def test_each_broken_batch_engine_is_caught_on_its_requirements(
 
 
 def test_batch_mode_gives_the_same_verdicts_in_process_and_over_stdio() -> None:
-    settings = settings_for("ci", seed=1, max_examples=6, examples_total=0, rounds=1)
+    settings = settings_for("ci", seed=1, max_examples=4, examples_total=0, rounds=1, coverage_rounds=0)
     local = run_suite(lambda: InProcessConnection(create_local(), "local"), settings)
     served = stdio_command("py:ks_spark.dispatcher.adapter:create_local")
     from ks_conformance.adapters import connect

@@ -38,12 +38,16 @@ class Judgement:
     """Per saved scenario: the anomalies replaying it against the reference gave (none, if the bug is the mutant's)."""
 
 
-def judge(name: str, folder: str, seed: int = 0) -> Judgement:
-    """Run the `ci` profile against mutant `name`, saving scenarios in `folder`, then replay each of them."""
+def judge(name: str, folder: str, seed: int = 0, examples_total: int | None = None) -> Judgement:
+    """Run the `ci` profile (or its rounds on `examples_total` examples) against mutant `name`, saving scenarios in
+    `folder`, then replay each of them."""
     mutant = BY_NAME[name]
     adapter = f"py:conformance_mutants:{name}"
+    budget = {} if examples_total is None else {"examples_total": examples_total}
     result = run_suite(
-        lambda: InProcessConnection(mutant.create(), adapter), settings_for("ci", seed), scenarios=Path(folder)
+        lambda: InProcessConnection(mutant.create(), adapter),
+        settings_for("ci", seed, **budget),
+        scenarios=Path(folder),
     )
     judgement = Judgement(
         name,
