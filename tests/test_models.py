@@ -339,6 +339,25 @@ def test_each_tlc_run_unpacks_the_standard_modules_in_its_own_folder(tmp_path: P
     assert folders == [{str(tmp_path / "a")}, {str(tmp_path / "b")}]
 
 
+def test_short_runs_start_a_cheap_jvm_and_searches_keep_the_parallel_collector(
+    tools: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Trace replays and broken variants end within seconds: their JVM has no optimising JIT nor parallel GC."""
+    from ks_models.tlc import SHORT_RUN_JVM, build_command
+
+    spec = Path(MANIFEST).parent / "MCKeySharedOrdering.tla"
+    search = build_command(Path("java"), Path("tla2tools.jar"), TlcRun(spec, spec.with_suffix(".cfg")), tmp_path)
+    assert "-XX:+UseParallelGC" in search and not set(SHORT_RUN_JVM) & set(search)
+    models, _ = entries(load_manifest())
+    broken = next(m for m in models if m.kind == "broken" and m.module == "BucketHandoff")  # about a second
+    results = run_entries([broken], [], *tools, timeout=120)
+    assert results[0].outcome is not None and results[0].problems == []
+    assert results[0].outcome.command[1 : 1 + len(SHORT_RUN_JVM)] == SHORT_RUN_JVM
+    trace = Path(MANIFEST).parent.parent / "spec" / "examples" / "traces" / "good" / "strict-basic.jsonl"
+    verdict = validate_trace(trace, *tools, timeout=120)
+    assert verdict.accepted is True and verdict.outcome.command[1 : 1 + len(SHORT_RUN_JVM)] == SHORT_RUN_JVM
+
+
 # --- the quick tier reaches the hard states (issue 16) ------------------------------------------------
 
 

@@ -248,6 +248,7 @@ def run_entries(
             check_deadlock=bool(entry.data["checkDeadlock"]),
             coverage=bool(entry.data["coverage"]),
             timeout=timeout,
+            short=entry.kind == "broken",  # a counterexample within seconds
         )
         outcome = run_tlc(run, java, jar)
         return Result(entry, outcome=outcome, problems=compare_model(entry, outcome))

@@ -115,13 +115,20 @@ class TlcRun:
     check_deadlock: bool = True
     coverage: bool = False
     timeout: float = 600.0
+    short: bool = False
+    """A run that ends within seconds (a trace replay, a broken variant's counterexample): a JVM that starts cheaply."""
+
+
+SHORT_RUN_JVM = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+"""For short runs: no parallel GC threads and no optimising JIT, about 40% less CPU and less wall time (measured on
+the quick tier's traces and broken variants); a long state-space search is faster with the defaults below."""
 
 
 def build_command(java: Path, jar: Path, run: TlcRun, metadir: Path) -> list[str]:
     """The TLC command line (an argument list: no shell is involved)."""
     command = [
         str(java),
-        "-XX:+UseParallelGC",
+        *(SHORT_RUN_JVM if run.short else ["-XX:+UseParallelGC"]),
         # TLC unpacks its standard modules (Naturals, Sequences, ...) under java.io.tmpdir: two runs at once
         # sharing /tmp could parse each other's half-written copies ("Parsing or semantic analysis failed").
         f"-Djava.io.tmpdir={metadir}",

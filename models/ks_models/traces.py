@@ -223,7 +223,8 @@ def validate_trace(path: Path, java: Path, jar: Path, timeout: float = 600.0) ->
         config = workdir / f"{name}.cfg"
         spec.write_text(generated.module, encoding="utf-8")
         config.write_text(generated.config, encoding="utf-8")
-        outcome = run_tlc(TlcRun(spec, config, workers=1, check_deadlock=False, timeout=timeout), java, jar)
+        run = TlcRun(spec, config, workers=1, check_deadlock=False, timeout=timeout, short=True)
+        outcome = run_tlc(run, java, jar)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     verdict = TraceVerdict(path=path, events=len(events), accepted=None, skipped=generated.skipped, outcome=outcome)
