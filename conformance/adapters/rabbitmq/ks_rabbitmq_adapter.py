@@ -85,15 +85,16 @@ FIELDS = (
 OPS = ["publish", "add_consumer", "remove_consumer", "ack", "nack", "tick", "restart"]
 
 
-def capabilities(queue_type: str, queues: int | None = None) -> dict[str, Any]:
+def capabilities(queue_type: str, queues: int | None = None, restart: bool = True) -> dict[str, Any]:
     """What the recipe on this queue type declares (protocol v2 section 4): see README.md, "Declared capabilities".
-    With a fixed number of queues only that `partitions` value is honoured; without, any (the kit draws 1 to 4)."""
+    With a fixed number of queues only that `partitions` value is honoured; without, any (the kit draws 1 to 4).
+    Without `restart` the op is not declared (the kit then says what it left unchecked)."""
     values = {**CONFIG_VALUES[queue_type], **({"partitions": [queues]} if queues is not None else {})}
     return {
         "profiles": ["owner"],  # prefetch: several messages of a key outstanding at once, all at the active consumer
         # a hash of the routing key to one of N queues, each with one active consumer (KS-ASN-11)
         "selectors": ["partitions"],
-        "ops": OPS,
+        "ops": OPS if restart else [op for op in OPS if op != "restart"],
         "filters": False,
         "ack_timeout": False,
         "poison_policies": ["dead-letter"] if queue_type == "quorum" else [],
@@ -225,12 +226,14 @@ class Journal:
 class RabbitMQAdapter:
     """The adapter protocol's in-process methods, driving a RabbitMQ node with pika's blocking connections."""
 
-    def __init__(self, url: str, queue_type: str = "classic", queues: int | None = None) -> None:
+    def __init__(self, url: str, queue_type: str = "classic", queues: int | None = None, restart: bool = True) -> None:
         if queue_type not in QUEUE_TYPES:
             raise ValueError(f"queue type must be one of {QUEUE_TYPES}")
         if queues is not None and queues < 1:
             raise ValueError("there must be at least one queue")
         self.url, self.queue_type, self.queue_count = url, queue_type, queues
+        self.restart = restart
+        """Whether the `restart` op (a SIGKILL of the node) is declared."""
         self.queues: list[str] = []
         """The queues of the current subscription: one per partition (the configuration's `partitions`)."""
         self.version = 2
@@ -258,7 +261,7 @@ class RabbitMQAdapter:
             "source": f"keyshared: conformance/adapters/rabbitmq (pika {metadata.version('pika')}, "
             f"{self.queue_count or 'N'} {self.queue_type} queues)",
         }
-        capable = capabilities(self.queue_type, self.queue_count)
+        capable = capabilities(self.queue_type, self.queue_count, self.restart)
         return {"version": version, "implementation": implementation, "capabilities": capable}
 
     def reset(self, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -296,7 +299,7 @@ class RabbitMQAdapter:
         if self.control is None:
             return {"errored": True, "context": {"message": "op before reset: no subscription exists yet"}}
         handler: Callable[[Mapping[str, Any]], None] | None = getattr(self, f"_op_{op.get('op')}", None)
-        if handler is None:
+        if handler is None or (op.get("op") == "restart" and not self.restart):
             return {"skipped": True, "message": f"the RabbitMQ recipe has nothing that {op.get('op')!r} maps to"}
         self.events = []
         try:
@@ -599,9 +602,17 @@ def main(argv: list[str] | None = None) -> int:
         help="N, the queues behind the consistent-hash exchange: only `partitions` N is honoured (default: one queue "
         "per partition of each configuration)",
     )
+    parser.add_argument(
+        "--without-restart",
+        action="store_true",
+        help="do not declare the `restart` op (no broker crash): for a run whose crashes would each cost minutes, such "
+        "as quorum queues that are not served again after one (REPORT.md)",
+    )
     arguments = parser.parse_args(argv)
     if arguments.queues is not None and arguments.queues < 1:
         parser.error("--queues must be at least 1")
-    adapter = RabbitMQAdapter(arguments.url or url_from_environment(), arguments.queue_type, arguments.queues)
+    adapter = RabbitMQAdapter(
+        arguments.url or url_from_environment(), arguments.queue_type, arguments.queues, not arguments.without_restart
+    )
     status: int = serve_stdio(adapter)
     return status
