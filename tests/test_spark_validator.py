@@ -202,6 +202,29 @@ def test_cli_exit_codes_for_malformed_and_missing_traces(spark: Any, capsys: pyt
     assert main(["validate-replay", str(EXAMPLES / "absent.jsonl")]) == 66
 
 
+def test_the_archive_shipped_to_executors_holds_every_task_package_and_the_spec_data(tmp_path: Path) -> None:
+    """Executors elsewhere import keyshared from the shipped archive alone: the one-task pass runs the checker, which
+    reads the requirements index (a run under spark-submit once failed on both)."""
+    from ks_spark.session import task_archive
+
+    archive = task_archive(str(tmp_path))
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from ks_spec import paths, requirements; import ks_conformance.checker, ks_spark.validation.sequential; "
+        "assert ks_conformance.checker.__file__.startswith(sys.argv[1]), ks_conformance.checker.__file__; "
+        "assert not str(paths.SPEC_DIR).startswith(sys.argv[2]), paths.SPEC_DIR; "
+        "print(len(requirements.load_index()), paths.TRACE_EVENT_SCHEMA.is_file())"
+    )
+    repo_spec = str(Path(__file__).resolve().parent.parent / "spec")
+    done = subprocess.run(
+        [sys.executable, "-c", probe, archive, repo_spec], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    from ks_spec.requirements import load_index
+
+    assert done.stdout.split() == [str(len(load_index())), "True"]
+
+
 @pytest.mark.slow
 def test_runs_under_spark_submit(tmp_path: Path, churn: list[dict[str, Any]]) -> None:
     """The same command under spark-submit: it joins the session spark-submit made (here local[1])."""

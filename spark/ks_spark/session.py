@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ks_spec import paths
 from ks_spec.errors import JobFailed, Unavailable, UserError
 from ks_spec.java import require_java
 
@@ -220,16 +221,24 @@ def _forward_jvm_stderr(stream: Any) -> None:
                 pass
 
 
-SHIPPED_PACKAGES = ("ks_spark", "ks_spec", "ks_reference")
-"""The packages whose code runs inside Spark tasks (mapInArrow bodies and what they import)."""
+SHIPPED_PACKAGES = ("ks_spark", "ks_spec", "ks_reference", "ks_conformance")
+"""The packages whose code runs inside Spark tasks (mapInArrow bodies and what they import: the one-task pass runs
+the conformance checker)."""
+
+SHIPPED_SPEC_FILES = ("requirements.json", "schemas")
+"""The spec's data files task-side code reads (ks_spec.paths finds them in the archive)."""
 
 
 def ship_packages(session: SparkSession) -> None:
     """Zip keyshared's task-side packages and add them to the session, so executors elsewhere can import them."""
+    session.sparkContext.addPyFile(task_archive(_scratch_folder("ks-spark-py-")))
+
+
+def task_archive(folder: str) -> str:
+    """Write `keyshared_tasks.zip` in `folder`: the task-side packages and the spec data they read; its path."""
     import importlib
     import zipfile
 
-    folder = _scratch_folder("ks-spark-py-")
     archive = os.path.join(folder, "keyshared_tasks.zip")
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
         for name in SHIPPED_PACKAGES:
@@ -239,7 +248,13 @@ def ship_packages(session: SparkSession) -> None:
                     if file.endswith(".py"):
                         full = os.path.join(root, file)
                         bundle.write(full, os.path.join(name, os.path.relpath(full, package_dir)))
-    session.sparkContext.addPyFile(archive)
+        for entry in SHIPPED_SPEC_FILES:
+            source = paths.SPEC_DIR / entry
+            for full_path in sorted(source.rglob("*")) if source.is_dir() else [source]:
+                if full_path.is_file():
+                    relative = full_path.relative_to(paths.SPEC_DIR).as_posix()
+                    bundle.write(full_path, f"{paths.SHIPPED_SPEC_FOLDER}/{relative}")
+    return archive
 
 
 def cache_level() -> StorageLevel:
