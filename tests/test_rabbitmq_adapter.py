@@ -122,6 +122,15 @@ def test_capabilities_differ_by_queue_type() -> None:
     assert "disconnect" not in classic["ops"] and "restart" in classic["ops"]
 
 
+def test_without_restart_the_op_is_neither_declared_nor_performed() -> None:
+    module = _module()
+    assert "restart" not in module.capabilities("quorum", restart=False)["ops"]
+    adapter = module.RabbitMQAdapter("amqp://127.0.0.1:1/", "quorum", restart=False)
+    adapter.control = object()  # as after a reset: the op is answered without touching a broker
+    answer = adapter.op({"op": "restart"})
+    assert answer.get("skipped") is True, answer
+
+
 def test_dead_letters_go_before_the_deliveries_of_their_op() -> None:
     module = _module()
     nack = {"event": "nack", "offset": 0}
