@@ -57,6 +57,8 @@ QUEUE_TYPE ?= classic quorum
 # Quorum queues are run without broker crashes unless RESTART=1: after a crash a quorum queue is never served again
 # and every consume on it takes a minute to fail (a defect, REPORT.md); its replayable scenario is kept in defects-quorum/.
 RESTART ?=
+# 20 examples per stratum and round (about half an hour per queue type on two cores): the checked-in reports' budget.
+EXAMPLES ?= 20
 conformance-rabbitmq: $(STAMP)
 	@export KS_RMQ_STATE="$${KS_RMQ_STATE:-/tmp/ks-rabbitmq-make-$$$$}"; \
 	trap '$(RABBITMQ)/broker.sh stop' EXIT; \
@@ -66,7 +68,7 @@ conformance-rabbitmq: $(STAMP)
 	  rm -rf $(RABBITMQ)/scenarios-$$type; \
 	  flags="--queue-type $$type"; [ "$$type" = quorum ] && [ -z "$(RESTART)" ] && flags="$$flags --without-restart"; \
 	  $(BIN)/keyshared conformance run --adapter cmd:"$(BIN)/python $(RABBITMQ)/adapter.py $$flags" \
-	    --profile ci --seed 0 --timeout 60 $(if $(EXAMPLES),--examples $(EXAMPLES)) \
+	    --profile ci --seed 0 --timeout 60 --examples $(EXAMPLES) \
 	    --markdown $(RABBITMQ)/REPORT-$$type.md --scenarios $(RABBITMQ)/scenarios-$$type; \
 	  status=$$?; [ $$status -le 1 ] || exit $$status; \
 	done
