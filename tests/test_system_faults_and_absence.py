@@ -212,3 +212,16 @@ def test_the_dead_letter_reasons_of_the_schema_are_the_ones_trace_md_gives() -> 
     text = row(SPEC / "trace.md", "| `dead_letter` | `nack`")
     assert reasons == {"nack", "timeout", "left"}
     assert reasons <= set(re.findall(r"`([a-z_]+)`", text))
+
+
+def test_a_skipped_requirement_says_each_need_once_and_then_the_checks_notes() -> None:
+    """KS-DRN-2's two checks both need held events: the reason once read "needs held events (...); note one or held
+    events (...); note two"; a note is what follows a need's first "; " outside parentheses."""
+    from ks_conformance.statuses import skip_reason
+
+    held = "held events (capability held_events)"
+    reason = skip_reason([f"{held}; a drain that never clears shows as stuck-key", f"{held}; a needless hold shows"])
+    assert reason == f"needs {held}: a drain that never clears shows as stuck-key; a needless hold shows"
+    assert skip_reason(["op disconnect", "op disconnect"]) == "needs op disconnect"
+    timed = "backoff_base > 0 (the adapter supports [0]; refused [3])"
+    assert skip_reason([timed, "capability ack_timeout"]) == f"needs {timed} or capability ack_timeout"

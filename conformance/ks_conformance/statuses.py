@@ -198,6 +198,30 @@ def check_needs(
     return requirements.get(name)
 
 
+def skip_reason(missing: list[str]) -> str:
+    """One reason for a requirement none of whose checks can run: each check's need (before its first "; ") once,
+    joined by "or", then the notes that follow the needs ("needs X: note one; note two")."""
+    needs: list[str] = []
+    notes: list[str] = []
+    for why in missing:
+        need, note = _split_note(why)
+        if need not in needs:
+            needs.append(need)
+        if note and note not in notes:
+            notes.append(note)
+    return "needs " + " or ".join(sorted(needs)) + (": " + "; ".join(notes) if notes else "")
+
+
+def _split_note(why: str) -> tuple[str, str]:
+    """A check's need and its note: split at the first "; " outside parentheses."""
+    depth = 0
+    for index, char in enumerate(why):
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and why.startswith("; ", index):
+            return why[:index], why[index + 2 :]
+    return why, ""
+
+
 def requirement_statuses(result: RunResult) -> list[dict[str, Any]]:
     """One `requirement` line per requirement of the spec, in spec order."""
     capabilities = result.capabilities
@@ -234,8 +258,7 @@ def requirement_statuses(result: RunResult) -> list[dict[str, Any]]:
             missing = [check_needs(name, capabilities, result.skipped_ops, result.refused_values) for name in checks]
             usable = [name for name, why in zip(checks, missing, strict=True) if not why]
             if not usable:
-                reasons = sorted({why for why in missing if why})
-                line.update(status="skipped", reason="needs " + " or ".join(reasons))
+                line.update(status="skipped", reason=skip_reason([why for why in missing if why]))
             elif sum(result.exercised.get(name, 0) for name in usable) == 0:
                 line.update(status="vacuous", reason="its checks were never exercised in this run")
             else:
