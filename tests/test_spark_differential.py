@@ -42,8 +42,7 @@ def _compare(spark: Any, events: list[Event], path: Path) -> dict[str, int]:
     return assert_same_judgment(spark, events, path)[1]
 
 
-# steady and best-effort-saturation (nothing the other two lack but volume) run in the slow tier; so does churn, which
-# test_capacity_blocks_under_capacity_are_skipped_but_none_that_reach_it judges three ways at twice the size
+# the reference's workloads run in the slow tier but crash-restart, whose trace the crash group also injects into
 @pytest.mark.parametrize(
     "workload",
     [
@@ -58,9 +57,13 @@ def test_reference_workloads_agree(spark: Any, tmp_path: Path, workload: str) ->
     assert counts == {}  # the reference is correct: both checkers find nothing
 
 
-# churn's group runs in the slow tier: test_capacity_agrees_when_the_running_sum_spans_many_blocks judges it whole
+DEFAULT_GROUPS = ("crash", "hot-key")
+"""The fault groups judged three ways in the default suite (a restart's cursor faults; the window and holds); the
+others run in the slow tier, churn's also here through the capacity test (each group costs ~15 s of Spark jobs)."""
+
+
 @pytest.mark.parametrize(
-    "group", [pytest.param(g, marks=pytest.mark.slow) if g == "churn" else g for g in sorted(COMBINED)]
+    "group", [g if g in DEFAULT_GROUPS else pytest.param(g, marks=pytest.mark.slow) for g in sorted(COMBINED)]
 )
 def test_injected_faults_agree(spark: Any, tmp_path: Path, group: str) -> None:
     workload, targets = COMBINED[group]
@@ -86,7 +89,8 @@ def test_capacity_agrees_when_the_running_sum_spans_many_blocks(
         assert target.split("/")[0] in counts, f"{target} was injected but not found"
 
 
-@pytest.mark.parametrize("block", [pytest.param(1, marks=pytest.mark.slow), 7])
+@pytest.mark.slow  # about 20 s of Spark jobs; the block sums are judged by the test above in the default suite
+@pytest.mark.parametrize("block", [1, 7])
 def test_capacity_blocks_under_capacity_are_skipped_but_none_that_reach_it(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
