@@ -214,10 +214,15 @@ def _replays_reach_a_verdict(broker: dict[str, str], folder: Path, scenarios: li
     """Each scenario replayed against its queue type reaches a verdict (the recipe may pass or violate it: its
     findings are nondeterministic), never an adapter fault (exit 2 or 78)."""
     for scenario in scenarios:
-        queue_type = scenario.parent.name.rsplit("-", 1)[1]  # scenarios-<type>/ (a run's) or defects-<type>/ (kept)
+        queue_type = scenario.parent.name.rsplit("-", 1)[1]  # scenarios-<type>/ (a run's), crash- or defects-<type>/
         arguments = ["conformance", "replay", str(scenario), "--adapter", _command(queue_type), "--timeout", "120"]
         replay = _keyshared(broker, folder, arguments, timeout=600)
         assert replay.returncode in (0, 1), f"{scenario.name}: " + replay.stdout[-3000:] + replay.stderr[-3000:]
+
+
+def _checked_in_scenarios() -> list[Path]:
+    """The reports' scenarios: the runs' (scenarios-<type>/) and those of runs with crashes (crash-, defects-)."""
+    return sorted(path for folder in ("scenarios", "crash", "defects") for path in FOLDER.glob(f"{folder}-*/*.jsonl"))
 
 
 def _restarts(scenario: Path) -> bool:
@@ -232,16 +237,14 @@ def test_smoke_and_the_reports_scenarios_reach_a_verdict(broker: dict[str, str],
         broker, tmp_path, ["conformance", "smoke", "--adapter", _command("classic"), "--timeout", "60"], timeout=300
     )
     assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
-    scenarios = sorted([*FOLDER.glob("scenarios-*/*.jsonl"), *FOLDER.glob("defects-*/*.jsonl")])
+    scenarios = sorted(_checked_in_scenarios())
     assert scenarios, "the report's scenarios are checked in beside it"
     _replays_reach_a_verdict(broker, tmp_path, [s for s in scenarios if not _restarts(s)])
 
 
 @pytest.mark.slow
 def test_the_reports_scenarios_with_a_crash_reach_a_verdict(broker: dict[str, str], tmp_path: Path) -> None:
-    crashing = [
-        s for s in sorted([*FOLDER.glob("scenarios-*/*.jsonl"), *FOLDER.glob("defects-*/*.jsonl")]) if _restarts(s)
-    ]
+    crashing = [s for s in sorted(_checked_in_scenarios()) if _restarts(s)]
     assert crashing, "the reports hold scenarios with a broker crash"
     _replays_reach_a_verdict(broker, tmp_path, crashing)
 
