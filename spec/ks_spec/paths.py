@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -18,6 +20,7 @@ def _spec_dir() -> Path:
     if here.is_dir() or not zipfile.is_zipfile(here):
         return here
     target = Path(tempfile.mkdtemp(prefix="keyshared-spec-"))
+    atexit.register(shutil.rmtree, target, ignore_errors=True)
     with zipfile.ZipFile(here) as archive:
         archive.extractall(target, [n for n in archive.namelist() if n.startswith(f"{SHIPPED_SPEC_FOLDER}/")])
     return target / SHIPPED_SPEC_FOLDER
