@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import spark_fixture, spark_missing  # noqa: F401  (spark_fixture: `spark`)
+from spark_support import spark_fixture, spark_missing, watch_stream_command  # noqa: F401  (spark_fixture: `spark`)
 
 pytestmark = [
     pytest.mark.spark,
@@ -204,25 +204,8 @@ def test_a_restart_on_a_new_checkpoint_processes_everything_again(spark: Any, tm
     _assert_in_the_jobs_terms(judged, {"resurrected", "duplicate"})
 
 
-def _command(tmp: Path, partitions: int, judge: str, extra: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "keyshared",
-        "watch-stream",
-        MODULE,
-        "--capture",
-        str(tmp / "capture"),
-        "--set",
-        f"log={tmp / 'log'}",
-        "--set",
-        f"out={tmp / 'out'}",
-        "--partitions",
-        str(partitions),
-        "--judge",
-        judge,
-        *extra,
-    ]
+def _command(tmp: Path, partitions: int, judge: str, extra: list[str], module: str = MODULE) -> list[str]:
+    return watch_stream_command(tmp, None, partitions, extra, module=module, judge=judge)
 
 
 def test_the_correct_job_killed_with_sigkill_mid_batch_and_restarted_is_valid(tmp_path: Path) -> None:
@@ -298,7 +281,7 @@ def test_a_module_whose_key_column_the_source_lacks_is_refused_in_one_line(tmp_p
     module = tmp_path / "my_job.py"
     module.write_text(f"from {MODULE} import probe, start\n\nKEY_COLUMN = 'acct'\n")
     ran = subprocess.run(
-        [*_command(tmp_path, 2, "none", [])[:4], str(module), *_command(tmp_path, 2, "none", [])[5:]],
+        _command(tmp_path, 2, "none", [], module=str(module)),
         capture_output=True,
         text=True,
     )

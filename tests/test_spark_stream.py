@@ -204,9 +204,7 @@ def test_reprocessing_with_other_partitions_gives_the_same_totals_and_validate_r
     killed = run_scenario(tmp_path / "a")
     again = tmp_path / "b"
     shutil.copytree(tmp_path / "a" / "log", again / "log")
-    fresh = subprocess.run(
-        [*_command(again, "correct", 2, [])[:-2], "--judge", "check-trace"], capture_output=True, text=True
-    )
+    fresh = subprocess.run(_command(again, "correct", 2, [], judge="check-trace"), capture_output=True, text=True)
     assert fresh.returncode == 0, fresh.stdout[-2000:] + fresh.stderr[-2000:]
     assert "valid" in fresh.stdout
     consumers = {e["consumer"] for e in load_events(again / "capture" / "trace.jsonl") if e["event"] == "deliver"}

@@ -180,25 +180,32 @@ def spark_fixture() -> Iterator[SparkSession]:
     yield _session()
 
 
-def watch_stream_command(tmp: Path, variant: str, partitions: int, extra: list[str]) -> list[str]:
-    """`keyshared watch-stream` on the keyed_totals example (log, output, capture under `tmp`), judging nothing."""
+def watch_stream_command(
+    tmp: Path,
+    variant: str | None,
+    partitions: int,
+    extra: list[str],
+    module: str = "ks_spark.capture.examples.keyed_totals",
+    judge: str = "none",
+) -> list[str]:
+    """`keyshared watch-stream` on an example query module (keyed_totals by default; log, output, capture under
+    `tmp`), with its `variant` if one is given, judging with `judge` (none: nothing)."""
     return [
         sys.executable,
         "-m",
         "keyshared",
         "watch-stream",
-        "ks_spark.capture.examples.keyed_totals",
+        module,
         "--capture",
         str(tmp / "capture"),
         "--set",
         f"log={tmp / 'log'}",
         "--set",
         f"out={tmp / 'out'}",
-        "--set",
-        f"variant={variant}",
+        *(["--set", f"variant={variant}"] if variant is not None else []),
         "--partitions",
         str(partitions),
         "--judge",
-        "none",
+        judge,
         *extra,
     ]

@@ -25,14 +25,21 @@ with `pause_batch` and `pause_seconds` (the sink then waits before the batch com
 
 from __future__ import annotations
 
-import json
 import os
-import time
+import random
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ks_spec.errors import UserError
+from ks_spark.capture.examples.common import (
+    after_write,
+    log_out_and_variant,
+    number_option,
+    probe_output,
+    start_sink,
+    swallowed_write,
+    write_json_files,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,73 +57,44 @@ VARIANTS = ("correct", "card-key", "event-time", "dedup-ref", "changes-only", "a
 LOST_BATCH = 1
 """The batch whose write the `swallow-write` variant swallows."""
 CARDS_PER_ACCOUNT = 3
+EXAMPLE = "balances"
 CLOCK_SKEW_MS = 4000
 """How far a card terminal's clock may be off: records a few offsets apart can swap in event-time order."""
 
 
 def write_log(folder: Path, records: int, accounts: int, files: int, seed: int = 7) -> None:
     """Write `records` transactions in `files` JSON-lines files, oldest first (the file source reads them by age)."""
-    import random
-
-    folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    per_file = -(-records // files)
     refs: dict[str, int] = {}
-    now = time.time() - files
-    for index in range(files):
-        lines = []
-        for offset in range(index * per_file, min(records, (index + 1) * per_file)):
-            account = f"acct-{rng.randrange(accounts):03d}"
-            card = f"{account}-card-{rng.randrange(CARDS_PER_ACCOUNT)}"
-            refs[card] = refs.get(card, 0) + 1
-            kind = rng.choice(("deposit", "purchase", "purchase", "inquiry"))
-            amount = {"deposit": rng.randrange(10, 500), "purchase": -rng.randrange(1, 200), "inquiry": 0}[kind]
-            record = {
-                "offset": offset,
-                "account": account,
-                "card": card,
-                "ref": refs[card],
-                "event_time": 1_000 * offset + rng.randrange(-CLOCK_SKEW_MS, CLOCK_SKEW_MS),
-                "kind": kind,
-                "amount": amount,
-            }
-            lines.append(json.dumps(record))
-        path = folder / f"part-{index:05d}.jsonl"
-        temporary = folder / f".part-{index:05d}.tmp"
-        temporary.write_text("\n".join(lines) + "\n")
-        os.replace(temporary, path)
-        os.utime(path, (now + index, now + index))
 
+    def record(offset: int) -> dict[str, Any]:
+        account = f"acct-{rng.randrange(accounts):03d}"
+        card = f"{account}-card-{rng.randrange(CARDS_PER_ACCOUNT)}"
+        refs[card] = refs.get(card, 0) + 1
+        kind = rng.choice(("deposit", "purchase", "purchase", "inquiry"))
+        amount = {"deposit": rng.randrange(10, 500), "purchase": -rng.randrange(1, 200), "inquiry": 0}[kind]
+        return {
+            "offset": offset,
+            "account": account,
+            "card": card,
+            "ref": refs[card],
+            "event_time": 1_000 * offset + rng.randrange(-CLOCK_SKEW_MS, CLOCK_SKEW_MS),
+            "kind": kind,
+            "amount": amount,
+        }
 
-def _option(options: Mapping[str, str], name: str) -> str:
-    value = options.get(name)
-    if not value:
-        raise UserError(f"--set {name}=...: the balances example needs it", exit_code=64)
-    return value
-
-
-def _number(options: Mapping[str, str], name: str, default: str) -> float:
-    text = options.get(name, default)
-    try:
-        return float(text)
-    except ValueError:
-        raise UserError(f"--set {name}={text}: not a number", exit_code=64) from None
+    write_json_files(folder, records, files, record)
 
 
 def start(spark: SparkSession, capture: Capture, options: Mapping[str, str]) -> StreamingQuery:
     """Build and start the query with the capture's three calls; the checkpoint is the capture's."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    log, out = _option(options, "log"), _option(options, "out")
-    variant = options.get("variant", "correct")
-    if variant not in VARIANTS:
-        raise UserError(f"--set variant={variant}: one of {', '.join(VARIANTS)}", exit_code=64)
-    if not Path(log).is_dir():
-        raise UserError(f"--set log={log}: no such folder", exit_code=66)
-    crash_batch = int(_number(options, "crash_batch", "-1"))
+    log, out, variant = log_out_and_variant(options, VARIANTS, EXAMPLE)
+    crash_batch = int(number_option(options, "crash_batch", "-1"))
     signal = options.get("signal")
-    pause_batch = int(_number(options, "pause_batch", "-1"))
-    pause_seconds = _number(options, "pause_seconds", "0")
+    pause_batch = int(number_option(options, "pause_batch", "-1"))
+    pause_seconds = number_option(options, "pause_seconds", "0")
     group = "card" if variant == "card-key" else "account"
     order = "event_time" if variant == "event-time" else "offset"
     changes_only = variant == "changes-only"
@@ -135,14 +113,10 @@ def start(spark: SparkSession, capture: Capture, options: Mapping[str, str]) -> 
         if variant == "append-sink":
             frame.write.mode("append").parquet(out)
         elif variant == "swallow-write" and batch_id == LOST_BATCH:
-            _swallowed_write(frame, os.path.join(out, f"batch={batch_id}"))
+            swallowed_write(frame, os.path.join(out, f"batch={batch_id}"), "balance", "the store refused the write")
         else:
             frame.write.mode("overwrite").parquet(os.path.join(out, f"batch={batch_id}"))
-        if signal:
-            Path(signal).mkdir(parents=True, exist_ok=True)
-            (Path(signal) / f"applied-{batch_id}").touch()
-        if batch_id == pause_batch:
-            time.sleep(pause_seconds)
+        after_write(batch_id, signal, pause_batch, pause_seconds)
         if batch_id == crash_batch:
             raise RuntimeError(f"crash after writing batch {batch_id} (crash_batch), before its commit")
 
@@ -152,33 +126,9 @@ def start(spark: SparkSession, capture: Capture, options: Mapping[str, str]) -> 
     results = records.groupBy(group).applyInPandasWithState(
         capture.per_key(balances), OUTPUT, STATE, "append", GroupStateTimeout.NoTimeout
     )
-    writer = results.writeStream.foreachBatch(capture.sink(write)).outputMode("append")
-    if capture.checkpoint is not None:
-        writer = writer.option("checkpointLocation", capture.checkpoint)
-    return writer.start()
-
-
-def _swallowed_write(frame: DataFrame, target: str) -> None:
-    """The `swallow-write` variant's sink for one batch: the batch is computed, the write fails (a store that refused
-    it) and the error is caught and dropped, so the batch commits with no output."""
-    from pyspark.sql import functions
-
-    rows = frame.cache()
-    try:
-        rows.count()
-        refused = rows.withColumn("balance", functions.raise_error(functions.lit("the store refused the write")))
-        refused.write.mode("overwrite").parquet(target)
-    except Exception:  # the mistake: a failed write logged nowhere and not raised
-        pass
-    finally:
-        rows.unpersist()
+    return start_sink(results, capture, write)
 
 
 def probe(spark: SparkSession, options: Mapping[str, str]) -> dict[int, int]:
     """How many times the output holds each transaction's row (0: lost by the sink; 2: a batch applied twice)."""
-    from ks_spark.capture.recorder import probe_counts
-
-    out = _option(options, "out")
-    if not Path(out).exists():
-        return {}
-    return probe_counts(spark.read.schema(OUTPUT).parquet(out))
+    return probe_output(spark, options, OUTPUT, EXAMPLE)
