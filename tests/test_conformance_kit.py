@@ -253,6 +253,38 @@ def test_an_order_seeded_at_each_start_is_a_determinism_warning(
     assert "failed" not in statuses.values(), "nothing but the order is wrong with it"
 
 
+def test_an_example_the_determinism_check_cannot_replay_does_not_end_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check used to end, silently and with nothing compared, at the first kept example it could not replay
+    (here: one under a selector the adapter does not have); the others, and the many-keys probe, still run."""
+    from conformance_mutants import BY_NAME
+    from ks_conformance.protocol import InProcessConnection
+    from ks_conformance.results import RunResult
+    from ks_conformance.scenario import Step
+    from ks_conformance.search import RunContext
+    from ks_conformance.suite import _check_determinism
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    mutant = BY_NAME["start_seeded_pass"]
+
+    def connect() -> InProcessConnection:
+        return InProcessConnection(mutant.create(), "start_seeded_pass")
+
+    connection = connect()
+    info = connection.start()
+    config = {"profile": "owner", "selector": "ring"}
+    assert "buckets" not in info.capabilities.selectors
+    steps = [
+        Step(op={"op": "publish", "offset": 0, "key": "a"}),
+        Step(op={"op": "add_consumer", "consumer": "c1", "capacity": 1, "filters": []}),
+    ]
+    context = RunContext(connect, info.capabilities, info.implementation, connection=connection)
+    context.kept = [(config, steps), ({**config, "selector": "buckets"}, steps)]  # the second cannot be replayed
+    result = RunResult("start_seeded_pass", "in-process", info, info.capabilities, settings_for("ci", seed=0))
+    _check_determinism(context, result)
+    assert context.exercised.get("nondeterministic") == 2  # the first example and the probe, across two starts
+    assert [f.scenario.anomalies for f in result.findings] == [["nondeterministic"]]
+
+
 def test_the_reference_driven_in_batch_mode_shows_nothing_wrong() -> None:
     """Batch mode (replays of the run so far, settling in rounds) on an implementation known to be right."""
     from ks_conformance.protocol import InProcessConnection
