@@ -1116,6 +1116,36 @@ def _unjustified_hold_after_a_leave(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("unjustified-hold")
+def _unjustified_hold_behind_a_slot_mate_of_this_epoch(bad: bool) -> TraceBuilder:
+    """KS-DRN-3: a slot-mate delivered in this epoch (no filters) sits at the slot's target, wherever the hold says
+    the target is; only a slot-mate delivered before the last membership change may sit at an old owner."""
+    mate, key = SLOT_MATES
+    t = TraceBuilder(profile="owner", selector="pulsar-consistent", drain_granularity="hash")
+    t.add("c1", capacity=1)
+    if not bad:
+        t.deliver(t.publish(mate), "c1")
+    t.add("c2", capacity=5)  # the bad trace delivers the slot-mate after the join: the slot's target is c1 then
+    if bad:
+        t.deliver(t.publish(mate), "c1")
+    t.held(t.publish(key), "draining", "c2")  # c1 is full, so idle-while-ready cannot tell
+    return t
+
+
+@case("unjustified-hold")
+def _unjustified_hold_without_a_target(bad: bool) -> TraceBuilder:
+    """KS-DRN-2: a hold for draining that names no target is judged all the same: nothing of its slot is
+    outstanding from an earlier epoch, awaiting or blocked, so nothing can drain."""
+    mate, key = SLOT_MATES
+    t = TraceBuilder(profile="owner", selector="pulsar-consistent", drain_granularity="hash")
+    t.add("c1", capacity=1)
+    t.deliver(t.publish(mate), "c1")
+    if not bad:
+        t.add("c2", capacity=5)  # a new epoch: the slot-mate may now sit at its old owner
+    t.held(t.publish(key), "draining")
+    return t
+
+
 @case("phase-order")
 def _phase_order_of_danube(bad: bool) -> TraceBuilder:
     """KS-GEN-7: only `tick_order = "danube"` redelivers a ready retry before phase 4's eviction."""

@@ -360,11 +360,12 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "unjustified-hold",
         "KS-DRN-2",
         _E,
-        "drain_granularity hash: a held with reason draining naming target T while no consumer other than T holds "
-        "an outstanding delivery of its key or of a key of its slot, and no key of its slot awaits redelivery or is "
-        "blocked (the slot's target did not move: nothing drains)",
-        "the latest outstanding delivery of the slot at T, if any, the held",
-        "a hold for draining that names its target, with hash-granularity draining",
+        "drain_granularity hash: a held with reason draining (naming target T, or none) while no key of its slot "
+        "holds an outstanding delivery that may sit at an old owner (at a consumer other than T, made before the last "
+        "membership change or while members have filters), and no key of its slot awaits redelivery or is blocked "
+        "(the slot's target did not move: nothing drains)",
+        "the latest outstanding delivery of the slot at T or of the current epoch, if any, the held",
+        "a hold for draining, with hash-granularity draining",
     ),
     _kind(
         "misrouted-bucket",

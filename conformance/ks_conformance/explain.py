@@ -690,20 +690,26 @@ def reconnect_ignored(consumer: str, disconnected_seq: int | None, reconnected_s
 
 
 def unjustified_hold(
-    key: str, offset: int, pub: int, slot: int, target: str, at_target: int | None, seq: int
+    key: str, offset: int, pub: int, slot: int, target: str | None, unmoved: int | None, seq: int
 ) -> Explained:
-    """KS-DRN-2 with KS-DRN-3, a hold for draining of a slot whose target did not move (`at_target`: the latest
-    outstanding delivery of the slot at the target, if any)."""
+    """KS-DRN-2 with KS-DRN-3, a hold for draining of a slot whose target did not move (`target`: the one the hold
+    names, if any; `unmoved`: the latest outstanding delivery of the slot, at the target or of the current epoch)."""
+    where = f"at {target} or delivered" if target is not None else "delivered"
     holds = (
-        f"what is outstanding of slot {slot} sits at {target} (the latest delivered at seq {at_target})"
-        if at_target is not None
+        f"what is outstanding of slot {slot} sits at its target ({where} since the last membership change; the "
+        f"latest at seq {unmoved})"
+        if unmoved is not None
         else f"nothing of slot {slot} is outstanding"
     )
+    toward = f"toward its target {target}" if target is not None else "without naming a target"
+    facts: dict[str, object] = {"key": key, "offset": offset, "slot": slot}
+    if target is not None:
+        facts["consumer"] = target
     return (
-        [message_clause(offset, key, pub), f"m{offset} was held [seq {seq}] for draining toward its target {target}"],
-        f"{holds}, and no key of the slot awaits redelivery or is blocked: no other consumer holds the slot, so "
+        [message_clause(offset, key, pub), f"m{offset} was held [seq {seq}] for draining {toward}"],
+        f"{holds}, and no key of the slot awaits redelivery or is blocked: no old owner holds the slot, so "
         "nothing drains (KS-DRN-3), and a hold for draining stops when nothing drains (KS-DRN-2)",
-        {"key": key, "offset": offset, "slot": slot, "consumer": target},
+        facts,
     )
 
 

@@ -442,17 +442,21 @@ class DeliveryChecks(BucketChecks):
             self._resolve_silently(message, "delivered", seq)
         self._refresh_head(message.key)
 
-    def _check_draining_hold(self, message: Message, target_name: str, seq: int) -> None:
-        """KS-DRN-3 allows a hold for draining only while a consumer other than the target holds the key or a key of
-        its slot, or a key of the slot awaits redelivery or is blocked; otherwise the slot's target did not move
-        (PIP-379 drains only hashes whose owner changed) and the hold must stop (KS-DRN-2)."""
-        target = self.members.get(target_name)
-        if target is None:
-            return  # a hold naming a non-member is judged elsewhere (its delivery, or idle-while-ready)
+    def _check_draining_hold(self, message: Message, target_name: str | None, seq: int) -> None:
+        """KS-DRN-3 allows a hold for draining only while a key of its slot may sit at an old owner (a delivery at
+        another consumer than the target from an earlier epoch, or any while members have filters), awaits
+        redelivery or is blocked; otherwise the slot's target did not move (PIP-379 drains only hashes whose owner
+        changed) and the hold must stop (KS-DRN-2). A hold that names no target is judged the same way."""
+        target = None
+        if target_name is not None:
+            target = self.members.get(target_name)
+            if target is None:
+                return  # a hold naming a non-member is judged elsewhere (its delivery, or idle-while-ready)
         # req: KS-DRN-2, KS-DRN-3
         self._exercise("unjustified-hold")
         slot = slot_of(str(self.config["selector"]), message.key)
-        at_target: list[int] = []
+        filtered = any(m.filters for m in self.members.values())
+        unmoved: list[int] = []
         for other in self._keys_of_slot.get(slot, [message.key]):
             state = self.keys.get(other)
             if state is None:
@@ -460,10 +464,10 @@ class DeliveryChecks(BucketChecks):
             if state.blocked or state.awaiting:
                 return
             for delivery in state.outstanding.values():
-                if delivery.holder is not target:
-                    return
-                at_target.append(delivery.seq)
-        latest = max(at_target, default=None)
+                if delivery.holder is not target and (filtered or delivery.epoch < self.epoch):
+                    return  # may sit at an old owner: it may drain
+                unmoved.append(delivery.seq)  # at the target, or delivered in this epoch: at the slot's target
+        latest = max(unmoved, default=None)
         self._report(
             "unjustified-hold",
             seq,
@@ -486,5 +490,6 @@ class DeliveryChecks(BucketChecks):
                 self._report_reconnect_ignored(target, seq, explain.held_inactive(message.offset, target.name, seq))
         if event["reason"] == "draining":
             self._exercise("drain-stuck")
-            if self.slots_by_hash and event.get("consumer") is not None:
-                self._check_draining_hold(message, str(event["consumer"]), seq)
+            if self.slots_by_hash:
+                consumer = event.get("consumer")
+                self._check_draining_hold(message, None if consumer is None else str(consumer), seq)
