@@ -36,6 +36,9 @@ MAX_PREFETCH = 65535
 """basic.qos's prefetch-count is an unsigned short: a larger capacity is served as this (it never binds in a run)."""
 
 QUEUE_TYPES = ("classic", "quorum")
+QOS_MODES = ("global", "per-consumer")
+"""basic.qos's scope: `global`, one prefetch shared by the consumer's subscriptions to every queue (its whole bound;
+classic queues only, a feature RabbitMQ deprecated in 2021), or `per-consumer`, a prefetch per subscription."""
 
 QUIET_SECONDS = {"classic": 0.03, "quorum": 0.1}
 """How long the broker must stay still, with nothing in flight, before a dispatch pass is over (section "Time")."""
@@ -226,12 +229,25 @@ class Journal:
 class RabbitMQAdapter:
     """The adapter protocol's in-process methods, driving a RabbitMQ node with pika's blocking connections."""
 
-    def __init__(self, url: str, queue_type: str = "classic", queues: int | None = None, restart: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        queue_type: str = "classic",
+        queues: int | None = None,
+        restart: bool = True,
+        qos: str | None = None,
+    ) -> None:
         if queue_type not in QUEUE_TYPES:
             raise ValueError(f"queue type must be one of {QUEUE_TYPES}")
         if queues is not None and queues < 1:
             raise ValueError("there must be at least one queue")
+        if qos is not None and qos not in QOS_MODES:
+            raise ValueError(f"qos must be one of {QOS_MODES}")
+        if queue_type == "quorum" and qos == "global":
+            raise ValueError("quorum queues refuse global QoS: their prefetch is per consumer")
         self.url, self.queue_type, self.queue_count = url, queue_type, queues
+        self.qos = qos or ("global" if queue_type == "classic" else "per-consumer")
+        """basic.qos's scope (QOS_MODES): global by default on classic queues, per consumer on quorum queues."""
         self.restart = restart
         """Whether the `restart` op (a SIGKILL of the node) is declared."""
         self.queues: list[str] = []
@@ -259,7 +275,7 @@ class RabbitMQAdapter:
             "language": "erlang",
             "homepage": "https://www.rabbitmq.com/",
             "source": f"keyshared: conformance/adapters/rabbitmq (pika {metadata.version('pika')}, "
-            f"{self.queue_count or 'N'} {self.queue_type} queues)",
+            f"{self.queue_count or 'N'} {self.queue_type} queues, {self.qos} QoS)",
         }
         capable = capabilities(self.queue_type, self.queue_count, self.restart)
         return {"version": version, "implementation": implementation, "capabilities": capable}
@@ -435,9 +451,10 @@ class RabbitMQAdapter:
 
     @property
     def _global_qos(self) -> bool:
-        """Classic queues: one prefetch for the channel (the consumer's whole bound); quorum queues refuse global QoS,
-        so their prefetch is per subscription (a consumer active on several queues may hold more than its capacity)."""
-        return self.queue_type == "classic"
+        """Global QoS (classic queues' default): one prefetch for the channel, the consumer's whole bound. Per consumer
+        (quorum queues refuse global QoS), the prefetch is per subscription: a consumer active on several queues may
+        hold more than its capacity."""
+        return self.qos == "global"
 
     def _prefetch_of(self, consumer: Consumer) -> int:
         return prefetch(consumer.capacity)
@@ -608,11 +625,24 @@ def main(argv: list[str] | None = None) -> int:
         help="do not declare the `restart` op (no broker crash): for a run whose crashes would each cost minutes, such "
         "as quorum queues that are not served again after one (REPORT.md)",
     )
+    parser.add_argument(
+        "--qos",
+        choices=QOS_MODES,
+        help="basic.qos's scope: global (one prefetch per consumer over all its queues; the default on classic queues, "
+        "a RabbitMQ feature deprecated since 2021) or per-consumer (a prefetch per queue; the only one quorum queues "
+        "take)",
+    )
     arguments = parser.parse_args(argv)
     if arguments.queues is not None and arguments.queues < 1:
         parser.error("--queues must be at least 1")
+    if arguments.queue_type == "quorum" and arguments.qos == "global":
+        parser.error("--qos global: quorum queues refuse global QoS (their prefetch is per consumer)")
     adapter = RabbitMQAdapter(
-        arguments.url or url_from_environment(), arguments.queue_type, arguments.queues, not arguments.without_restart
+        arguments.url or url_from_environment(),
+        arguments.queue_type,
+        arguments.queues,
+        not arguments.without_restart,
+        arguments.qos,
     )
     status: int = serve_stdio(adapter)
     return status

@@ -8,6 +8,10 @@
                                                               # later one (a classic queue does not)
     python repro.py AMQP_URL failover-newer-first [classic]   # a quorum queue's next active consumer gets a later
                                                               # message before the one its predecessor held
+    python repro.py AMQP_URL failover-stall [per-consumer]    # global QoS: a classic queue that fails over to a
+                                                              # consumer at its prefetch never serves it again
+    python repro.py AMQP_URL nack-race [per-consumer]         # global QoS: a classic queue now and then delivers
+                                                              # the next message before a nacked one (a race)
 
 Each prints what it saw and exits 0 when RabbitMQ behaved as the finding says, 1 when it did not (the finding no
 longer holds on that broker). It declares its own exchange and queues (names starting `repro.`) and deletes them.
@@ -26,6 +30,8 @@ import pika  # type: ignore[import-untyped]
 
 TYPES = ("classic", "quorum")
 """The queue types the ordering reproductions take (default quorum)."""
+SCOPES = ("global", "per-consumer")
+"""basic.qos's scopes the global-QoS reproductions take (default global)."""
 
 
 def _drain(connections: list[Any], seconds: float = 0.5) -> None:
@@ -169,6 +175,121 @@ def failover_newer_first(url: str, queue_type: str = "quorum") -> bool:
     return seen[:1] == ["m1"]
 
 
+def _classic_sac_queues(url: str, names: list[str]) -> tuple[Any, Any]:
+    """Classic single-active-consumer queues named `names`, declared afresh; the admin connection and its channel."""
+    admin = pika.BlockingConnection(pika.URLParameters(url))
+    channel = admin.channel()
+    for name in names:
+        channel.queue_delete(name)
+        channel.queue_declare(name, durable=True, arguments={"x-single-active-consumer": True})
+    return admin, channel
+
+
+def _publish(channel: Any, queue: str, message_id: str) -> None:
+    channel.basic_publish("", queue, b"", pika.BasicProperties(message_id=message_id, delivery_mode=2))
+
+
+def failover_stall(url: str, scope: str = "global") -> bool:
+    """Classic single-active-consumer queues B and C. Consumer 1 (prefetch 3, global QoS) subscribes to both and
+    holds m0, m1, m2 of B; m3 is published to C and waits (consumer 1 is at its prefetch). Consumer 2 (prefetch 1)
+    subscribes to both; consumer 1 goes away. Consumer 2 becomes the active consumer of B and C, receives m0, m1, m2
+    one at a time and acks each; then it holds nothing, yet C never delivers m3 (waited 5 s). With per-consumer QoS
+    m3 is delivered (and consumer 1 held 4 messages: the prefetch bounds each subscription, not the consumer)."""
+    queues = ["repro.stall.b", "repro.stall.c"]
+    admin, channel = _classic_sac_queues(url, queues)
+    received: dict[str, list[tuple[str, int]]] = {"first": [], "second": []}
+    connections: dict[str, tuple[Any, Any]] = {}
+
+    def subscribe(name: str, prefetch: int) -> None:
+        connection = pika.BlockingConnection(pika.URLParameters(url))
+        consumer = connection.channel()
+        consumer.basic_qos(prefetch_count=prefetch, global_qos=scope == "global")
+        for queue in queues:
+            consumer.basic_consume(
+                queue, lambda _c, method, props, _b, n=name: received[n].append((props.message_id, method.delivery_tag))
+            )
+        connections[name] = (connection, consumer)
+
+    def drain(seconds: float = 0.3) -> None:
+        _drain([connection for connection, _ in connections.values()], seconds)
+
+    for index in range(2):
+        _publish(channel, queues[0], f"m{index}")
+    subscribe("first", 3)
+    drain()
+    _publish(channel, queues[0], "m2")
+    drain()
+    _publish(channel, queues[1], "m3")
+    drain()
+    subscribe("second", 1)
+    drain()
+    connections.pop("first")[0].close()  # consumer 1 goes away holding m0, m1, m2
+    drain()
+    acked: set[str] = set()
+    while pending := [(m, tag) for m, tag in received["second"] if m not in acked]:
+        message, tag = pending[0]
+        connections["second"][1].basic_ack(tag)
+        acked.add(message)
+        drain()
+    drain(5.0)
+    waiting = channel.queue_declare(queues[1], durable=True, passive=True).method.message_count
+    print(
+        f"{scope} QoS: consumer 1 held {[m for m, _ in received['first']]}; after it left, consumer 2 received "
+        f"{[m for m, _ in received['second']]} and acked them all; {waiting} message(s) still waiting in C"
+    )
+    connections["second"][0].close()
+    for queue in queues:
+        channel.queue_delete(queue)
+    admin.close()
+    return waiting == 1 and "m3" not in acked
+
+
+def nack_race(url: str, scope: str = "global", attempts: int = 100_000) -> bool:
+    """Classic single-active-consumer queues A and B; one consumer (prefetch 2) holds b0 of B and m0 of A, while m1
+    waits in A. It nacks m0 with requeue, and again each time m0 comes back, up to `attempts` times: with global QoS,
+    now and then A delivers m1 before m0 (here after 250 to 37,000 nacks, a race); with per-consumer QoS (prefetch 1
+    per subscription, the same holdings), never in 100,000."""
+    queues = ["repro.race.a", "repro.race.b"]
+    admin, channel = _classic_sac_queues(url, queues)
+    _publish(channel, queues[1], "b0")
+    for name in ("m0", "m1"):
+        _publish(channel, queues[0], name)
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    consumer = connection.channel()
+    consumer.basic_qos(prefetch_count=2 if scope == "global" else 1, global_qos=scope == "global")
+    seen: list[tuple[str, int]] = []
+
+    def received(_channel: Any, method: Any, properties: Any, _body: bytes) -> None:
+        seen.append((properties.message_id, method.delivery_tag))
+
+    for queue in reversed(queues):
+        consumer.basic_consume(queue, received)
+    _drain([connection])
+    held = dict(seen)
+    seen.clear()
+    tag, overtaken_at = held["m0"], None
+    for attempt in range(1, attempts + 1):
+        consumer.basic_nack(tag, requeue=True)
+        deadline = time.monotonic() + 2
+        while not seen and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.005)
+        if not seen:
+            break
+        message, tag = seen.pop(0)
+        if message != "m0":
+            overtaken_at = attempt
+            break
+    print(
+        f"{scope} QoS: holding {sorted(held)}, m0 nacked {attempt} times: "
+        + (f"m1 was delivered before m0 after nack {overtaken_at}" if overtaken_at else "m0 always came back first")
+    )
+    connection.close()
+    for queue in queues:
+        channel.queue_delete(queue)
+    admin.close()
+    return overtaken_at is not None
+
+
 def consume_after_crash(url: str, wait_seconds: float = 60.0) -> bool:
     """A durable quorum queue with one persistent message; the node is killed (broker.sh crash: SIGKILL of its VM)
     and started again on its data. Every basic.consume on the queue then closes the connection with 541
@@ -213,13 +334,23 @@ def main(argv: list[str]) -> int:
         "consume-after-crash": consume_after_crash,
         "requeue-behind-return": requeue_behind_return,
         "failover-newer-first": failover_newer_first,
+        "failover-stall": failover_stall,
+        "nack-race": nack_race,
     }
     typed = {"requeue-behind-return": requeue_behind_return, "failover-newer-first": failover_newer_first}
-    if not (len(argv) == 2 and argv[1] in cases) and not (len(argv) == 3 and argv[1] in typed and argv[2] in TYPES):
-        print(f"usage: repro.py AMQP_URL {'|'.join(cases)} (the last two: optionally classic|quorum)", file=sys.stderr)
+    scoped = {"failover-stall": failover_stall, "nack-race": nack_race}
+    variant = argv[2] if len(argv) == 3 else None
+    if not (len(argv) == 2 and argv[1] in cases) and not (
+        variant is not None and ((argv[1] in typed and variant in TYPES) or (argv[1] in scoped and variant in SCOPES))
+    ):
+        print(
+            f"usage: repro.py AMQP_URL {'|'.join(cases)} (requeue-behind-return and failover-newer-first: optionally "
+            "classic|quorum; failover-stall and nack-race: optionally global|per-consumer)",
+            file=sys.stderr,
+        )
         return 2
     try:
-        shown = typed[argv[1]](argv[0], argv[2]) if len(argv) == 3 else cases[argv[1]](argv[0])
+        shown = {**typed, **scoped}[argv[1]](argv[0], variant) if variant else cases[argv[1]](argv[0])
     except pika.exceptions.AMQPError as error:
         print(f"repro.py: the broker at {argv[0]} failed: {error!r}", file=sys.stderr)
         return 2
