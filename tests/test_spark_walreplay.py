@@ -127,7 +127,7 @@ def test_a_crash_loses_nothing_and_a_restart_that_forgets_is_caught(
     # req: KS-CUR-3 — everything at or above the persisted cursor, published before the crash, comes again
     assert redelivered == set(range(persisted, 300))
     assert persisted < 300, "the crash came with deliveries outstanding"
-    assert validate(spark, str(tmp_path / "good")).verdict.value == "valid"
+    assert check_trace(tmp_path / "good").verdict.value == "valid"  # Spark's judge of a valid replay: the test above
 
     import ks_spark.dispatcher.walreplay as walreplay
     from pyspark import cloudpickle
