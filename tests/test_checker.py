@@ -1394,3 +1394,16 @@ def test_a_returned_message_its_only_consumer_is_too_stuck_to_take_is_stuck_not_
     names = _anomaly_names(t)
     assert "lost" not in names
     assert names.count("stuck-key") == 2 and "missed-timeout" in names
+
+
+def test_a_returned_message_of_a_blocked_key_is_stuck_not_lost() -> None:
+    """KS-MEM-1 / KS-POI-3: a returned message whose key is blocked must not be delivered until an operator acts;
+    it is pending behind the blocked message (liveness, checking.md 2.3), so it is stuck-key, not lost."""
+    t = owner(max_redeliveries=0, poison_policy="block").add("c1", capacity=2).add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().blocked(0, attempt=1)
+    t.remove("c1")  # offset 1 is returned while its key is blocked; c2 has room but must not take it
+    t.quiescent()
+    assert _anomaly_names(t) == ["stuck-key", "stuck-key"]

@@ -543,7 +543,8 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "KS-MEM-1",
         _Q,
         "an unresolved message whose last delivery ended because its holder left or was evicted, with no delivery "
-        "since, although no outstanding message of its key nor an eligible member without room holds it back",
+        "since, although no outstanding or blocked message of its key nor an eligible member without room holds it "
+        "back",
         "its last delivery, the leave or eviction, the quiescent",
         "a holder leaves with outstanding deliveries",
     ),

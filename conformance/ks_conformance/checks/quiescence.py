@@ -61,12 +61,12 @@ class QuiescenceChecks(EndOfOpChecks):
 
     def _wait_explained(self, message: Message) -> bool:
         """Whether something other than a lost return explains why a returned message was not delivered again: a
-        message of its key outstanding at a holder that never finished, or an eligible member (possibly its target)
-        disconnected or without room (selector `any`: every eligible member). It is pending then, and stuck (KS-LIV-1)
-        rather than lost (KS-MEM-1)."""
+        message of its key outstanding at a holder that never finished, or blocked (KS-POI-3: it waits for an
+        operator), or an eligible member (possibly its target) disconnected or without room (selector `any`: every
+        eligible member). It is pending then, and stuck (KS-LIV-1) rather than lost (KS-MEM-1)."""
         state = self.keys.get(message.key)
-        if state is not None and state.outstanding:
-            return True
+        if state is not None and (state.outstanding or state.blocked):
+            return True  # req: KS-POI-3 (a blocked key's later messages wait for the operator)
         eligible = [m for m in self.members.values() if accepts(m.filters, message.key)]
         able = [m for m in eligible if self._has_room(m)]
         return not able if self.any_selector else len(able) < len(eligible)

@@ -378,8 +378,8 @@ class KeyChecker:
             offset, pub = message.offset, message.pub
             if message.restored:
                 continue  # restart-skip (KS-CUR-3), the one-task pass's kind, judges it, as the checker does
-            if message.returned:
-                # req: KS-MEM-1
+            if message.returned and not self.outstanding and self.blocked is None:
+                # req: KS-MEM-1 (a message of its key outstanding or blocked holds it back: stuck-key, KS-POI-3)
                 left = message.awaiting_seq
                 self._report(
                     "lost",
