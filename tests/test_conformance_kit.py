@@ -285,6 +285,41 @@ def test_an_example_the_determinism_check_cannot_replay_does_not_end_the_check(m
     assert [f.scenario.anomalies for f in result.findings] == [["nondeterministic"]]
 
 
+def test_the_many_keys_probe_lifts_a_drawn_window_that_would_hide_a_start_seeded_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The probe runs under the richest example's configuration; with the window of 1 the kit may draw, one key is
+    read at a time and every start delivers them in one order: the probe lifts the window (a flake of the mutant
+    test, seen once in the default suite)."""
+    from conformance_mutants import BY_NAME
+    from ks_conformance.protocol import InProcessConnection
+    from ks_conformance.results import RunResult
+    from ks_conformance.scenario import Step
+    from ks_conformance.search import RunContext
+    from ks_conformance.suite import _check_determinism, _many_keys_probe
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    mutant = BY_NAME["start_seeded_pass"]
+
+    def connect() -> InProcessConnection:
+        return InProcessConnection(mutant.create(), "start_seeded_pass")
+
+    connection = connect()
+    info = connection.start()
+    narrow = {"profile": "owner", "selector": "ring", "window": 1}
+    probe = _many_keys_probe(narrow, info.capabilities)
+    assert probe is not None and "window" not in probe[0] and narrow["window"] == 1
+    one_key = [
+        Step(op={"op": "publish", "offset": 0, "key": "a"}),
+        Step(op={"op": "add_consumer", "consumer": "c1", "capacity": 1, "filters": []}),
+    ]
+    context = RunContext(connect, info.capabilities, info.implementation, connection=connection)
+    context.kept = [(narrow, one_key)]
+    result = RunResult("start_seeded_pass", "in-process", info, info.capabilities, settings_for("ci", seed=0))
+    _check_determinism(context, result)
+    assert [f.scenario.anomalies for f in result.findings] == [["nondeterministic"]]
+
+
 def test_the_reference_driven_in_batch_mode_shows_nothing_wrong() -> None:
     """Batch mode (replays of the run so far, settling in rounds) on an implementation known to be right."""
     from ks_conformance.protocol import InProcessConnection

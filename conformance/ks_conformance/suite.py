@@ -16,7 +16,7 @@ Long because the rounds, the shrinking of each kind and the coverage rounds shar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -602,7 +602,26 @@ def _many_keys_probe(config: dict[str, Any], capabilities: Capabilities) -> tupl
     join: dict[str, Any] = {"op": "add_consumer", "consumer": "c1", "capacity": 8, "filters": []}
     if config.get("selector") == "pulsar-sticky":
         join["ranges"] = [[0, SLOTS - 1]]
-    return dict(config), [*steps, Step(op=join), Step(settle="oldest")]
+    return _unbounded(config, capabilities.config_values), [*steps, Step(op=join), Step(settle="oldest")]
+
+
+def _unbounded(config: dict[str, Any], declared: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+    """`config` with what would let fewer than eight keys into one pass lifted, as far as the adapter's declared
+    values allow: a drawn window (1 to 6) back to the spec's default, the look-ahead bound and permits back to the
+    window and capacity. Under a window of 1 every start would read and deliver the keys in one order."""
+    probe = dict(config)
+    if "window" in probe:
+        if "window" in declared:
+            probe["window"] = max(declared["window"])
+        else:
+            del probe["window"]
+    if probe.get("read_bound") == "lookahead" and "window" in declared.get("read_bound", ()):
+        probe["read_bound"] = "window"
+        for name in ("lookahead_per_consumer", "lookahead_per_subscription"):
+            probe.pop(name, None)
+    if probe.get("flow_control") == "permits" and "capacity" in declared.get("flow_control", ()):
+        probe["flow_control"] = "capacity"
+    return probe
 
 
 def describe_catalogue() -> list[tuple[str, str, str]]:
