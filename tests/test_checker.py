@@ -1205,6 +1205,32 @@ def _stuck_key(bad: bool) -> TraceBuilder:
     return t.quiescent()
 
 
+@case("stuck-key")
+def _returned_behind_a_full_member(bad: bool) -> TraceBuilder:
+    """KS-LIV-1, not KS-MEM-1: a returned message whose only eligible member never frees a place is pending."""
+    t = owner().add("c1", capacity=1).add("c2", capacity=1)
+    t.deliver(t.publish("x"), "c2")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1")
+    if not bad:
+        t.ack(0, "c2").deliver(1, "c2", attempt=2).persisted(1).ack(1, "c2").persisted(2)
+    return t.quiescent()
+
+
+@case("stuck-key")
+def _returned_behind_a_blocked_key(bad: bool) -> TraceBuilder:
+    """KS-LIV-1, not KS-MEM-1: a returned message of a blocked key waits for the operator."""
+    t = owner(max_redeliveries=0, poison_policy="block").add("c1", capacity=2).add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick().blocked(0, attempt=1)
+    t.remove("c1")
+    if not bad:
+        t.skip("k").drop(0, "operator").deliver(1, "c2", attempt=2).persisted(1).ack(1, "c2").persisted(2)
+    return t.quiescent()
+
+
 @case("cursor-stall")
 def _cursor_stall(bad: bool) -> TraceBuilder:
     t = owner(persist_interval=5).add("c1")

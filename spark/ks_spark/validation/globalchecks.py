@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ks_spark.session import cache_level
 from ks_spark.validation.keystate import NEVER, ROW_ERA, ROW_INTERVAL, Context
+from ks_spark.validation.timeline import QuiescentPoint
 
 if TYPE_CHECKING:
     from pyspark import Broadcast
@@ -413,3 +414,70 @@ def window_and_cursor(
         .agg(F.min("offset").alias("offset"))
     )
     return sweep, hole_anomalies, cached
+
+
+def members_without_room(
+    session: SparkSession, key_rows: DataFrame, points: list[QuiescentPoint], permits: bool
+) -> dict[int, list[tuple[str, ...]]]:
+    """Per quiescent point, the filters of each member without room there: disconnected, at its capacity, or (with
+    flow_control "permits") without a permit. A returned message one of them accepts is pending behind it, so it is
+    stuck (KS-LIV-1), not lost (KS-MEM-1), as the Python checker's quiescence check says."""
+    from pyspark.sql import functions as F
+
+    points = [point for point in points if point.members]
+    if not points:
+        return {}
+    queries = session.createDataFrame([(point.seq,) for point in points], "qseq long")
+    intervals = key_rows.where((F.col("r") == ROW_INTERVAL) & (F.col("a") >= 0))
+    open_at = F.col("c").isNull() | (F.col("c") > F.col("qseq"))
+    counts: dict[tuple[int, int], tuple[int, int]] = {}
+    for row in (
+        intervals.join(F.broadcast(queries), F.col("b") < F.col("qseq"))
+        .groupBy("qseq", "a")
+        .agg(F.sum(open_at.cast("long")).alias("held"), F.count("*").alias("given"))
+        .collect()
+    ):
+        counts[(int(row.qseq), int(row.a))] = (int(row.held), int(row.given))
+    found: dict[int, list[tuple[str, ...]]] = {}
+    for point in points:
+        for member in point.members:
+            held, given = counts.get((point.seq, member.inc_id), (0, 0))
+            room = member.capacity + member.granted > given if permits else held < member.capacity
+            if not member.connected or not room:
+                found.setdefault(point.seq, []).append(member.filters)
+    return found
+
+
+def lost_held_back(frame: DataFrame, without_room: dict[int, list[tuple[str, ...]]], stuck: bool) -> DataFrame:
+    """The key pass's anomaly rows (with `pub` and `last`), where a `lost` message that a member without room
+    accepts becomes `stuck-key` (dropped if stuck-key does not apply): pending behind that member, not lost."""
+    import json
+
+    from ks_conformance import explain
+    from ks_conformance.glob import accepts
+    from pyspark.sql import functions as F
+
+    if not without_room:
+        return frame
+
+    def convert(seq: int, key: str, offset: int, pub: int, last: int, witness: list[int], text: str | None) -> Any:
+        members = without_room.get(seq)
+        if not members or not any(accepts(filters, key) for filters in members):
+            return ("lost", witness, text)
+        if not stuck:
+            return (None, witness, text)
+        let, then, details = explain.stuck_key(key, offset, pub, last, seq)
+        shown = sorted({s for s in (pub, last, seq) if s is not None and s >= 0})
+        return ("stuck-key", shown, json.dumps({"let": let, "then": then, "details": details}))
+
+    udf = F.udf(lambda *row: convert(*row), "name string, w array<bigint>, text string")  # no hints: a plain UDF
+    lost = frame.where(F.col("name") == "lost")
+    converted = (
+        lost.withColumn("_c", udf("seq", "key", "offset", "pub", "last", "w", "text"))
+        .withColumn("name", F.col("_c.name"))
+        .withColumn("w", F.col("_c.w"))
+        .withColumn("text", F.col("_c.text"))
+        .drop("_c")
+        .where(F.col("name").isNotNull())
+    )
+    return frame.where(F.col("name") != "lost").unionByName(converted)

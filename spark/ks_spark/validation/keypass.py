@@ -84,7 +84,7 @@ class _Collector:
             elif kind == ROW_INTERVAL:
                 _, a[index], b[index], c[index], consumer[index], d[index] = row
             elif kind == ROW_ANOMALY:
-                _, name[index], seq[index], w[index], key[index], a[index], text[index] = row
+                _, name[index], seq[index], w[index], key[index], a[index], text[index], b[index], c[index] = row
             elif kind == ROW_EXERCISED:
                 _, name[index], a[index] = row
             elif kind == ROW_CONTRADICTION:

@@ -264,7 +264,7 @@ class KeyChecker:
             let, then, details = explain_it()
             text = json.dumps({"let": let, "then": then, "details": details})
         witness = sorted({w for w in witnesses if w is not None and w >= 0})
-        self.emit((ROW_ANOMALY, name, seq, witness, self.key, message.offset, text))
+        self.emit((ROW_ANOMALY, name, seq, witness, self.key, message.offset, text, message.pub, message.last_seq))
 
     # --- global happenings, applied lazily before each event ----------------------------------------
 
@@ -379,7 +379,8 @@ class KeyChecker:
             if message.restored:
                 continue  # restart-skip (KS-CUR-3), the one-task pass's kind, judges it, as the checker does
             if message.returned and not self.outstanding and self.blocked is None:
-                # req: KS-MEM-1 (a message of its key outstanding or blocked holds it back: stuck-key, KS-POI-3)
+                # req: KS-MEM-1 (a message of its key outstanding or blocked holds it back: stuck-key, KS-POI-3; so does
+                # a member without room that accepts the key, which the driver judges: globalchecks.lost_held_back)
                 left = message.awaiting_seq
                 self._report(
                     "lost",

@@ -385,7 +385,9 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
                 seq=int(seq[row]),
                 tick=int(tick[row]),
                 event=kind,
-                a=col["capacity"][row].as_py() if kind == "consumer_added" else col["predecessor"][row].as_py(),
+                a=col["capacity"][row].as_py()
+                if kind in ("consumer_added", "permits_granted")
+                else col["predecessor"][row].as_py(),
                 b=last[0],
                 d=last[1],
                 ranges=_list(col["ranges"], row) if own else last[2],

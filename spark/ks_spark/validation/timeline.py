@@ -55,6 +55,17 @@ class Run:
 
 
 @dataclass(frozen=True)
+class MemberAt:
+    """A member at a quiescent point: what decides whether it has room for a returned message (KS-MEM-1)."""
+
+    inc_id: int
+    capacity: int
+    connected: bool
+    filters: tuple[str, ...]
+    granted: int  # permits granted since it joined (flow_control "permits"), its capacity not included
+
+
+@dataclass(frozen=True)
 class QuiescentPoint:
     """A `quiescent` event with the published count and the persisted cursor at that point."""
 
@@ -62,6 +73,7 @@ class QuiescentPoint:
     published: int
     persist_seq: int
     persist_cursor: int
+    members: tuple[MemberAt, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -310,6 +322,9 @@ def _context(
     judged: set[int] = set()
     contradictions: list[tuple[int, str]] = []
     next_id = 0
+    connected: dict[str, bool] = {}
+    filters_of: dict[str, tuple[str, ...]] = {}
+    granted: dict[str, int] = {}
 
     def end(name: str, seq: int, kind: int) -> None:
         index = current.pop(name)
@@ -340,6 +355,7 @@ def _context(
                 Incarnation(next_id, name, seq, int(meta.a) if meta.a is not None else NEVER, accepts_all=accepts_all)
             )
             ranges_of[name] = [(int(lo), int(hi)) for lo, hi in meta.ranges or ()]
+            connected[name], filters_of[name], granted[name] = True, tuple(meta.filters or ()), 0
             current[name] = len(incarnations[name]) - 1
             next_id += 1
             epoch_changes.append(seq)
@@ -350,6 +366,10 @@ def _context(
             elif meta.event == "consumer_removed":
                 end(meta.text, seq, END_REMOVED)
                 epoch_changes.append(seq)
+            elif meta.event == "permits_granted":
+                granted[meta.text] += int(meta.a or 0)
+            else:
+                connected[meta.text] = meta.event == "consumer_reconnected"
         elif meta.event == "consumer_evicted":
             if meta.text in current:
                 end(meta.text, seq, END_EVICTED)
@@ -366,8 +386,12 @@ def _context(
         elif meta.event == "quiescent":
             run = run_at[(meta.file, meta.block)]
             persist_seq, cursor, _ = persisted_before(meta)
-            quiescents.append(QuiescentPoint(seq, run.pub_base + int(meta.c), persist_seq, max(cursor, 0)))
             members = [incarnations[name][index] for name, index in current.items()]
+            at = tuple(
+                MemberAt(inc.inc_id, inc.capacity, connected[inc.name], filters_of[inc.name], granted[inc.name])
+                for inc in members
+            )
+            quiescents.append(QuiescentPoint(seq, run.pub_base + int(meta.c), persist_seq, max(cursor, 0), at))
             if sticky:
                 accepts = _covers_every_slot([r for name in current for r in ranges_of.get(name, [])])
             else:

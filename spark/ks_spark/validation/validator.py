@@ -39,7 +39,13 @@ from ks_spec.trace import JSON_BLANK, is_parquet, line_problem
 from ks_spark.schema import spark_schema
 from ks_spark.session import cache_level, default_parallelism
 from ks_spark.validation import catalogue
-from ks_spark.validation.globalchecks import UNIFIED_COLUMNS, capacity_findings, window_and_cursor
+from ks_spark.validation.globalchecks import (
+    UNIFIED_COLUMNS,
+    capacity_findings,
+    lost_held_back,
+    members_without_room,
+    window_and_cursor,
+)
 from ks_spark.validation.keypass import run_key_pass
 from ks_spark.validation.keystate import (
     QUIESCENT_MARK,
@@ -314,7 +320,14 @@ def _judge(
     sweep, holes, cached = window_and_cursor(
         session, key_rows, persists, timeline.pub_bases(), context, timeline.published, window, parallelism
     )
-    findings = _findings(session, key_rows, sequence, persists, sweep, holes, context, cached)
+    without_room: dict[int, list[tuple[str, ...]]] = {}
+    if "lost" in context.active:  # only the quiescent points where the key pass found a message lost
+        lost = key_rows.where((F.col("r") == ROW_ANOMALY) & (F.col("name") == "lost")).select("seq").distinct()
+        seqs = {int(row.seq) for row in lost.collect()}
+        judged = [point for point in timeline.quiescents if point.seq in seqs]
+        permits = timeline.config.get("flow_control") == "permits"
+        without_room = members_without_room(session, key_rows, judged, permits)
+    findings = _findings(session, key_rows, sequence, persists, sweep, holes, context, cached, without_room)
     limit = witnesses if not everything else None
     # After a contradiction the state is not trustworthy: as the Python checker, report nothing from it on.
     cutoff = min((seq for seq, _ in result.problems), default=None)
@@ -399,10 +412,13 @@ def _findings(
     holes: DataFrame,
     context: Any,
     cached: list[DataFrame],
+    without_room: dict[int, list[tuple[str, ...]]],
 ) -> DataFrame:
     """Every anomaly and exercised check the Spark passes found, in one frame of UNIFIED_COLUMNS.
 
-    Frames a check keeps for its own use are added to `cached`, for the caller to unpersist.
+    Frames a check keeps for its own use are added to `cached`, for the caller to unpersist. `without_room` (per
+    quiescent point, the filters of its members without room) turns a returned message held back by one into
+    stuck-key, not lost.
     """
     from pyspark.sql import functions as F
 
@@ -420,7 +436,11 @@ def _findings(
         none_l.alias("era"),
         F.lit(1).alias("bad"),
         F.lit(0).alias("ex"),
+        F.col("b").alias("pub"),
+        F.col("c").alias("last"),
     )
+    stuck = "stuck-key" in context.active
+    key_anomalies = lost_held_back(key_anomalies, without_room, stuck).select(*UNIFIED_COLUMNS)
     window_rows = sweep.where(F.col("name").isin("window-overrun", "window-overrun:exercised")).select(
         F.lit("window-overrun").alias("name"),
         "seq",
