@@ -1433,3 +1433,19 @@ def test_a_returned_message_of_a_blocked_key_is_stuck_not_lost() -> None:
     t.remove("c1")  # offset 1 is returned while its key is blocked; c2 has room but must not take it
     t.quiescent()
     assert _anomaly_names(t) == ["stuck-key", "stuck-key"]
+
+
+def test_a_resurrected_delivery_ends_when_its_holder_acks_it_again() -> None:
+    """KS-RES-1 / KS-ACK-1: after a restart loses an ack (resurrected, KS-CUR-4), the holder's second ack is a double
+    resolution, and it still ends the delivery it answers: a later ack the system ignores is not holder-ack-ignored
+    (the checker used to keep the delivery outstanding, and the kit's settle then acked it again: seen on RabbitMQ)."""
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1").persisted(1)
+    t.restart().add("c1")
+    t.deliver(0, "c1")  # resurrected
+    t.ack(0, "c1")  # double resolution
+    t.ack_ignored(0, "c1", reason="resolved")
+    names = _anomaly_names(t)
+    assert "double-resolution" in names and "resurrected" in names
+    assert "holder-ack-ignored" not in names, names

@@ -408,6 +408,7 @@ class CheckerState:
         # req: KS-RES-1
         self._exercise("double-resolution")
         if message.resolved and message.resolution != "delivered":
+            self._end_delivery(message)  # it still ends the delivery it answers (a resurrected one, KS-CUR-4)
             self._report(
                 "double-resolution",
                 seq,
