@@ -1449,3 +1449,17 @@ def test_a_resurrected_delivery_ends_when_its_holder_acks_it_again() -> None:
     names = _anomaly_names(t)
     assert "double-resolution" in names and "resurrected" in names
     assert "holder-ack-ignored" not in names, names
+
+
+def test_a_resurrected_delivery_ends_when_its_holder_nacks_it() -> None:
+    """KS-RTY-1: a nack of a resurrected delivery (the message was resolved before a restart that lost it) ends it
+    too: a later nack the system ignores is not holder-nack-ignored (seen on RabbitMQ's crash run as well)."""
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1").persisted(1)
+    t.restart().add("c1")
+    t.deliver(0, "c1")  # resurrected
+    t.nack(0, "c1")
+    t.nack_ignored(0, "c1", reason="resolved")
+    names = _anomaly_names(t)
+    assert "resurrected" in names and "holder-nack-ignored" not in names, names

@@ -242,8 +242,8 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "double-resolution",
         "KS-RES-1",
         _E,
-        "a resolution event for a message that is already resolved (it still ends the outstanding delivery it "
-        "answers, such as a resurrected one, KS-CUR-4: a later ack the system ignores is not `holder-ack-ignored`)",
+        "a resolution event for a message that is already resolved (an ack still ends the delivery it answers: "
+        '"Answers end deliveries" in section 1)',
         "both resolutions",
         "a resolution",
     ),

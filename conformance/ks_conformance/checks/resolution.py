@@ -93,6 +93,8 @@ class ResolutionChecks(DeliveryChecks):
             )
         if not message.resolved:
             self._fail(message, "nack", seq)
+        else:
+            self._end_delivery(message)  # a nack of a resurrected delivery (KS-CUR-4) still ends it
 
     def _on_timeout(self, event: Event) -> None:
         message = self._message_of(event)
@@ -122,6 +124,8 @@ class ResolutionChecks(DeliveryChecks):
             )
         if at_consumer and not message.resolved:
             self._fail(message, "timeout", seq)
+        elif at_consumer:
+            self._end_delivery(message)  # the timeout of a resurrected delivery (KS-CUR-4) still ends it
 
     def _on_drop(self, event: Event) -> None:
         message = self._message_of(event)
