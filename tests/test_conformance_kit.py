@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -253,13 +254,14 @@ def test_an_order_seeded_at_each_start_is_a_determinism_warning(
     assert "failed" not in statuses.values(), "nothing but the order is wrong with it"
 
 
-def test_an_example_the_determinism_check_cannot_replay_does_not_end_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check used to end, silently and with nothing compared, at the first kept example it could not replay
-    (here: one under a selector the adapter does not have); the others, and the many-keys probe, still run."""
+def _check_determinism_of_start_seeded(
+    monkeypatch: pytest.MonkeyPatch, kept: Callable[[Any], list[tuple[dict[str, Any], list[Any]]]]
+) -> tuple[Any, Any]:
+    """The determinism check alone on the start_seeded_pass mutant, with the kept examples `kept(capabilities)`
+    builds: the run's context and result."""
     from conformance_mutants import BY_NAME
     from ks_conformance.protocol import InProcessConnection
     from ks_conformance.results import RunResult
-    from ks_conformance.scenario import Step
     from ks_conformance.search import RunContext
     from ks_conformance.suite import _check_determinism
 
@@ -271,16 +273,33 @@ def test_an_example_the_determinism_check_cannot_replay_does_not_end_the_check(m
 
     connection = connect()
     info = connection.start()
-    config = {"profile": "owner", "selector": "ring"}
-    assert "buckets" not in info.capabilities.selectors
-    steps = [
+    context = RunContext(connect, info.capabilities, info.implementation, connection=connection)
+    context.kept = kept(info.capabilities)
+    result = RunResult("start_seeded_pass", "in-process", info, info.capabilities, settings_for("ci", seed=0))
+    _check_determinism(context, result)
+    return context, result
+
+
+def _one_key_example() -> list[Any]:
+    """One message, then a consumer that takes it."""
+    from ks_conformance.scenario import Step
+
+    return [
         Step(op={"op": "publish", "offset": 0, "key": "a"}),
         Step(op={"op": "add_consumer", "consumer": "c1", "capacity": 1, "filters": []}),
     ]
-    context = RunContext(connect, info.capabilities, info.implementation, connection=connection)
-    context.kept = [(config, steps), ({**config, "selector": "buckets"}, steps)]  # the second cannot be replayed
-    result = RunResult("start_seeded_pass", "in-process", info, info.capabilities, settings_for("ci", seed=0))
-    _check_determinism(context, result)
+
+
+def test_an_example_the_determinism_check_cannot_replay_does_not_end_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check used to end, silently and with nothing compared, at the first kept example it could not replay
+    (here: one under a selector the adapter does not have); the others, and the many-keys probe, still run."""
+    config = {"profile": "owner", "selector": "ring"}
+
+    def kept(capabilities: Any) -> list[tuple[dict[str, Any], list[Any]]]:
+        assert "buckets" not in capabilities.selectors  # the second example cannot be replayed
+        return [(config, _one_key_example()), ({**config, "selector": "buckets"}, _one_key_example())]
+
+    context, result = _check_determinism_of_start_seeded(monkeypatch, kept)
     assert context.exercised.get("nondeterministic") == 2  # the first example and the probe, across two starts
     assert [f.scenario.anomalies for f in result.findings] == [["nondeterministic"]]
 
@@ -291,32 +310,16 @@ def test_the_many_keys_probe_lifts_a_drawn_window_that_would_hide_a_start_seeded
     """The probe runs under the richest example's configuration; with the window of 1 the kit may draw, one key is
     read at a time and every start delivers them in one order: the probe lifts the window (a flake of the mutant
     test, seen once in the default suite)."""
-    from conformance_mutants import BY_NAME
-    from ks_conformance.protocol import InProcessConnection
-    from ks_conformance.results import RunResult
-    from ks_conformance.scenario import Step
-    from ks_conformance.search import RunContext
-    from ks_conformance.suite import _check_determinism, _many_keys_probe
+    from ks_conformance.suite import _many_keys_probe
 
-    monkeypatch.syspath_prepend(str(TESTS))
-    mutant = BY_NAME["start_seeded_pass"]
-
-    def connect() -> InProcessConnection:
-        return InProcessConnection(mutant.create(), "start_seeded_pass")
-
-    connection = connect()
-    info = connection.start()
     narrow = {"profile": "owner", "selector": "ring", "window": 1}
-    probe = _many_keys_probe(narrow, info.capabilities)
-    assert probe is not None and "window" not in probe[0] and narrow["window"] == 1
-    one_key = [
-        Step(op={"op": "publish", "offset": 0, "key": "a"}),
-        Step(op={"op": "add_consumer", "consumer": "c1", "capacity": 1, "filters": []}),
-    ]
-    context = RunContext(connect, info.capabilities, info.implementation, connection=connection)
-    context.kept = [(narrow, one_key)]
-    result = RunResult("start_seeded_pass", "in-process", info, info.capabilities, settings_for("ci", seed=0))
-    _check_determinism(context, result)
+
+    def kept(capabilities: Any) -> list[tuple[dict[str, Any], list[Any]]]:
+        probe = _many_keys_probe(narrow, capabilities)
+        assert probe is not None and "window" not in probe[0] and narrow["window"] == 1
+        return [(narrow, _one_key_example())]
+
+    _, result = _check_determinism_of_start_seeded(monkeypatch, kept)
     assert [f.scenario.anomalies for f in result.findings] == [["nondeterministic"]]
 
 
