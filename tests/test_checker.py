@@ -211,6 +211,43 @@ def _return_counted(bad: bool) -> TraceBuilder:
     return t
 
 
+def _two_returns(**config: object) -> TraceBuilder:
+    """A message returned twice by leaving holders, with max_redeliveries = 1 and no failure."""
+    t = owner(max_redeliveries=1, poison_policy="dead-letter", **config).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1").add("c2")
+    t.deliver(0, "c2", attempt=2)
+    t.remove("c2").add("c3")
+    return t
+
+
+def test_returns_as_failures_turns_a_counted_return_into_the_options_own_rule() -> None:
+    """KS-RTY-7 / KS-RTY-6: two returns over a budget of 1 poison the message only where the option is declared."""
+    undeclared = _two_returns()
+    undeclared.tick().dead_letter(0, attempt=2, reason="left").persisted(1)
+    # undeclared, the returned message was due to c3 at once (idle-while-ready) and its poisoning is return-counted
+    assert _anomaly_names(undeclared) == ["idle-while-ready", "return-counted"]
+    declared = _two_returns(returns_as_failures=True)
+    declared.tick().dead_letter(0, attempt=2, reason="left").persisted(1)
+    assert _anomaly_names(declared) == []
+
+
+def test_returns_as_failures_is_judged_by_its_own_rule() -> None:
+    """KS-RTY-6 under the option: a message over its counted budget is not delivered again, and is poisoned in the
+    next phase 2; one return within the budget leaves it pending (no early poisoning)."""
+    again = _two_returns(returns_as_failures=True)
+    again.deliver(0, "c3", attempt=3)
+    assert "retry-overrun" in _anomaly_names(again)
+    ignored = _two_returns(returns_as_failures=True)
+    ignored.tick()
+    assert _anomaly_names(ignored) == ["poison-ignored"]
+    early = owner(max_redeliveries=1, poison_policy="dead-letter", returns_as_failures=True).add("c1")
+    early.deliver(early.publish("k"), "c1")
+    early.remove("c1").add("c2")
+    early.tick().dead_letter(0, attempt=1, reason="left").persisted(1)
+    assert _anomaly_names(early)[-1:] == ["unjustified-resolution"]
+
+
 @case("filter-violation")
 def _filter_violation(bad: bool) -> TraceBuilder:
     t = owner().add("c1", filters=["a*"])

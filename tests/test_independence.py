@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ks_reference.config import Config, ConfigError
+from ks_reference.config import OPTIONS_RECORDED_WHEN_SET, Config, ConfigError
 from ks_spec.config import BY_NAME, CONFIG_DEFAULTS, config_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +85,8 @@ def test_the_spec_defaults_are_the_reference_defaults() -> None:
         some_fields = {"selector": selector, "read_bound": "lookahead"}
         everything = {**CONFIG_DEFAULTS, **some_fields}
         expected = {name: value for name, value in everything.items() if BY_NAME[name].only_selector in ("", selector)}
+        for name, default in OPTIONS_RECORDED_WHEN_SET.items():  # left out of a trace at their default
+            assert getattr(Config.parse(some_fields), name) == expected.pop(name) == default
         assert Config.parse(some_fields).as_dict() == expected
 
 

@@ -411,6 +411,22 @@ def test_a_leaving_consumers_messages_are_pending_at_once_without_a_failure() ->
     assert h.anomalies() == []
 
 
+def test_with_returns_as_failures_a_return_uses_up_a_retry_and_can_poison() -> None:
+    # req: KS-RTY-6, KS-RTY-7 (the declared departure: returns count as failures)
+    h = Harness(profile="strict", max_redeliveries=1, poison_policy="dead-letter", returns_as_failures=True)
+    h.d.add_consumer("c1", 5)
+    h.publish("k")
+    h.d.add_consumer("c2", 5)
+    first = h.d.remove_consumer("c1")  # one return: within the budget of 1, pending at once
+    assert [e["consumer"] for e in first.events if e["event"] == "deliver"] == ["c2"]
+    second = h.d.remove_consumer("c2")  # the second return takes it over: poisoned, not delivered again
+    assert [e["event"] for e in second.events if e["event"] == "deliver"] == []
+    h.d.add_consumer("c3", 5)
+    letters = [e for e in h.d.tick().events if e["event"] == "dead_letter"]
+    assert [(e["offset"], e["reason"], e["attempt"]) for e in letters] == [(0, "left", 2)]
+    assert h.anomalies() == []
+
+
 # --- section 11: poison ---
 
 

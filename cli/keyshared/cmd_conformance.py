@@ -209,10 +209,22 @@ def print_summary(lines: Sequence[dict[str, Any]]) -> None:
             console.print(f"[yellow]adapter fault[/yellow] ({line['kind']}): {escape(line['message'])}", soft_wrap=True)
             if line.get("stderr"):
                 console.print(escape(line["stderr"]), soft_wrap=True)
+    sheet = [line for line in lines if line["type"] == "departure"]
+    if sheet:
+        console.print("[bold]departures from strict Key-Shared[/bold] (declared, judged by their own rules)")
+    for line in sheet:
+        relaxes = ", ".join(line["relaxes"]) or "nothing the spec promises"
+        console.print(
+            f"  [cyan]{escape(line['choice'])}[/cyan]: gives up {line['guarantee']} (keeps {line['rule']}, relaxes "
+            f"{relaxes}; in effect in {line['in_effect']} examples)",
+            soft_wrap=True,
+        )
+        console.print(f"    {escape(line['text'])}", soft_wrap=True)
     counts = ", ".join(f"{count} {status}" for status, count in sorted(footer["counts"].items()))
     colour = {"conformant": "green", "not-conformant": "red"}.get(footer["verdict"], "yellow")
     examples = f", {footer['examples']} examples, {footer['steps']} steps" if "examples" in footer else ""
     console.print(f"verdict: [{colour}]{footer['verdict']}[/{colour}] ({counts}{examples})")
+    console.print(f"  {escape(report.departure_summary(lines))}", soft_wrap=True)
     for limit in footer.get("limits", []):
         console.print(f"[yellow]limit reached[/yellow]: {escape(limit)}", soft_wrap=True)
 

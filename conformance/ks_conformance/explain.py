@@ -60,8 +60,13 @@ def _delivered_since_restart(deliveries: int) -> str:
     return f", delivered {deliveries} times since the last restart"
 
 
-def _failed(failures: int, failure_seqs: Sequence[int]) -> str:
-    return f", failed {failures} times (seqs {', '.join(map(str, failure_seqs))})"
+def _failed(failures: int, failure_seqs: Sequence[int], returns: int = 0) -> str:
+    failed = f", failed {failures} times (seqs {', '.join(map(str, failure_seqs))})"
+    if returns:
+        failed += (
+            f" and returned {returns} times by a holder that left, each counted as a failure (returns_as_failures)"
+        )
+    return failed
 
 
 def _blocked_its_key(blocked_seq: int | None) -> str:
@@ -341,11 +346,18 @@ def early_retry(
 
 
 def retry_overrun(
-    key: str, offset: int, pub: int, failures: int, failure_seqs: Sequence[int], maximum: int, seq: int
+    key: str,
+    offset: int,
+    pub: int,
+    failures: int,
+    failure_seqs: Sequence[int],
+    maximum: int,
+    seq: int,
+    returns: int = 0,
 ) -> Explained:
-    """KS-RTY-6, at a delivery."""
+    """KS-RTY-6, at a delivery (`returns`: the returns counted as failures under returns_as_failures)."""
     return (
-        [message_clause(offset, key, pub) + _failed(failures, failure_seqs)],
+        [message_clause(offset, key, pub) + _failed(failures, failure_seqs, returns)],
         f"it was delivered again [seq {seq}], but after more than max_redeliveries = {maximum} failures a "
         "message is poisoned, not delivered (KS-RTY-6)",
         {"offset": offset, "failures": failures},
@@ -1019,11 +1031,12 @@ def poison_ignored(
     policy: object,
     now: int,
     seq: int,
+    returns: int = 0,
 ) -> Explained:
-    """KS-RTY-6, after phase 2 of a tick (`seq`: the tick op)."""
+    """KS-RTY-6, after phase 2 of a tick (`seq`: the tick op; `returns` as for retry_overrun)."""
     return (
         [
-            message_clause(offset, key, pub) + _failed(failures, failure_seqs),
+            message_clause(offset, key, pub) + _failed(failures, failure_seqs, returns),
             f"max_redeliveries = {maximum}, policy {policy!r}",
         ],
         f"after phase 2 of tick {now} [seq {seq}] it is neither resolved nor blocked, but a message "

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ks_spec import SPEC_VERSION, paths
+from ks_spec.departures import DEPARTURES, departure_line, departures_of
 from ks_spec.errors import MissingInput, UserError
 
 REPORT_VERSION = 1
@@ -137,6 +138,24 @@ def schema_problem(line: Any) -> str | None:
     return f"field '{place}': {best.message}"
 
 
+def trace_departure_lines(configs: Iterable[Mapping[str, Any]]) -> list[Line]:
+    """The departures sheet of judged traces (spec section 21.1): each choice some trace's configuration took, with
+    how many traces took it (a trace records its configuration, not what its system declares)."""
+    in_effect: dict[str, int] = {}
+    for config in configs:
+        for departure in departures_of(config):
+            in_effect[departure.label] = in_effect.get(departure.label, 0) + 1
+    return [departure_line(d, None, in_effect[d.label]) for d in DEPARTURES if d.label in in_effect]
+
+
+def departure_summary(lines: Sequence[Line]) -> str:
+    """The verdict's second part in one phrase: what the judged system gives up, or that it keeps strict Key-Shared."""
+    sheet = [line for line in lines if line.get("type") == "departure"]
+    if not sheet:
+        return "no departure from strict Key-Shared declared"
+    return "departs from strict Key-Shared in " + "; ".join(f"{line['guarantee']} ({line['choice']})" for line in sheet)
+
+
 def footer_of(lines: Sequence[Line]) -> Line:
     """The footer line of a report (UserError if it has none: the run was cut short)."""
     for line in reversed(lines):
@@ -206,6 +225,7 @@ def to_junit(lines: Sequence[Line]) -> str:
     cases.set("skipped", str(skipped))
     properties = ET.SubElement(cases, "properties")
     ET.SubElement(properties, "property", name="verdict", value=str(footer["verdict"]))
+    ET.SubElement(properties, "property", name="departures", value=departure_summary(lines))
     ET.SubElement(properties, "property", name="spec_version", value=str(head["spec_version"]))
     ET.indent(cases)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(cases, encoding="unicode") + "\n"
@@ -258,6 +278,8 @@ def to_markdown(lines: Sequence[Line]) -> str:
         out.append("Settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()) + "  ")
     out.append(f"Spec version {head['spec_version']}, report version {head['report_version']}.")
     out.append("")
+    out.append(f"Verdict: **{footer['verdict']}**; {departure_summary(lines)}.")
+    out.append("")
     requirements = [line for line in lines if line["type"] == "requirement"]
     if requirements:
         out += ["| requirement | level | status | exercised | title |", "|---|---|---|---|---|"]
@@ -273,6 +295,27 @@ def to_markdown(lines: Sequence[Line]) -> str:
             anomalies = ", ".join(f"{k} {v}" for k, v in line.get("anomalies", {}).items()) or "none"
             out.append(f"| `{line['path']}` | {line['events']} | {line['verdict']} | {anomalies} |")
         out.append("")
+    sheet = [line for line in lines if line["type"] == "departure"]
+    out += ["## Departures from strict Key-Shared", ""]
+    if sheet:
+        judged = "its declared semantics" if head["kind"] != "check-trace" else "the configuration each trace records"
+        out += [
+            f"Judged against {judged}: each choice below is kept by its own rule and is not a failure "
+            "(spec section 21.1).",
+            "",
+            "| choice | guarantee given up | rule kept | relaxes | in effect | what it means |",
+            "|---|---|---|---|---|---|",
+        ]
+        unit = "examples" if head["kind"] != "check-trace" else "traces"
+        for line in sheet:
+            relaxes = ", ".join(line["relaxes"]) or "none"
+            used = f"{line['in_effect']} {unit}" + (" (declared)" if line.get("declared") else "")
+            out.append(
+                f"| `{line['choice']}` | {line['guarantee']} | {line['rule']} | {relaxes} | {used} | {line['text']} |"
+            )
+    else:
+        out.append("None: every guarantee of strict Key-Shared was judged as the spec states it.")
+    out.append("")
     violations = [line for line in lines if line["type"] == "violation"]
     if violations:
         out += ["## Violations", ""]

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ks_spec.departures import DEPARTURES, declarable, departure_line
+
 from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, requirement_levels
 from ks_conformance.protocol import AdapterFault, Capabilities, StartInfo
@@ -129,6 +131,8 @@ class RunResult:
     requirements: list[dict[str, Any]] = field(default_factory=list)
     limits: list[str] = field(default_factory=list)
     """Wall-clock safety caps that fired: where the run's result may depend on the machine's speed."""
+    departures: dict[str, int] = field(default_factory=dict)
+    """Per departure (spec section 21.1) by label: how many examples ran under a configuration taking it."""
 
     @property
     def anomalies(self) -> list[Anomaly]:
@@ -161,6 +165,8 @@ def report_lines(result: RunResult) -> list[dict[str, Any]]:
         )
     ]
     lines += result.requirements
+    sheet = departure_lines(result)
+    lines += sheet
     for finding in sorted(result.findings, key=lambda f: f.anomalies[0].requirement if f.anomalies else ""):
         events_by_seq = {event["seq"]: event for event in finding.trace}
         for anomaly in finding.anomalies:
@@ -195,6 +201,7 @@ def report_lines(result: RunResult) -> list[dict[str, Any]]:
             "observed_anomalies": sorted({a.name for a in result.anomalies}),
             "violated": sorted({a.requirement for a in result.anomalies if levels.get(a.requirement) == "MUST"}),
             "warnings": sorted({a.requirement for a in result.anomalies if levels.get(a.requirement) != "MUST"}),
+            "departures": [line["choice"] for line in sheet],
             "examples": result.examples,
             "steps": result.steps,
             "duration_s": round(result.duration, 3),
@@ -203,3 +210,14 @@ def report_lines(result: RunResult) -> list[dict[str, Any]]:
         }
     )
     return lines
+
+
+def departure_lines(result: RunResult) -> list[dict[str, Any]]:
+    """The departures sheet (spec section 21.1): every declared choice weaker than strict Key-Shared, and any the
+    run's configurations took without a declaration (an adapter's draws are the kit's, so this stays empty)."""
+    declared = {departure.label for departure in declarable(result.capabilities.to_json())}
+    return [
+        departure_line(departure, departure.label in declared, result.departures.get(departure.label, 0))
+        for departure in DEPARTURES
+        if departure.label in declared or result.departures.get(departure.label, 0)
+    ]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
+from ks_spec.departures import departures_of
 from ks_spec.slots import SLOT_SELECTORS
 
 from ks_conformance.anomalies import Anomaly
@@ -115,6 +116,8 @@ class RunContext:
     _tallied: tuple[AnySession | None, set[Shape]] = field(default=(None, set()), init=False, repr=False)
     refused_values: dict[str, list[Any]] = field(default_factory=dict)
     """Configuration values the adapter refused with invalid_config although it did not declare them."""
+    departures: dict[str, int] = field(default_factory=dict)
+    """Per departure (spec section 21.1, by its label), how many examples ran under a configuration taking it."""
 
     def observe(self, session: AnySession, found: list[Anomaly]) -> None:
         """Record the first example of each shape in `found`, with what preceded it, and count the examples of
@@ -169,6 +172,8 @@ class RunContext:
         for name, count in session.harness_exercised.items():
             self.exercised[name] = self.exercised.get(name, 0) + count
         self.skipped_ops.update(session.skipped_ops)
+        for departure in departures_of(session.config):
+            self.departures[departure.label] = self.departures.get(departure.label, 0) + 1
         if session.steps and not session.anomalies:
             self._keep_if_rich(session)
 
@@ -275,6 +280,7 @@ def configs(
             ("flow_control", profile != "best-effort"),
             ("read_bound", profile != "best-effort"),
             ("park_after", profile != "best-effort"),
+            ("returns_as_failures", profile != "best-effort"),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())

@@ -165,6 +165,7 @@ def run_suite(
     result.exercised = dict(context.exercised)
     result.skipped_ops = dict(context.skipped_ops)
     result.refused_values = {name: list(values) for name, values in context.refused_values.items()}
+    result.departures = dict(context.departures)
     result.examples, result.steps = context.examples, context.steps
     result.duration = time.perf_counter() - clock
     result.requirements = requirement_statuses(result)

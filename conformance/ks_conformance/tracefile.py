@@ -154,10 +154,13 @@ def report_lines(results: list[TraceCheck], max_witnesses: int) -> list[dict[str
             line["events"] = [events[s] for s in anomaly.witness if s in events]
             lines.append(line)
     verdict = merge_verdicts(r.verdict for r in results)
+    sheet = report.trace_departure_lines(r.config for r in results if r.malformed is None)
+    lines += sheet
     lines.append(
         {
             "type": "footer",
             "verdict": verdict.value,
+            "departures": [line["choice"] for line in sheet],
             "counts": {v.value: sum(1 for r in results if r.verdict is v) for v in Verdict},
             "observed_anomalies": list(observed),
             "violated": sorted({a.requirement for r in results for a in r.anomalies if a.level == "MUST"}),

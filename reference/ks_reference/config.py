@@ -31,6 +31,11 @@ class ConfigError(UserError):
         self.field = field
 
 
+OPTIONS_RECORDED_WHEN_SET: dict[str, Any] = {"returns_as_failures": False}
+"""Options added after spec 1.6 (spec section 21.1), recorded in a trace's config event only when not at their
+default, so that every earlier trace of the reference replays byte for byte."""
+
+
 @dataclass(frozen=True)
 class Config:
     """A valid configuration; build it with `Config.parse` so that every field is checked."""
@@ -54,6 +59,7 @@ class Config:
     lookahead_per_consumer: int = 0
     lookahead_per_subscription: int = 10000
     park_after: int = 0
+    returns_as_failures: bool = False
     bucket_budget: int = 4
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
@@ -85,7 +91,7 @@ class Config:
         _integer(raw, "park_after", minimum=0)
         for field in LOOKAHEAD_FIELDS:
             _integer(raw, field, minimum=0)
-        for field in ("persist_ack_holes", "checkpoint_resume"):
+        for field in ("persist_ack_holes", "checkpoint_resume", "returns_as_failures"):
             if field in raw and not isinstance(raw[field], bool):
                 raise ConfigError(field, f"must be true or false, got {raw[field]!r}")
         config = cls(**raw)
@@ -107,6 +113,11 @@ class Config:
                 # req: KS-CFG-1 (parking changes the read bound, which best-effort does not have)
                 raise ConfigError(
                     "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
+                )
+            if config.returns_as_failures:
+                # req: KS-CFG-1 (best-effort delivers nothing again, so a return has no retry to use up)
+                raise ConfigError(
+                    "returns_as_failures", "does not apply to the best-effort profile (nothing is delivered again)"
                 )
         if config.read_bound != "lookahead":
             for field in LOOKAHEAD_FIELDS:
@@ -141,6 +152,9 @@ class Config:
         if self.read_bound != "lookahead":
             for field in LOOKAHEAD_FIELDS:
                 values.pop(field)
+        for field, default in OPTIONS_RECORDED_WHEN_SET.items():
+            if values[field] == default:
+                values.pop(field)  # the trace's reader takes the default: traces of earlier versions stay the same
         return values
 
     def lookahead_limit(self, members: int) -> int:

@@ -340,8 +340,20 @@ class Core:
         self.emit(event, offset=message.offset, key=message.key, **columns)
 
     def return_to_pending(self, message: Message) -> None:
-        """A message whose holder left is pending at once, with no back-off and no failure counted (KS-RTY-7)."""
+        """A message whose holder left is pending at once, with no back-off and no failure counted (KS-RTY-7).
+
+        With `returns_as_failures` the return uses up a retry: over the budget, the message waits for phase 2's
+        poison policy like any failed message (KS-RTY-6), otherwise it is still pending at once.
+        """
         self.end_delivery(message)
+        if self.config.returns_as_failures:
+            # req: KS-RTY-6 (returns counted, a declared departure from KS-RTY-7)
+            message.failures += 1
+            message.last_failure = "left"
+            if message.failures > self.config.max_redeliveries:
+                message.retry_at = self.now
+                self.set_state(message, MessageState.RETRYING)
+                return
         # req: KS-RTY-7, KS-MEM-1
         self.set_state(message, MessageState.PENDING)
         message.awaiting_redelivery = True

@@ -156,6 +156,23 @@ PRESETS: dict[str, Preset] = {
             },
         ),
         Preset(
+            "task-queue",
+            "a task queue with one attempt counter (procrastinate, BullMQ's stalled jobs, RabbitMQ quorum queues "
+            "before 4.3): a consumer leaving uses up a retry",
+            "strict",
+            "any",
+            {"returns_as_failures": [True], "max_redeliveries": [0, 1, 2]},
+            capabilities={
+                "ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")],
+                "filters": False,
+                "poison_policies": ["dead-letter"],
+            },
+            differences=(
+                "returns count as failures: a declared departure (at-least-once under restarts, spec section 21.1), "
+                "judged by KS-RTY-6 with the returns counted",
+            ),
+        ),
+        Preset(
             "pip-486",
             "PIP-486: scalable topic Key-Shared consumption",
             "owner",
@@ -202,6 +219,11 @@ def danube() -> PresetAdapter:
 def danube_at_most_once() -> PresetAdapter:
     """Danube, its at-most-once eviction included: the kit must report KS-MEM-1, and nothing else."""
     return PresetAdapter(PRESETS["danube-at-most-once"])
+
+
+def task_queue() -> PresetAdapter:
+    """The reference as a task queue whose one attempt counter also counts a consumer leaving (a departure)."""
+    return PresetAdapter(PRESETS["task-queue"])
 
 
 def pip_486() -> PresetAdapter:

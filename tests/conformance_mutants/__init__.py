@@ -263,6 +263,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # a rolling restart poisons healthy messages (the procrastinate adapter shows this bug in a real system); a
     # message it poisoned one failure early is gone while the checker expects it delivered (ISO-1)
     _mutant("returns_count_as_failures", "KS-RTY-7", bugs.ReturnsCountAsFailures, may="KS-ISO-1", **BASE),
+    # the same system with the declaration, whose counting forgets the returns: a message over its counted budget is
+    # delivered again (RTY-6)
+    _mutant(
+        "declared_returns_uncounted",
+        "KS-RTY-6",
+        bugs.DeclaredReturnsUncounted,
+        **{**BASE, "config_values": {"returns_as_failures": [True]}},
+    ),
     _mutant("disconnected_served", "KS-MEM-3", bugs.DisconnectedServed, **BASE),
     # resolutions and duplicates (section 13)
     # the second copy is a duplicate (RES-2) that takes a second permit (FLW-1)

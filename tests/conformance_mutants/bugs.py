@@ -523,6 +523,15 @@ class ReturnsCountAsFailures(Dispatcher):
         super().return_to_pending(message)
 
 
+class DeclaredReturnsUncounted(Dispatcher):
+    """It declares that returns count as failures (returns_as_failures), yet a return leaves the count alone."""
+
+    def return_to_pending(self, message: Message) -> None:
+        self.end_delivery(message)
+        self.set_state(message, MessageState.PENDING)  # breaks KS-RTY-6 under the option: the return is a failure
+        message.awaiting_redelivery = True
+
+
 class LostOnLeave(Dispatcher):
     """When a consumer leaves, the deliveries it held are forgotten: never acked, never delivered again."""
 

@@ -387,13 +387,16 @@ class DeliveryChecks(BucketChecks):
                     ),
                 )
         maximum = int(self.config["max_redeliveries"])
-        if message.failures > maximum:
+        if self.counted_failures(message) > maximum:
             # req: KS-RTY-6
+            returns = message.returns if self.returns_as_failures else 0
             self._report(
                 "retry-overrun",
                 seq,
-                [*message.failure_seqs, seq],
-                explain.retry_overrun(*message.facts, message.failures, message.failure_seqs, maximum, seq),
+                [*message.failure_seqs, *([message.return_seq] if returns else []), seq],
+                explain.retry_overrun(
+                    *message.facts, message.failures, message.failure_seqs, maximum, seq, returns=returns
+                ),
             )
 
     def _check_best_effort_outcome(self, message: Message, seq: int) -> None:

@@ -158,17 +158,18 @@ class EndOfOpChecks(CheckerState):
         maximum = int(self.config["max_redeliveries"])
         for offset in sorted(self._over_budget):
             message = self.messages[offset]
-            if message.resolved or message.blocked or message.failures <= maximum:
+            if message.resolved or message.blocked or self.counted_failures(message) <= maximum:
                 continue
-            marker = (offset, len(message.failure_seqs))
+            marker = (offset, self.counted_failures(message))
             if marker in self._poison_reported:
                 continue
             self._poison_reported.add(marker)
             # req: KS-RTY-6
+            returns = message.returns if self.returns_as_failures else 0
             self._report(
                 "poison-ignored",
                 op.seq,
-                [*message.failure_seqs, op.seq],
+                [*message.failure_seqs, *([message.return_seq] if returns else []), op.seq],
                 explain.poison_ignored(
                     *message.facts,
                     message.failures,
@@ -177,6 +178,7 @@ class EndOfOpChecks(CheckerState):
                     self.config["poison_policy"],
                     self.now,
                     op.seq,
+                    returns=returns,
                 ),
             )
 
@@ -294,6 +296,8 @@ class EndOfOpChecks(CheckerState):
                 continue
             if any(self.messages[o].retrying and not self.messages[o].ready for o in state.awaiting):
                 continue
+            if head in self._over_budget:
+                continue  # req: KS-RTY-6 (over its budget it awaits its poison policy, judged as poison-ignored)
             if self._slot_mate_explains(key):
                 continue
             if self.buckets and self._bucket_explains(message):

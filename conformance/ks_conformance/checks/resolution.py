@@ -286,6 +286,8 @@ class ResolutionChecks(DeliveryChecks):
         # req: KS-RTY-7
         if message.returns == 0 or message.failures > maximum or message.failures + message.returns <= maximum:
             return False
+        if self.returns_as_failures:
+            return True  # req: KS-RTY-6 (declared: the returns count, so the message is over its budget)
         self._report(
             "return-counted",
             seq,

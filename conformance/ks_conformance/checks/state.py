@@ -189,6 +189,7 @@ class CheckerState:
         self.durable_attempts = self.declared.get("durable_attempts") is True
         self.any_selector = self.config["selector"] == "any"
         self.danube_ticks = self.config["tick_order"] == "danube"
+        self.returns_as_failures = bool(self.config["returns_as_failures"]) and not self.best_effort
         self.permits = self.config["flow_control"] == "permits"
         self.lookahead = self.config["read_bound"] == "lookahead"
         self.park_after = int(self.config.get("park_after") or 0)
@@ -340,6 +341,8 @@ class CheckerState:
                 message.awaiting_seq = seq
                 self._key(message.key).awaiting.add(offset)
                 self._awaiting_keys.add(message.key)
+                if self.returns_as_failures:
+                    self._count_return(message)
             self._refresh_head(message.key)
         incarnation.outstanding.clear()
         incarnation.member = False
@@ -390,12 +393,32 @@ class CheckerState:
         self._awaiting_keys.add(message.key)
         heapq.heappush(self._readiness, (self._retry_due(message), message.offset, message.failure_serial))
         maximum = int(self.config["max_redeliveries"])
-        if message.failures == maximum + 1:
+        if self.counted_failures(message) == maximum + 1:
             self._exercise("retry-overrun")
             self._exercise("poison-ignored")
-        if message.failures > maximum:
+        if self.counted_failures(message) > maximum:
             self._over_budget.add(message.offset)
         self._refresh_head(message.key)
+
+    def counted_failures(self, message: Message) -> int:
+        """The failures KS-RTY-6 counts: with the declared option `returns_as_failures`, the returns too."""
+        return message.failures + (message.returns if self.returns_as_failures else 0)
+
+    def _count_return(self, message: Message) -> None:
+        """A return under `returns_as_failures` (KS-RTY-6): over the budget it is not pending but awaits poisoning,
+        like a failed message whose back-off is over (a return has none)."""
+        maximum = int(self.config["max_redeliveries"])
+        counted = self.counted_failures(message)
+        if counted == maximum + 1:
+            self._exercise("retry-overrun")
+            self._exercise("poison-ignored")
+        if counted > maximum:
+            message.returned = False
+            message.retrying = True
+            message.ready = True
+            message.failure_serial += 1
+            message.failure_tick = self.now
+            self._over_budget.add(message.offset)
 
     def _clear_awaiting(self, message: Message, state: KeyState) -> None:
         message.retrying = False

@@ -43,10 +43,13 @@ def report_lines(results: list[ValidationResult], settings: dict[str, Any], dura
             (violated if anomaly.level == "MUST" else warnings).add(anomaly.requirement)
             line = {"type": "violation", **anomaly.to_json(), "trace": result.trace, "events": finding.events}
             lines.append(line)
+    sheet = report.trace_departure_lines(r.config for r in results if r.malformed is None)
+    lines += sheet
     lines.append(
         {
             "type": "footer",
             "verdict": merge_verdicts(r.verdict for r in results).value,
+            "departures": [line["choice"] for line in sheet],
             "counts": {v.value: sum(1 for r in results if r.verdict is v) for v in Verdict},
             "observed_anomalies": list(observed),
             "violated": sorted(violated),
