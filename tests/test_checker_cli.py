@@ -82,7 +82,8 @@ def test_reports_validate_and_render(tmp_path: Path, capsys: pytest.CaptureFixtu
     code = main(["check-trace", "--quiet", str(bad), str(good), *outputs])
     assert code == 1
     lines = read_report(report)
-    assert [line["type"] for line in lines] == ["header", "trace"] + ["violation"] * 3 + ["trace", "departure", "footer"]
+    types = ["header", "trace"] + ["violation"] * 3 + ["trace", "departure", "footer"]  # owner-draining: profile owner
+    assert [line["type"] for line in lines] == types
     assert lines[-1]["verdict"] == "invalid"
     assert lines[-1]["violated"] == ["KS-FLW-3", "KS-ISO-1", "KS-ORD-1"]
     violation = next(line for line in lines if line["type"] == "violation" and line["anomaly"] == "key-reorder")
