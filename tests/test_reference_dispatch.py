@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from ks_conformance.checker import check_events
 from ks_reference.config import ConfigError
 from ks_reference.core import Refusal
 from reference_support.harness import Harness
@@ -425,6 +428,37 @@ def test_with_returns_as_failures_a_return_uses_up_a_retry_and_can_poison() -> N
     letters = [e for e in h.d.tick().events if e["event"] == "dead_letter"]
     assert [(e["offset"], e["reason"], e["attempt"]) for e in letters] == [(0, "left", 2)]
     assert h.anomalies() == []
+
+
+def test_the_controller_moves_a_drained_bucket_between_staying_consumers() -> None:
+    # req: KS-BKT-3, KS-BKT-4 (controller_moves: PIP-486's controller evens the load between membership changes)
+    h = Harness(profile="owner", selector="buckets", bucket_assignment="controller", controller_moves=True)
+    h.d.add_consumer("c1", 1)
+    h.d.add_consumer("c2", 1)
+    layout = h.d.layout
+    assert layout is not None
+    by_bucket: dict[int, list[str]] = {}
+    for key in (f"k{i}" for i in range(200)):
+        if layout.target(layout.place(key), ["c1", "c2"]) == "c1":
+            by_bucket.setdefault(layout.place(key).bucket, []).append(key)
+    assert len(by_bucket) == 2  # sticky placement: two buckets each
+    for keys in by_bucket.values():
+        h.publish(*keys[:3])  # every message in c1's buckets: c2 idles while c1 works through them one at a time
+    since = h.mark()
+    h.d.tick()
+    moves = [e for e in h.events[since:] if e["event"] == "bucket_assigned"]
+    assert [e["consumer"] for e in moves] == ["c2"]  # no join or leave: the controller's own move
+    moved = (moves[0]["segment"], moves[0]["bucket"])
+    delivered = [e for e in h.events if e["event"] == "deliver" and e["seq"] > moves[0]["seq"]]
+    assert delivered and all(e["consumer"] == "c2" for e in delivered)
+    assert {(layout.place(e["key"]).segment, layout.place(e["key"]).bucket) for e in delivered} == {moved}
+    assert h.anomalies() == []
+    undeclared = [dict(e) for e in h.events]
+    config = json.loads(undeclared[0]["detail"])
+    del config["config"]["controller_moves"]
+    undeclared[0]["detail"] = json.dumps(config)
+    found = {a.name for a in check_events(undeclared).anomalies}
+    assert found & {"key-moved", "bucket-misassigned", "unstable-buckets"}
 
 
 # --- section 11: poison ---

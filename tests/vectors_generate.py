@@ -150,6 +150,7 @@ SITUATIONS: dict[str, str] = {
     "KS-RTY-6/retry_forever": "failures-past-max-redeliveries",
     "KS-RTY-7/returns_count_as_failures": "returns-are-not-failures",
     "KS-RTY-6/declared_returns_uncounted": "declared-returns-are-failures",
+    "KS-BKT-3/controller_moves_unannounced": "controller-move-unannounced",
 }
 """Every vector's file name, by what it comes from (`<requirement>/<mutant>`, or `KS-CFG-1/<refused field>` and
 `KS-GEN-5/one-pass-eight-keys` for the hand-made ones): the situation it tests, never a mutant's name

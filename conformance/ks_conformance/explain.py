@@ -791,6 +791,21 @@ def bucket_misassigned_moved(
     )
 
 
+def bucket_move_unannounced(
+    offset: int, bucket: int, segment: int, target: str, decided_seq: int, consumer: str, seq: int
+) -> Explained:
+    """KS-BKT-3 with `controller_moves`: a delivery to a consumer the bucket's last announcement does not name."""
+    return (
+        [
+            f"{_bucket_of(bucket, segment)} was last announced to {target} at seq {decided_seq}",
+            "controller_moves: every move of a bucket is announced before its first delivery to the new target",
+        ],
+        f"m{offset} of it went to {consumer} [seq {seq}], but a bucket has one target at a time, the one "
+        "announced last (KS-BKT-3)",
+        {"offset": offset, "consumer": consumer, "owner": target},
+    )
+
+
 def buckets_over_share(moved: int, segment: int, joiner: str, buckets: int, members: int, share: int) -> str:
     """Why a join moved too much (KS-BKT-8): more than ceil(N/k) buckets of a segment went to the joiner."""
     return (

@@ -281,9 +281,12 @@ def configs(
             ("read_bound", profile != "best-effort"),
             ("park_after", profile != "best-effort"),
             ("returns_as_failures", profile != "best-effort"),
+            ("controller_moves", selector == "buckets"),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())
+        if config.get("controller_moves") and config.get("bucket_assignment") != "controller":
+            config.pop("controller_moves")  # only the controller policy moves buckets on its own (KS-CFG-1)
         if config.get("flow_control") == "permits" and "flow" not in ops:
             config.pop("flow_control")  # permits nobody can grant would starve every consumer: not drawn
         if config.get("read_bound") == "lookahead":

@@ -10,7 +10,7 @@ resolution of their bucket, and a restart then resumes from them (KS-BKT-9).
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -70,13 +70,22 @@ class BucketLayout:
     """Segments, bucket ownership and handoffs, and checkpoints."""
 
     def __init__(
-        self, budget: int, maximum: int, segments: list[SegmentRecord] | None = None, policy: str = "sorted"
+        self,
+        budget: int,
+        maximum: int,
+        segments: list[SegmentRecord] | None = None,
+        policy: str = "sorted",
+        controller_moves: bool = False,
     ) -> None:
         self.maximum = maximum
         self.policy = policy
-        """`sorted` or `sticky` (`controller` runs as `sticky`): who owns each bucket (KS-BKT-3, KS-BKT-8)."""
+        """`sorted`, `sticky` or `controller` (sticky's placement; with `controller_moves`, joins give buckets only to
+        members that owned none, and the controller also evens the load between joins): KS-BKT-3, KS-BKT-8."""
+        self.controller_moves = controller_moves and policy == "controller"
         self.owners: dict[BucketId, str] = {}
         """The sticky policy's bucket owners (volatile: rebuilt from the joins after a restart)."""
+        self.known: dict[int, set[str]] = {}
+        """Per segment, the members its last rebalance saw: with controller moves only the others (joiners) gain."""
         if segments:
             self.segments = {
                 s.number: Segment(
@@ -191,15 +200,19 @@ class BucketLayout:
             owner = self.owners.get(bucket)
             if owner in load:
                 load[owner] += 1
+        # With controller moves, counts need not be even: only the members the segment has not seen (joiners) gain.
+        known = self.known.get(segment.number, set())
+        gaining = [name for name in members_by_name if name not in known] if self.controller_moves else members_by_name
+        self.known[segment.number] = set(members_by_name)
         for bucket in buckets:
             if self.owners.get(bucket) not in load:
                 # req: KS-BKT-8 (an orphaned bucket goes to the least loaded member, nobody else moves)
                 least = min(members_by_name, key=lambda name: (load[name], place[name]))
                 self.owners[bucket] = least
                 load[least] += 1
-        while True:
+        while gaining:
             most = max(members_by_name, key=lambda name: (load[name], place[name]))
-            least = min(members_by_name, key=lambda name: (load[name], place[name]))
+            least = min(gaining, key=lambda name: (load[name], place[name]))
             if load[most] - load[least] <= 1:
                 return
             # req: KS-BKT-8 (only the member below its share gains: after a join, the joiner)
@@ -207,6 +220,34 @@ class BucketLayout:
             self.owners[moving] = least
             load[most] -= 1
             load[least] += 1
+
+    def controller_step(self, unresolved: Mapping[BucketId, int], members_by_name: list[str]) -> None:
+        """PIP-486's controller evening the load (`controller_moves`): the member whose buckets of active segments
+        hold the most unresolved messages gives one drained bucket (nothing of it outstanding) to the member holding
+        the fewest, when that narrows the gap; at most one move per call."""
+        if not self.controller_moves or len(members_by_name) < 2:
+            return
+        buckets = [(s.number, b) for s in self.segments.values() if not s.sealed for b in range(s.buckets)]
+        owner = {bucket: self.owner_of(bucket, members_by_name) for bucket in buckets}
+        load = {name: 0 for name in members_by_name}
+        for bucket in buckets:
+            load[owner[bucket]] += unresolved.get(bucket, 0)
+        most = max(members_by_name, key=lambda name: (load[name], name))
+        least = min(members_by_name, key=lambda name: (load[name], name))
+        gap = load[most] - load[least]
+        movable = [
+            bucket
+            for bucket in buckets
+            if owner[bucket] == most
+            and not self.outstanding.get(bucket)
+            and bucket not in self.withheld
+            and 0 < unresolved.get(bucket, 0) < gap
+        ]
+        if movable:
+            # the bucket that halves the gap best, the first in (segment, bucket) order on ties (KS-GEN-5)
+            moving = min(movable, key=lambda bucket: (abs(gap - 2 * unresolved.get(bucket, 0)), bucket))
+            self.owners[moving] = least  # req: KS-BKT-3 (announced by the next reconcile's bucket_assigned)
+            self.needs_reconcile = True
 
     def members_changed(self, members_by_name: list[str]) -> None:
         """Recompute the sticky owners of every live segment for the new membership."""

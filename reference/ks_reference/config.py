@@ -13,7 +13,7 @@ SELECTORS = (
     "ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "partitions", "any"
 )  # fmt: skip
 POISON_POLICIES = ("drop", "dead-letter", "block")
-BUCKET_FIELDS = ("bucket_budget", "bucket_max", "bucket_assignment", "checkpoint_resume")
+BUCKET_FIELDS = ("bucket_budget", "bucket_max", "bucket_assignment", "checkpoint_resume", "controller_moves")
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
 DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
@@ -31,7 +31,7 @@ class ConfigError(UserError):
         self.field = field
 
 
-OPTIONS_RECORDED_WHEN_SET: dict[str, Any] = {"returns_as_failures": False}
+OPTIONS_RECORDED_WHEN_SET: dict[str, Any] = {"returns_as_failures": False, "controller_moves": False}
 """Options added after spec 1.6 (spec section 21.1), recorded in a trace's config event only when not at their
 default, so that every earlier trace of the reference replays byte for byte."""
 
@@ -64,6 +64,7 @@ class Config:
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
     checkpoint_resume: bool = False
+    controller_moves: bool = False
     partitions: int = 4
 
     @classmethod
@@ -91,7 +92,7 @@ class Config:
         _integer(raw, "park_after", minimum=0)
         for field in LOOKAHEAD_FIELDS:
             _integer(raw, field, minimum=0)
-        for field in ("persist_ack_holes", "checkpoint_resume", "returns_as_failures"):
+        for field in ("persist_ack_holes", "checkpoint_resume", "returns_as_failures", "controller_moves"):
             if field in raw and not isinstance(raw[field], bool):
                 raise ConfigError(field, f"must be true or false, got {raw[field]!r}")
         config = cls(**raw)
@@ -135,6 +136,11 @@ class Config:
                 if field in raw:
                     # req: KS-CFG-1
                     raise ConfigError(field, f"only applies to selector 'buckets', not '{config.selector}'")
+        elif config.controller_moves and config.bucket_assignment != "controller":
+            # req: KS-CFG-1 (only the controller policy moves buckets on its own, KS-BKT-3)
+            raise ConfigError(
+                "controller_moves", f"needs bucket_assignment 'controller', not '{config.bucket_assignment}'"
+            )
         elif config.bucket_budget > config.bucket_max:
             raise ConfigError(
                 "bucket_budget", f"{config.bucket_budget} buckets exceed bucket_max {config.bucket_max} (KS-BKT-2)"
@@ -153,8 +159,8 @@ class Config:
             for field in LOOKAHEAD_FIELDS:
                 values.pop(field)
         for field, default in OPTIONS_RECORDED_WHEN_SET.items():
-            if values[field] == default:
-                values.pop(field)  # the trace's reader takes the default: traces of earlier versions stay the same
+            if values.get(field, default) == default:
+                values.pop(field, None)  # the reader takes the default: traces of earlier versions stay the same
         return values
 
     def lookahead_limit(self, members: int) -> int:

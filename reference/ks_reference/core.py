@@ -141,7 +141,11 @@ class Core:
         self.layout = None
         if self.config.selector == "buckets":
             self.layout = BucketLayout(
-                self.config.bucket_budget, self.config.bucket_max, snapshot.segments, self.config.bucket_assignment
+                self.config.bucket_budget,
+                self.config.bucket_max,
+                snapshot.segments,
+                self.config.bucket_assignment,
+                self.config.controller_moves,
             )
             if not snapshot.segments:
                 self.store.save_segments(self.layout.records())

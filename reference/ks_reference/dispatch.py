@@ -7,6 +7,7 @@ order and deliver each that the rules allow, stopping at the first that they do 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from itertools import takewhile
 
@@ -95,6 +96,17 @@ class DispatchPass(Core):
             return
         for event, (segment, bucket), consumer in self.layout.reconcile(self.members_by_name):
             self.emit(event, segment=segment, bucket=bucket, consumer=consumer)
+
+    def controller_step(self) -> None:
+        """With `controller_moves`, PIP-486's controller evens the load once per tick (KS-BKT-3); a bucket it moves is
+        handed over, or withheld while its prior owner drains, in the next pass (KS-BKT-4)."""
+        if self.layout is None or not self.layout.controller_moves:
+            return
+        unresolved: Counter[tuple[int, int]] = Counter()
+        for message in self.messages.values():
+            if message.placement is not None:
+                unresolved[(message.placement.segment, message.placement.bucket)] += 1
+        self.layout.controller_step(unresolved, self.members_by_name)
 
     def deliver_step(self) -> None:
         """Visit every key with a pending message, earliest pending offset first."""

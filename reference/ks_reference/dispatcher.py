@@ -265,6 +265,7 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             if self.config.tick_order == "danube":
                 self.deliver_step()  # req: KS-GEN-7 (Danube redelivers ready retries before it evicts)
             self.phase_eviction()  # 4
+            self.controller_step()  # req: KS-BKT-3 (the controller's moves, with controller_moves: before the pass)
             self.dispatch_pass()  # 5
             self.persist_if_due(in_tick_phase_6=True)  # 6
         else:

@@ -177,11 +177,11 @@ PRESETS: dict[str, Preset] = {
             "PIP-486: scalable topic Key-Shared consumption",
             "owner",
             "buckets",
-            {"bucket_assignment": ["sticky", "controller"], "checkpoint_resume": [True]},
+            {"bucket_assignment": ["sticky", "controller"], "checkpoint_resume": [True], "controller_moves": [True]},
             capabilities={"filters": False},
             differences=(
-                "the controller moves a bucket only when a consumer joins or leaves, where PIP-486's controller may "
-                "also move a drained bucket between staying consumers (to even the load)",
+                "the controller evens the load by unresolved messages once per tick, moving one drained bucket at a "
+                "time; PIP-486 leaves its controller's policy (and its measure of load) to the implementation",
                 "the conformance kit chooses every split point and the merged segment's bucket count, where PIP-486 "
                 "leaves both to the implementation",
             ),

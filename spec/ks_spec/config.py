@@ -63,6 +63,7 @@ FIELDS: tuple[Field, ...] = (
     Field("bucket_max", 1024, minimum=1, only_selector="buckets"),
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, only_selector="buckets"),
     Field("checkpoint_resume", False, boolean=True, only_selector="buckets"),
+    Field("controller_moves", False, boolean=True, only_selector="buckets"),
     Field("partitions", 4, minimum=1, only_selector="partitions"),
 )
 BY_NAME = {field.name: field for field in FIELDS}
@@ -110,6 +111,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
     for field in FIELDS:
         if field.only_selector and field.only_selector != full["selector"] and field.name in config:
             return field.name, f"only applies to selector '{field.only_selector}', not '{full['selector']}'"
+    if full["controller_moves"] and full["bucket_assignment"] != "controller":
+        return "controller_moves", f"needs bucket_assignment 'controller', not '{full['bucket_assignment']}'"
     if full["selector"] == "buckets" and full["bucket_budget"] > full["bucket_max"]:
         return "bucket_budget", f"{full['bucket_budget']} buckets exceed bucket_max {full['bucket_max']}"
     return None

@@ -83,6 +83,12 @@ DEPARTURES: tuple[Departure, ...] = (
         _equals("drop"),
     ),
     Departure(
+        "controller_moves", "controller_moves = true", "key affinity", "KS-BKT-3", ("KS-ASN-1",),
+        "The controller moves drained buckets between staying consumers to even the load: a key may change consumer "
+        "with nobody joining or leaving (its order holds: the bucket drains first).",
+        _equals(True),
+    ),
+    Departure(
         "returns_as_failures", "returns_as_failures = true", "at-least-once", "KS-RTY-6", ("KS-RTY-7",),
         "A delivery that ends because its consumer left or was evicted uses up one of the message's retries, so "
         "deploys and crashed workers alone can poison a healthy message.",

@@ -263,6 +263,18 @@ MUTANTS: tuple[Mutant, ...] = (
     # a rolling restart poisons healthy messages (the procrastinate adapter shows this bug in a real system); a
     # message it poisoned one failure early is gone while the checker expects it delivered (ISO-1)
     _mutant("returns_count_as_failures", "KS-RTY-7", bugs.ReturnsCountAsFailures, may="KS-ISO-1", **BASE),
+    # PIP-486's controller moves (declared), unannounced: a key's bucket is delivered by another consumer within one
+    # membership epoch with no decision naming it (BKT-3; the key itself moved: ASN-1)
+    _mutant(
+        "controller_moves_unannounced",
+        "KS-BKT-3",
+        bugs.ControllerMovesUnannounced,
+        may="KS-ASN-1 KS-BKT-8",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+        config_values={"bucket_assignment": ["controller"], "controller_moves": [True]},
+    ),
     # the same system with the declaration, whose counting forgets the returns: a message over its counted budget is
     # delivered again (RTY-6)
     _mutant(

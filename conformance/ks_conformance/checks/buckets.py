@@ -39,6 +39,8 @@ class BucketChecks(OpEventChecks):
         kinds = {c[0] for c in changes}
         if kinds not in ({"join"}, {"leave"}):
             return
+        if self.controller_moves and self.op is not None and self.op.seq > changes[-1][2]:
+            return  # req: KS-BKT-3 (with controller_moves: an op after the change, so the controller's own move)
         # req: KS-BKT-8
         self._exercise("unstable-buckets")
         previous, previous_seq = decided[0], decided[1]
@@ -144,11 +146,27 @@ class BucketChecks(OpEventChecks):
         moves only what it must (KS-BKT-8), judged on buckets delivered on both sides of one membership change."""
         assert message.segment is not None and message.bucket is not None and incarnation is not None
         bucket = (message.segment, message.bucket)
+        decided = self.bucket_decided.get(bucket) if self.controller_moves else None
+        if decided is not None:
+            # req: KS-BKT-3 (with controller_moves every move is announced: the target is the last one named)
+            self._exercise("bucket-misassigned")
+            if decided[0] != name:
+                self._report(
+                    "bucket-misassigned",
+                    seq,
+                    [decided[1], seq],
+                    explain.bucket_move_unannounced(
+                        message.offset, message.bucket, message.segment, decided[0], decided[1], name, seq
+                    ),
+                )
         last = self.bucket_last.get(bucket)
         self.bucket_last[bucket] = (self.epoch, incarnation, seq)
         if last is None:
             return
         epoch, previous, previous_seq = last
+        if previous is not incarnation and self.controller_moved(message.segment, message.bucket, name, previous_seq):
+            self._exercise("bucket-misassigned")
+            return  # req: KS-BKT-3 (with controller_moves: a move the controller announced before this delivery)
         if epoch == self.epoch:
             # req: KS-BKT-3
             self._exercise("bucket-misassigned")

@@ -333,7 +333,7 @@ class DeliveryChecks(BucketChecks):
         if epoch == self.epoch:
             # req: KS-ASN-1
             self._exercise("key-moved")
-            if previous.name != name:
+            if previous.name != name and not self.controller_moved(message.segment, message.bucket, name, previous_seq):
                 self._report(
                     "key-moved",
                     seq,

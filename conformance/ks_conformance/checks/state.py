@@ -190,6 +190,7 @@ class CheckerState:
         self.any_selector = self.config["selector"] == "any"
         self.danube_ticks = self.config["tick_order"] == "danube"
         self.returns_as_failures = bool(self.config["returns_as_failures"]) and not self.best_effort
+        self.controller_moves = self.buckets and bool(self.config["controller_moves"])
         self.permits = self.config["flow_control"] == "permits"
         self.lookahead = self.config["read_bound"] == "lookahead"
         self.park_after = int(self.config.get("park_after") or 0)
@@ -399,6 +400,14 @@ class CheckerState:
         if self.counted_failures(message) > maximum:
             self._over_budget.add(message.offset)
         self._refresh_head(message.key)
+
+    def controller_moved(self, segment: int | None, bucket: int | None, name: str, since_seq: int) -> bool:
+        """Whether the controller handed the bucket to `name` after `since_seq` (KS-BKT-3 with `controller_moves`): a
+        move it announced with `bucket_assigned` or `bucket_withheld`, needing no membership change."""
+        if not self.controller_moves or segment is None or bucket is None:
+            return False
+        decided = self.bucket_decided.get((segment, bucket))
+        return decided is not None and decided[0] == name and decided[1] > since_seq
 
     def counted_failures(self, message: Message) -> int:
         """The failures KS-RTY-6 counts: with the declared option `returns_as_failures`, the returns too."""
