@@ -12,12 +12,16 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ks_conformance.checker import check_events
 from ks_conformance.protocol import Capabilities, InProcessConnection
 from ks_conformance.results import settings_for
 from ks_conformance.search import configs
 from ks_conformance.suite import run_suite
 from ks_reference import presets
+from ks_reference.classic import RecentlyJoinedConsumers
 from ks_reference.presets import PRESETS, Preset
+from ks_reference.selectors import make_selector
+from ks_reference.trace import TraceRecorder
 from ks_spec.config import config_problem
 
 
@@ -59,6 +63,79 @@ def test_danubes_at_most_once_eviction_is_found_as_documented() -> None:
     verdict, failed, preset = _run("danube-at-most-once", rounds=1, coverage_rounds=0, examples_total=100)
     assert verdict == "not-conformant"
     assert set(preset.expected) <= failed <= set(preset.expected) | set(preset.consequences)
+
+
+def test_classic_pulsars_recently_joined_consumers_are_found_as_pip_379_describes() -> None:
+    # req: KS-ISO-1, KS-DRN-1 (the problems PIP-379's motivation lists against classic Key_Shared)
+    # 400 examples: seed 0 finds KS-ISO-1 within 100 and KS-DRN-1 within 400 (about 25 s of CPU)
+    verdict, failed, preset = _run("classic-pulsar", rounds=1, coverage_rounds=0, examples_total=400)
+    assert verdict == "not-conformant"
+    assert set(preset.expected) <= failed <= set(preset.expected) | set(preset.consequences)
+
+
+def _classic_pulsar(trace: TraceRecorder) -> RecentlyJoinedConsumers:
+    """The classic-pulsar preset's dispatcher under the first configuration value of each field it declares."""
+    preset = PRESETS["classic-pulsar"]
+    config = {"profile": preset.profile, "selector": preset.selector}
+    config.update({name: values[0] for name, values in preset.config_values.items()})
+    assert preset.dispatcher is RecentlyJoinedConsumers
+    return RecentlyJoinedConsumers(config, None, trace)
+
+
+def _key_routed(before: list[str], after: list[str], first: str, then: str) -> str:
+    """A key whose target is `first` among the members `before` and `then` once the members are `after`."""
+
+    def target(key: str, members: list[str]) -> str | None:
+        selector = make_selector(PRESETS["classic-pulsar"].selector)
+        for member in members:
+            selector.add(member)
+        return selector.target(key)
+
+    return next(
+        key for key in (f"key-{n}" for n in range(1000)) if (target(key, before), target(key, after)) == (first, then)
+    )
+
+
+def test_classic_pulsar_holds_a_joiners_keys_and_all_reading_until_the_mark_delete_position_passes_its_join() -> None:
+    # PIP-379 motivation, item 4: the joiner's key waits although nothing of it is outstanding, and no more is read
+    unrelated = _key_routed(["c0", "c1"], ["c0", "c1", "c2"], "c0", "c0")
+    joiners = _key_routed(["c0", "c1"], ["c0", "c1", "c2"], "c1", "c2")
+    others = _key_routed(["c0", "c1"], ["c0", "c1", "c2"], "c1", "c1")
+    trace = TraceRecorder()
+    d = _classic_pulsar(trace)
+    d.add_consumer("c0", 5)
+    d.add_consumer("c1", 5)
+    d.publish(unrelated)  # offset 0, outstanding at c0: the mark-delete position stays before it
+    d.add_consumer("c2", 5)  # joins with the last sent position at offset 0
+    held = d.publish(joiners).events  # offset 1: its target c2 has room and the key has nothing outstanding
+    assert held == [{"event": "held", "offset": 1, "key": joiners, "reason": "draining", "consumer": "c2"}]
+    assert d.publish(others).events == []  # offset 2, for c1 with room: not even read while offset 1 waits
+    assert "idle-while-ready" in {anomaly.name for anomaly in check_events(trace.events).anomalies}
+    released = d.ack("c0", 0).events
+    delivered = {(e["offset"], e["consumer"]) for e in released if e["event"] == "deliver"}
+    assert delivered == {(1, "c2"), (2, "c1")}
+
+
+def test_classic_pulsar_can_leave_a_key_outstanding_on_two_consumers_and_redeliver_it_out_of_order() -> None:
+    # PIP-379 motivation, item 2: the joiner passes its join position while the old owner still holds a later message
+    stuck = _key_routed(["c0", "c1"], ["c0", "c1", "c2"], "c0", "c0")
+    moving = _key_routed(["c0", "c1"], ["c0", "c1", "c2"], "c1", "c2")
+    trace = TraceRecorder()
+    d = _classic_pulsar(trace)
+    d.add_consumer("c0", 1)
+    d.add_consumer("c1", 5)
+    d.publish(stuck)  # offset 0 to c0, which is then full
+    d.publish(stuck)  # offset 1 held: the last sent position stays at offset 0
+    d.publish(moving)  # offset 2 to c1, sent beyond the last sent position
+    d.add_consumer("c2", 5)  # joins with position offset 1; `moving` now targets c2
+    d.publish(moving)  # offset 3 waits for the mark-delete position to reach offset 1
+    assert [e["event"] for e in d.ack("c0", 0).events if e.get("offset") == 3] == ["deliver"]
+    holders = [d.messages[offset].holder for offset in (2, 3)]
+    assert [holder.name if holder else None for holder in holders] == ["c1", "c2"]
+    redelivered = [(e["offset"], e["consumer"]) for e in d.remove_consumer("c1").events if e["event"] == "deliver"]
+    assert redelivered == [(2, "c2")]  # after offset 3 of its key: c2 receives the key out of order
+    found = {(anomaly.name, anomaly.requirement) for anomaly in check_events(trace.events).anomalies}
+    assert ("split-owner", "KS-DRN-1") in found
 
 
 @pytest.mark.slow

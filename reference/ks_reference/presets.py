@@ -7,7 +7,7 @@ the one behaviour that differs. Each preset lists the findings the kit must repo
 none for behaviour the seed describes as correct, exactly the admitted weakness otherwise.
 
 Run one with `keyshared conformance run --adapter py:ks_reference.presets:danube` (or `pulsar_379`,
-`pip_486`, `danube_at_most_once`).
+`pip_486`, `danube_at_most_once`, `classic_pulsar`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ks_reference.adapter import CAPABILITIES, ReferenceAdapter
+from ks_reference.classic import RecentlyJoinedConsumers
 from ks_reference.core import Member
 from ks_reference.dispatcher import OPS, Dispatcher
 
@@ -116,6 +117,39 @@ PRESETS: dict[str, Preset] = {
             ),
         ),
         Preset(
+            "classic-pulsar",
+            "Pulsar's Key_Shared before PIP-379, with PIP-282's recently joined consumers",
+            "owner",
+            "pulsar-consistent",
+            {
+                "drain_granularity": ["key"],
+                "tick_order": ["standard"],
+                "flow_control": ["permits"],
+                "read_bound": ["window"],
+            },
+            capabilities={
+                # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
+                "ops": [
+                    op
+                    for op in OPS
+                    if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")
+                ],
+                "filters": False,
+                "poison_policies": ["dead-letter"],
+            },
+            dispatcher=RecentlyJoinedConsumers,
+            expected={},
+            consequences={},
+            differences=(
+                "the joiner's position is PIP-282's last sent position; the classic dispatcher Pulsar 4 keeps "
+                "(PersistentStickyKeyDispatcherMultipleConsumersClassic) records the read position, as before PIP-282",
+                "reading stops while any message waits for a recent joiner, where Pulsar stops reading ahead only "
+                "after a read of which nothing could be sent",
+                "a message that cannot go is held in place, where Pulsar puts it in the replay queue; the window "
+                "stands for maxUnackedMessagesPerSubscription",
+            ),
+        ),
+        Preset(
             "danube",
             "Danube's Key-Shared dispatch architecture",
             "strict",
@@ -207,3 +241,9 @@ def danube_at_most_once() -> PresetAdapter:
 def pip_486() -> PresetAdapter:
     """The reference as PIP-486 describes scalable-topic Key-Shared consumption."""
     return PresetAdapter(PRESETS["pip-486"])
+
+
+def classic_pulsar() -> PresetAdapter:
+    """Pulsar's Key_Shared before PIP-379 (PIP-282's recently joined consumers): the kit must find what PIP-379
+    lists against it."""
+    return PresetAdapter(PRESETS["classic-pulsar"])
