@@ -138,8 +138,19 @@ PRESETS: dict[str, Preset] = {
                 "poison_policies": ["dead-letter"],
             },
             dispatcher=RecentlyJoinedConsumers,
-            expected={},
-            consequences={},
+            expected={
+                "KS-ISO-1": "PIP-379 (motivation, item 4): while a recent joiner waits for the mark-delete position, "
+                "its keys wait although nothing of them is outstanding, and nothing more is read for any key, so "
+                "members with room stay idle (`idle-while-ready`)",
+            },
+            consequences={
+                "KS-DRN-1": "PIP-379 (motivation, item 2): a joiner that catches up, or gets a redelivery below its "
+                "position, receives a key whose old owner still holds a later message of it (`split-owner`); found in "
+                "most `ci` runs (seeds 1 to 3), not in seed 0's",
+                "KS-DRN-2": "a joiner's message is held as `draining` while nothing of its key is outstanding",
+                "KS-ORD-1": "with the key on two consumers, its messages reach them out of offset order",
+                "KS-ORD-3": "a message of a key on two consumers is redelivered after a later one of its key went out",
+            },
             differences=(
                 "the joiner's position is PIP-282's last sent position; the classic dispatcher Pulsar 4 keeps "
                 "(PersistentStickyKeyDispatcherMultipleConsumersClassic) records the read position, as before PIP-282",
