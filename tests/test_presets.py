@@ -193,6 +193,31 @@ def test_pulsar_379_drains_hashes_so_a_key_waits_for_its_slot_mate() -> None:
     assert check_events(trace.events).anomalies == []
 
 
+@pytest.mark.parametrize("assignment", PRESETS["pip-486"].config_values["bucket_assignment"])
+def test_pip_486_spreads_single_bucket_segments_over_consumers(assignment: str) -> None:
+    # req: KS-BKT-3 (ties go by the segment's order, so segments of one bucket each do not all go to one member)
+    preset = PRESETS["pip-486"]
+    config = {"profile": preset.profile, "selector": preset.selector}
+    config.update({name: values[0] for name, values in preset.config_values.items()}, bucket_assignment=assignment)
+    trace = TraceRecorder()
+    d = preset.dispatcher(config, None, trace)
+    d.add_consumer("c1", 5)
+    d.add_consumer("c2", 5)
+    d.split(0, 1, 2)
+    d.rollover(1, 3, 1)
+    d.rollover(2, 4, 1)
+    for key in (f"key-{n}" for n in range(100)):
+        d.publish(key)
+    segment_of = {e["offset"]: e["segment"] for e in trace.events if e["event"] == "publish"}
+    consumers_by_segment: dict[int, set[str]] = {}
+    for event in trace.events:
+        if event["event"] == "deliver":
+            consumers_by_segment.setdefault(segment_of[event["offset"]], set()).add(event["consumer"])
+    assert sorted(consumers_by_segment) == [3, 4]  # deliveries came from both single-bucket segments
+    assert [len(consumers) for consumers in consumers_by_segment.values()] == [1, 1]  # each bucket has one owner
+    assert consumers_by_segment[3] != consumers_by_segment[4]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_each_preset_gets_the_verdict_its_seed_calls_for(name: str) -> None:
