@@ -1,8 +1,9 @@
 """The seed-faithful presets (issue 15): the reference configured as each seed design describes it.
 
 The kit must call each faithful preset conformant, and must report exactly the weakness a preset reproduces
-on purpose (Danube's at-most-once eviction). The full `ci` runs are slow; the default suite checks what each
-preset declares and runs the one preset whose finding must show.
+on purpose (Danube's at-most-once eviction, classic Pulsar's recently joined consumers). The full `ci` runs are
+slow; the default suite checks what each preset declares, runs the presets whose findings must show with small
+budgets, and drives presets' dispatchers directly to show the behaviour their seeds describe.
 """
 
 from __future__ import annotations
