@@ -44,6 +44,7 @@ def test_the_schema_lists_exactly_the_configuration_fields_the_kit_reads() -> No
         "py:ks_reference.presets:pulsar_379",
         "py:ks_reference.presets:danube",
         "py:ks_reference.presets:pip_486",
+        "py:ks_reference.presets:classic_pulsar",
     ],
 )
 def test_smoke_validates_the_reference_and_its_presets(adapter: str) -> None:

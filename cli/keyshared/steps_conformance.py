@@ -91,7 +91,8 @@ def steps() -> list[Step]:
         ),
         Step(
             "conformance (seed presets)",
-            "pulsar-379, danube and pip-486 are conformant; danube-at-most-once shows exactly Danube's admitted loss",
+            "pulsar-379, danube and pip-486 are conformant; danube-at-most-once shows exactly Danube's admitted loss, "
+            "classic-pulsar the blocking PIP-379 lists against classic Key_Shared",
             _presets,
             part="conformance",
             order=42,

@@ -7,7 +7,7 @@ the one behaviour that differs. Each preset lists the findings the kit must repo
 none for behaviour the seed describes as correct, exactly the admitted weakness otherwise.
 
 Run one with `keyshared conformance run --adapter py:ks_reference.presets:danube` (or `pulsar_379`,
-`pip_486`, `danube_at_most_once`).
+`pip_486`, `danube_at_most_once`, `classic_pulsar`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ks_reference.adapter import CAPABILITIES, ReferenceAdapter
+from ks_reference.classic import RecentlyJoinedConsumers
 from ks_reference.core import Member
 from ks_reference.dispatcher import OPS, Dispatcher
 
@@ -113,6 +114,50 @@ PRESETS: dict[str, Preset] = {
                 "the look-ahead limit is checked before each message is read, where Pulsar checks it before reading a "
                 "batch of entries that may overshoot it (KS-FLW-5)",
                 "redelivery keeps key order (KS-ORD-3), where Pulsar's replay may break it",
+            ),
+        ),
+        Preset(
+            "classic-pulsar",
+            "Pulsar's Key_Shared before PIP-379, with PIP-282's recently joined consumers",
+            "owner",
+            "pulsar-consistent",
+            {
+                "drain_granularity": ["key"],
+                "tick_order": ["standard"],
+                "flow_control": ["permits"],
+                "read_bound": ["window"],
+            },
+            capabilities={
+                # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
+                "ops": [
+                    op
+                    for op in OPS
+                    if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")
+                ],
+                "filters": False,
+                "poison_policies": ["dead-letter"],
+            },
+            dispatcher=RecentlyJoinedConsumers,
+            expected={
+                "KS-ISO-1": "PIP-379 (motivation, item 4): while a recent joiner waits for the mark-delete position, "
+                "its keys wait although nothing of them is outstanding, and nothing more is read for any key, so "
+                "members with room stay idle (`idle-while-ready`)",
+            },
+            consequences={
+                "KS-DRN-1": "PIP-379 (motivation, item 2): a joiner that catches up, or gets a redelivery below its "
+                "position, receives a key whose old owner still holds a later message of it (`split-owner`); found in "
+                "most `ci` runs (seeds 1 to 3), not in seed 0's",
+                "KS-DRN-2": "a joiner's message is held as `draining` while nothing of its key is outstanding",
+                "KS-ORD-1": "with the key on two consumers, its messages reach them out of offset order",
+                "KS-ORD-3": "a message of a key on two consumers is redelivered after a later one of its key went out",
+            },
+            differences=(
+                "the joiner's position is PIP-282's last sent position; the classic dispatcher Pulsar 4 keeps "
+                "(PersistentStickyKeyDispatcherMultipleConsumersClassic) records the read position, as before PIP-282",
+                "reading stops while any message waits for a recent joiner, where Pulsar stops reading ahead only "
+                "after a read of which nothing could be sent",
+                "a message that cannot go is held in place, where Pulsar puts it in the replay queue; the window "
+                "stands for maxUnackedMessagesPerSubscription",
             ),
         ),
         Preset(
@@ -229,3 +274,9 @@ def task_queue() -> PresetAdapter:
 def pip_486() -> PresetAdapter:
     """The reference as PIP-486 describes scalable-topic Key-Shared consumption."""
     return PresetAdapter(PRESETS["pip-486"])
+
+
+def classic_pulsar() -> PresetAdapter:
+    """Pulsar's Key_Shared before PIP-379 (PIP-282's recently joined consumers): the kit must find what PIP-379
+    lists against it."""
+    return PresetAdapter(PRESETS["classic-pulsar"])
