@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ks_reference.config import Config, ConfigError
+from ks_reference.config import HEARTBEAT_FIELDS, Config, ConfigError
 from ks_spec.config import BY_NAME, CONFIG_DEFAULTS, config_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,9 @@ def test_the_scan_sees_an_import_inside_a_function(tmp_path: Path) -> None:
 VALUES = st.one_of(
     st.integers(-2, 12),
     st.booleans(),
-    st.sampled_from(["strict", "owner", "best-effort", "eventual", "ring", "any", "permits", "lookahead", "window"]),
+    st.sampled_from(
+        ["strict", "owner", "best-effort", "eventual", "ring", "any", "permits", "lookahead", "window", "heartbeat"]
+    ),
 )
 FIELD_NAMES = st.sampled_from([*BY_NAME, "colour"])
 
@@ -84,8 +86,16 @@ def test_the_spec_defaults_are_the_reference_defaults() -> None:
     for selector in ("buckets", "partitions"):
         some_fields = {"selector": selector, "read_bound": "lookahead"}
         everything = {**CONFIG_DEFAULTS, **some_fields}
-        expected = {name: value for name, value in everything.items() if BY_NAME[name].only_selector in ("", selector)}
+        expected = {
+            name: value
+            for name, value in everything.items()
+            if BY_NAME[name].only_selector in ("", selector) and name not in HEARTBEAT_FIELDS
+        }
         assert Config.parse(some_fields).as_dict() == expected
+    # the heartbeat options are recorded when set: a trace without them is judged at their defaults
+    heartbeat = {"read_trigger": "heartbeat", "timer_slack": 1}
+    assert Config.parse(heartbeat).as_dict().items() >= heartbeat.items()
+    assert all(CONFIG_DEFAULTS[name] == getattr(Config(), name) for name in HEARTBEAT_FIELDS)
 
 
 SCOPES = {

@@ -275,6 +275,8 @@ def configs(
             ("flow_control", profile != "best-effort"),
             ("read_bound", profile != "best-effort"),
             ("park_after", profile != "best-effort"),
+            ("read_trigger", profile != "best-effort"),
+            ("timer_slack", True),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())

@@ -19,6 +19,9 @@ DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
 FLOW_CONTROLS = ("capacity", "permits")
 READ_BOUNDS = ("window", "lookahead")
+READ_TRIGGERS = ("every-op", "heartbeat")
+HEARTBEAT_FIELDS = ("read_trigger", "timer_slack")
+"""Options a trace's config records only when set: a trace without them is judged as with their defaults."""
 LOOKAHEAD_FIELDS = ("lookahead_per_consumer", "lookahead_per_subscription")
 SLOT_SELECTORS = ("pulsar-consistent", "pulsar-auto-split", "pulsar-sticky")
 
@@ -54,6 +57,8 @@ class Config:
     lookahead_per_consumer: int = 0
     lookahead_per_subscription: int = 10000
     park_after: int = 0
+    read_trigger: str = "every-op"
+    timer_slack: int = 0
     bucket_budget: int = 4
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
@@ -76,6 +81,7 @@ class Config:
         _choice(raw, "tick_order", TICK_ORDERS)
         _choice(raw, "flow_control", FLOW_CONTROLS)
         _choice(raw, "read_bound", READ_BOUNDS)
+        _choice(raw, "read_trigger", READ_TRIGGERS)
         _choice(raw, "bucket_assignment", BUCKET_ASSIGNMENTS)
         for field in ("points", "window", "bucket_budget", "bucket_max", "partitions"):
             _integer(raw, field, minimum=1)
@@ -83,6 +89,7 @@ class Config:
             _integer(raw, field, minimum=0)
         _integer(raw, "persist_interval", minimum=0)
         _integer(raw, "park_after", minimum=0)
+        _integer(raw, "timer_slack", minimum=0)
         for field in LOOKAHEAD_FIELDS:
             _integer(raw, field, minimum=0)
         for field in ("persist_ack_holes", "checkpoint_resume"):
@@ -107,6 +114,11 @@ class Config:
                 # req: KS-CFG-1 (parking changes the read bound, which best-effort does not have)
                 raise ConfigError(
                     "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
+                )
+            if config.read_trigger != "every-op":
+                # req: KS-CFG-1, KS-GEN-8 (best-effort dispatches each message as it is published: no read step)
+                raise ConfigError(
+                    "read_trigger", "'heartbeat' does not apply to the best-effort profile (it has no read step)"
                 )
         if config.read_bound != "lookahead":
             for field in LOOKAHEAD_FIELDS:
@@ -141,6 +153,9 @@ class Config:
         if self.read_bound != "lookahead":
             for field in LOOKAHEAD_FIELDS:
                 values.pop(field)
+        for field in HEARTBEAT_FIELDS:
+            if values[field] == type(self).__dataclass_fields__[field].default:
+                values.pop(field)
         return values
 
     def lookahead_limit(self, members: int) -> int:
@@ -150,6 +165,11 @@ class Config:
             return per_subscription
         limit = per_consumer * members
         return min(limit, per_subscription) if per_subscription > 0 else limit
+
+    def heartbeat(self, now: int) -> bool:
+        """True when tick `now` fires the timers: with `timer_slack = s`, every (s + 1)-th tick, so a timer due at
+        tick t fires at a tick in [t, t + s] (KS-GEN-9); every tick when s is 0."""
+        return now % (self.timer_slack + 1) == 0
 
     @property
     def reliable(self) -> bool:

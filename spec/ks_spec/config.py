@@ -22,6 +22,7 @@ TICK_ORDERS = ("standard", "danube")
 FLOW_CONTROLS = ("capacity", "permits")
 READ_BOUNDS = ("window", "lookahead")
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
+READ_TRIGGERS = ("every-op", "heartbeat")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ FIELDS: tuple[Field, ...] = (
     Field("lookahead_per_consumer", 0, minimum=0, lookahead_only=True),
     Field("lookahead_per_subscription", 10000, minimum=0, lookahead_only=True),
     Field("park_after", 0, minimum=0),
+    Field("read_trigger", "every-op", choices=READ_TRIGGERS),
+    Field("timer_slack", 0, minimum=0),
     Field("bucket_budget", 4, minimum=1, only_selector="buckets"),
     Field("bucket_max", 1024, minimum=1, only_selector="buckets"),
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, only_selector="buckets"),
@@ -98,6 +101,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
             return "checkpoint_resume", "does not apply to the best-effort profile (it has no cursor)"
         if full["park_after"] > 0:
             return "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
+        if full["read_trigger"] != "every-op":
+            return "read_trigger", "'heartbeat' does not apply to the best-effort profile (it has no read step)"
     if full["read_bound"] != "lookahead":
         for field in FIELDS:
             if field.lookahead_only and field.name in config:
