@@ -128,6 +128,8 @@ PRESETS: dict[str, Preset] = {
                 "an evicted consumer's messages are delivered again (KS-MEM-1); the `danube_at_most_once` preset "
                 "reproduces Danube's at-most-once eviction instead",
                 "a message no member accepts is resolved as `filtered`, an event, where Danube acks it silently",
+                "the timers run at every second tick, one of the schedules timer_slack 1 allows, where Danube's fire "
+                "at the first heartbeat after they are due (one tick late for a delivery made between two)",
             ),
         ),
         Preset(
