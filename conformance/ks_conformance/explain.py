@@ -1132,10 +1132,12 @@ def idle_while_ready(
     lookahead: tuple[int, int] | None = None,
     permits: bool = False,
     parked: int | None = None,
+    heartbeat: str | None = None,
 ) -> Explained:
     """KS-ISO-1 (`able`: (name, outstanding, capacity or permits) of the members shown; `some`: selector `any`, one
     is enough; `lookahead`: (waiting earlier messages, L) under read_bound lookahead, KS-ISO-3; `parked`: with
-    park_after set, the earlier parked messages the read bound leaves out, KS-ISO-4)."""
+    park_after set, the earlier parked messages the read bound leaves out, KS-ISO-4; `heartbeat`: with read_trigger
+    heartbeat, "tick" when a tick's pass had to read it, "read" when it was read before the op, KS-GEN-8)."""
     if permits:
         names = ", ".join(f"{name} ({left} permits)" for name, _, left in able)
     else:
@@ -1148,6 +1150,10 @@ def idle_while_ready(
         within = f"with {waiting} earlier messages waiting, fewer than the look-ahead limit of {limit}"
     if parked is not None:
         within += f" ({parked} earlier parked messages left out, KS-ISO-4)"
+    if heartbeat == "tick":
+        within += ", which a tick's dispatch pass reads under read_trigger heartbeat (KS-GEN-8)"
+    elif heartbeat == "read":
+        within += ", read before this op (read_trigger heartbeat, KS-GEN-8)"
     room = "holding a permit" if permits else "below capacity"
     return (
         [

@@ -342,6 +342,7 @@ class EndOfOpChecks(CheckerState):
             ]
             lookahead = (waiting, self._lookahead_limit()) if self.lookahead else None
             parked = self._parked_below(head) if self.park_after else None
+            heartbeat = ("tick" if op.kind == "tick" else "read") if self.heartbeat_reads else None
             self._report(
                 "idle-while-ready",
                 op.seq,
@@ -355,6 +356,7 @@ class EndOfOpChecks(CheckerState):
                     lookahead,
                     permits=self.permits,
                     parked=parked,
+                    heartbeat=heartbeat,
                 ),
             )
 
