@@ -236,6 +236,10 @@ def test_best_effort_filters_keys_nobody_accepts() -> None:
         ({"shards": 3}, "shards"),
         ({"park_after": -1}, "park_after"),
         ({"profile": "best-effort", "park_after": 2}, "park_after"),
+        ({"read_trigger": "lazily"}, "read_trigger"),
+        ({"profile": "best-effort", "read_trigger": "heartbeat"}, "read_trigger"),
+        ({"timer_slack": -1}, "timer_slack"),
+        ({"timer_slack": 1.5}, "timer_slack"),
     ],
 )
 def test_nonsense_configurations_are_refused_naming_the_field(raw: dict[str, object], field: str) -> None:
@@ -253,6 +257,8 @@ def test_defaults_are_the_spec_defaults() -> None:
         "persist_interval": 0, "persist_ack_holes": False, "drain_granularity": "key", "tick_order": "standard",
         "flow_control": "capacity", "read_bound": "window", "park_after": 0,
     }  # fmt: skip
+    heartbeat = Config.parse({"read_trigger": "heartbeat", "timer_slack": 2}).as_dict()
+    assert (heartbeat["read_trigger"], heartbeat["timer_slack"]) == ("heartbeat", 2)  # recorded when set
     lookahead = Config.parse({"read_bound": "lookahead"}).as_dict()
     assert (lookahead["lookahead_per_consumer"], lookahead["lookahead_per_subscription"]) == (0, 10000)
     buckets = Config.parse({"selector": "buckets"}).as_dict()
