@@ -1278,6 +1278,103 @@ def _cursor_stall(bad: bool) -> TraceBuilder:
     return t.quiescent()
 
 
+# --- heartbeat-driven systems (KS-GEN-8, KS-GEN-9): what each option allows, and its own rule -------------
+
+
+def _freed_by_an_ack(read_trigger: str, read_at_the_next_tick: bool) -> TraceBuilder:
+    """A window of 1: an ack frees it while m1 is unread; m1 is delivered only by the next tick's pass."""
+    t = owner(window=1, read_trigger=read_trigger).add("c1", capacity=2)
+    zero, one = t.publish("k"), t.publish("x")
+    t.tick().deliver(zero, "c1")
+    t.ack(zero, "c1").persisted(1)  # the ack ends with m1 unread: allowed with heartbeat reads only
+    t.tick()
+    if read_at_the_next_tick:
+        t.deliver(one, "c1")
+    return t
+
+
+@case("idle-while-ready")
+def _idle_when_a_heartbeat_skips_its_read(bad: bool) -> TraceBuilder:
+    """KS-GEN-8: with heartbeat reads, the tick after the ack that freed the window must read and deliver."""
+    return _freed_by_an_ack("heartbeat", read_at_the_next_tick=not bad)
+
+
+def test_an_ack_that_frees_the_window_may_leave_the_read_to_the_next_tick_only_with_heartbeat_reads() -> None:
+    """KS-GEN-6 / KS-GEN-8: the trace Danube gives is valid under heartbeat reads and a violation under every-op."""
+    assert _anomaly_names(_freed_by_an_ack("heartbeat", read_at_the_next_tick=True)) == []
+    events = _freed_by_an_ack("every-op", read_at_the_next_tick=True).events
+    ack = next(int(e["seq"]) for e in events if e["event"] == "ack")
+    idle_ops = {a.seq for a in check_events(events).anomalies if a.name == "idle-while-ready"}
+    assert ack in idle_ops  # under every-op the ack's own pass had to read and deliver m1
+
+
+@case("idle-while-ready")
+def _idle_when_a_read_message_waits_for_the_heartbeat(bad: bool) -> TraceBuilder:
+    """KS-GEN-8: a message already read (held) is delivered by the ack that frees its consumer, not at a tick."""
+    t = owner(window=2, read_trigger="heartbeat").add("c1", capacity=1)
+    zero, one = t.publish("k"), t.publish("x")
+    t.tick().deliver(zero, "c1").held(one, "capacity", "c1")
+    t.ack(zero, "c1")
+    if not bad:
+        t.deliver(one, "c1")
+    return t.persisted(1)
+
+
+def _late_timeout(slack: int, late: int) -> TraceBuilder:
+    """An ack timeout of 1 for a delivery at tick 0: it times out `late` ticks after tick 1."""
+    t = owner(ack_timeout=1, timer_slack=slack).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.tick(1 + late)
+    return t.timeout(0, "c1")
+
+
+@case("missed-timeout")
+def _missed_timeout_beyond_the_slack(bad: bool) -> TraceBuilder:
+    """KS-GEN-9: with timer_slack 1 a timeout may come one tick late, not two."""
+    return _late_timeout(slack=1, late=2 if bad else 1)
+
+
+def test_a_timeout_one_tick_late_is_missed_without_slack() -> None:
+    """KS-RTY-3: the trace a one-tick slack allows is a missed timeout when no slack is declared."""
+    assert _anomaly_names(_late_timeout(slack=0, late=1)) == ["missed-timeout"]
+
+
+@case("premature-timeout")
+def _premature_timeout_despite_the_slack(bad: bool) -> TraceBuilder:
+    """KS-GEN-9: the slack lets a timer fire late, never early (KS-RTY-2 stands)."""
+    t = owner(ack_timeout=2, timer_slack=2).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    return t.tick(1 if bad else 3).timeout(0, "c1")
+
+
+@case("missed-eviction")
+def _missed_eviction_beyond_the_slack(bad: bool) -> TraceBuilder:
+    """KS-GEN-9: with timer_slack 1 an eviction due at tick 1 may come at tick 2, not later."""
+    t = owner(evict_after=1, timer_slack=1).add("c1").disconnect("c1")
+    return t.tick(3 if bad else 2).evicted("c1")
+
+
+@case("persist-late")
+def _persist_late_beyond_the_slack(bad: bool) -> TraceBuilder:
+    """KS-GEN-9: with timer_slack 1 a persistence due after an ack at tick 0 may wait until phase 6 of tick 1."""
+    t = owner(timer_slack=1).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1").tick()
+    if not bad:
+        t.persisted(1)
+    return t.tick()
+
+
+@case("idle-while-ready")
+def _idle_when_a_retry_is_later_than_the_slack(bad: bool) -> TraceBuilder:
+    """KS-GEN-9: a retry made ready at tick 1 (back-off 1) may wait one tick with timer_slack 1, not two."""
+    t = owner(backoff_base=1, backoff_max=1, timer_slack=1).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.nack(0, "c1")
+    t.tick(3 if bad else 2)
+    return t.deliver(0, "c1", attempt=2)
+
+
 def _anomaly_names(trace: TraceBuilder) -> list[str]:
     return [a.name for a in check_events(trace.events).anomalies]
 

@@ -60,7 +60,9 @@ def test_the_scan_sees_an_import_inside_a_function(tmp_path: Path) -> None:
 VALUES = st.one_of(
     st.integers(-2, 12),
     st.booleans(),
-    st.sampled_from(["strict", "owner", "best-effort", "eventual", "ring", "any", "permits", "lookahead", "window"]),
+    st.sampled_from(
+        ["strict", "owner", "best-effort", "eventual", "ring", "any", "permits", "lookahead", "window", "heartbeat"]
+    ),
 )
 FIELD_NAMES = st.sampled_from([*BY_NAME, "colour"])
 
@@ -88,6 +90,10 @@ def test_the_spec_defaults_are_the_reference_defaults() -> None:
         for name, default in OPTIONS_RECORDED_WHEN_SET.items():  # left out of a trace at their default
             assert getattr(Config.parse(some_fields), name) == expected.pop(name, default) == default
         assert Config.parse(some_fields).as_dict() == expected
+    # the heartbeat options are recorded when set: a trace without them is judged at their defaults
+    heartbeat = {"read_trigger": "heartbeat", "timer_slack": 1}
+    assert Config.parse(heartbeat).as_dict().items() >= heartbeat.items()
+    assert all(CONFIG_DEFAULTS[name] == getattr(Config(), name) for name in OPTIONS_RECORDED_WHEN_SET)
 
 
 SCOPES = {

@@ -8,11 +8,13 @@ budgets, and drives presets' dispatchers directly to show the behaviour their se
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ks_conformance.anomalies import Verdict
 from ks_conformance.checker import check_events
 from ks_conformance.protocol import Capabilities, InProcessConnection
 from ks_conformance.results import settings_for
@@ -200,6 +202,8 @@ def test_pip_486_spreads_single_bucket_segments_over_consumers(assignment: str) 
     preset = PRESETS["pip-486"]
     config = {"profile": preset.profile, "selector": preset.selector}
     config.update({name: values[0] for name, values in preset.config_values.items()}, bucket_assignment=assignment)
+    if assignment != "controller":
+        config.pop("controller_moves", None)  # only the controller moves buckets on its own (KS-CFG-1)
     trace = TraceRecorder()
     d = preset.dispatcher(config, None, trace)
     d.add_consumer("c1", 5)
@@ -228,3 +232,31 @@ def test_each_preset_gets_the_verdict_its_seed_calls_for(name: str) -> None:
         assert set(preset.expected) <= failed <= set(preset.expected) | set(preset.consequences)
     else:
         assert (verdict, failed) == ("conformant", set())
+
+
+def test_danube_reads_its_log_at_the_heartbeat_and_the_kit_accepts_it() -> None:
+    """KS-GEN-8: the danube preset declares heartbeat reads and uses them (an ack that frees the window is followed
+    by the read one tick later); the trace is valid because the preset declares it."""
+    preset = PRESETS["danube"]
+    assert preset.config_values["read_trigger"] == ["heartbeat"]
+    config = {"profile": preset.profile, "selector": preset.selector, "window": 1}
+    config.update({name: values[0] for name, values in preset.config_values.items()})
+    trace = TraceRecorder()
+    dispatcher = preset.dispatcher(config, None, trace)
+    dispatcher.add_consumer("c1", 5)
+    dispatcher.publish("a")
+    dispatcher.publish("b")
+    assert _delivered(dispatcher.tick().events) == [0]
+    assert _delivered(dispatcher.ack("c1", 0).events) == []  # the window has room, the log waits for the heartbeat
+    assert _delivered(dispatcher.tick().events) == [1]
+    assert check_events(trace.events).verdict is Verdict.VALID
+    every_op = [e for e in trace.events if e["event"] != "config"]
+    assert check_events([_config_event({**config, "read_trigger": "every-op"}), *every_op]).verdict is Verdict.INVALID
+
+
+def _delivered(events: list[dict[str, Any]]) -> list[int]:
+    return [int(e["offset"]) for e in events if e["event"] == "deliver"]
+
+
+def _config_event(config: dict[str, Any]) -> dict[str, Any]:
+    return {"seq": 0, "tick": 0, "event": "config", "detail": json.dumps({"config": config})}

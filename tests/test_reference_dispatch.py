@@ -86,6 +86,47 @@ def test_danube_tick_order_redelivers_before_it_evicts(order: str) -> None:
     assert h.anomalies() == []
 
 
+def test_heartbeat_reads_leave_a_freed_place_to_the_next_tick() -> None:
+    # req: KS-GEN-8 (only a tick's pass reads; the other ops deliver what is already read)
+    h = Harness(window=1, read_trigger="heartbeat")
+    h.d.add_consumer("c1", 5)
+    h.publish("a", "b")
+    assert h.deliveries() == []  # nothing read before the heartbeat
+    h.d.tick()
+    assert h.deliveries() == [(0, "c1", 1)]
+    freed = h.mark()
+    h.d.ack("c1", 0)  # the window has room again, but the log is read at the heartbeat
+    assert h.deliveries(freed) == []
+    h.d.tick()
+    assert h.deliveries(freed) == [(1, "c1", 1)]
+    assert h.anomalies() == []
+
+
+def test_heartbeat_reads_still_deliver_what_was_read_at_once() -> None:
+    # req: KS-GEN-8 (a message read and held for capacity goes out with the ack that frees its consumer)
+    h = Harness(window=2, read_trigger="heartbeat", selector="any")
+    h.d.add_consumer("c1", 1)
+    h.publish("a", "b")
+    h.d.tick()
+    assert h.deliveries() == [(0, "c1", 1)]
+    freed = h.mark()
+    h.d.ack("c1", 0)
+    assert h.deliveries(freed) == [(1, "c1", 1)]
+    assert h.anomalies() == []
+
+
+@pytest.mark.parametrize("slack", [0, 1, 2])
+def test_timers_fire_at_the_heartbeat_within_the_slack(slack: int) -> None:
+    # req: KS-GEN-9 (timeouts at every (slack + 1)-th tick: never before they are due, at most `slack` ticks after)
+    h = Harness(ack_timeout=1, timer_slack=slack)
+    h.d.add_consumer("c1", 5)
+    h.publish("k")
+    fired = next(tick for tick in range(1, 10) if "timeout" in h.kinds(h.d.tick()))
+    assert 1 <= fired <= 1 + slack
+    assert fired % (slack + 1) == 0
+    assert h.anomalies() == []
+
+
 def _slot_mates_moving_to(joiner: str) -> tuple[str, str]:
     """Two keys of one pulsar-consistent slot whose target moves from c1 to `joiner` when it joins."""
     from ks_reference.selectors import make_selector

@@ -238,6 +238,10 @@ def test_best_effort_filters_keys_nobody_accepts() -> None:
         ({"profile": "best-effort", "park_after": 2}, "park_after"),
         ({"returns_as_failures": 1}, "returns_as_failures"),
         ({"profile": "best-effort", "returns_as_failures": True}, "returns_as_failures"),
+        ({"read_trigger": "lazily"}, "read_trigger"),
+        ({"profile": "best-effort", "read_trigger": "heartbeat"}, "read_trigger"),
+        ({"timer_slack": -1}, "timer_slack"),
+        ({"timer_slack": 1.5}, "timer_slack"),
     ],
 )
 def test_nonsense_configurations_are_refused_naming_the_field(raw: dict[str, object], field: str) -> None:
@@ -256,6 +260,8 @@ def test_defaults_are_the_spec_defaults() -> None:
         "flow_control": "capacity", "read_bound": "window", "park_after": 0,
     }  # fmt: skip
     assert Config.parse({"returns_as_failures": True}).as_dict()["returns_as_failures"] is True
+    heartbeat = Config.parse({"read_trigger": "heartbeat", "timer_slack": 2}).as_dict()
+    assert (heartbeat["read_trigger"], heartbeat["timer_slack"]) == ("heartbeat", 2)  # recorded when set
     lookahead = Config.parse({"read_bound": "lookahead"}).as_dict()
     assert (lookahead["lookahead_per_consumer"], lookahead["lookahead_per_subscription"]) == (0, 10000)
     buckets = Config.parse({"selector": "buckets"}).as_dict()

@@ -47,9 +47,10 @@ EXTRA_TARGETS: dict[str, tuple[str, ...]] = {
 """Requirements a mutant may break that no mutant must (spec/checking.md: judged at quiescence, which a live run
 reaches with the violation already shown by another check): their vectors settle past that other check."""
 
-KEPT_CONFIG = ("profile", "selector", "poison_policy")
+KEPT_CONFIG = ("profile", "selector", "poison_policy", "read_trigger", "timer_slack")
 """Configuration fields a vector always states: what an adapter must declare to take it (a default poison policy
-would make a vector need `block` without saying so)."""
+would make a vector need `block` without saying so), and the heartbeat options it was found under (KS-GEN-8,
+KS-GEN-9: a late timer is the vector's point only next to the slack it exceeds)."""
 
 HANDMADE = {"KS-CFG-1", "KS-GEN-5"}
 """Requirements whose vectors are hand-made: a refused configuration has no steps (the suite's probes), and
@@ -112,6 +113,7 @@ SITUATIONS: dict[str, str] = {
     "KS-ISO-1/drain_never_clears": "drained-key-published-again",
     "KS-ISO-1/hash_drain_everything": "other-key-draining",
     "KS-ISO-1/head_of_line": "held-key-ahead-in-pass",
+    "KS-ISO-1/heartbeat_skipped": "heartbeat-reads-what-was-freed",
     "KS-ISO-1/lookahead_stops_early": "look-ahead-to-its-limit",
     "KS-ISO-1/parking_ignored": "parked-messages-and-read-bound",
     "KS-LIV-1/dropped_key_stranded": "poison-drop-with-key-queue",
@@ -145,6 +147,7 @@ SITUATIONS: dict[str, str] = {
     "KS-RTY-2/early_timeout": "ack-timeout-not-yet-due",
     "KS-RTY-2/times_out_without_timers": "timeout-with-timers-declared-absent",
     "KS-RTY-3/late_timeout": "ack-timeout-due",
+    "KS-RTY-3/timers_too_late": "ack-timeout-due-within-the-slack",
     "KS-RTY-4/no_backoff": "nack-then-backoff",
     "KS-RTY-5/attempt_reset": "attempts-across-redeliveries",
     "KS-RTY-6/retry_forever": "failures-past-max-redeliveries",

@@ -674,6 +674,10 @@ INDIRECT: dict[str, str] = {
     "KS-GEN-2": "a definition: a trace counts in ticks by construction",
     "KS-GEN-3": "checked through incarnations: an ack of a reused name's predecessor's delivery is stale-ack-accepted",
     "KS-GEN-6": "checked through idle-while-ready",
+    "KS-GEN-8": "checked through idle-while-ready: under read_trigger heartbeat its window holds only what was read, "
+    "except at the end of a tick, when every message of the read bound must have been read",
+    "KS-GEN-9": "checked through missed-timeout, missed-eviction, persist-late and idle-while-ready (a retry made "
+    "ready), each waiting timer_slack ticks more; a timer that fires early is judged by its own requirement",
     "KS-ASN-3": "statistical; tested on the reference's selectors, not judged per trace",
     "KS-ASN-4": "exact routing of a named selector; tested against published values by the reference's tests",
     "KS-ASN-5": "exact routing of a named selector; tested against published values by the reference's tests",

@@ -93,6 +93,8 @@ class Checker(ResolutionChecks):
                     phase = 3  # req: KS-GEN-7 (tick_order danube: phase 3 ends with a deliver step)
                 self._tick_phase(event, phase)
         self.last_seq = seq
+        if self.heartbeat_reads and kind in DANUBE_PHASE_3 and int(event["offset"]) >= self.read_below:
+            self.read_below = int(event["offset"]) + 1  # req: KS-GEN-8 (a message named was read, and all before it)
         if handler is None:
             self._problem(seq, f"event kind {kind!r} is unknown to the checker")
             return

@@ -1024,14 +1024,25 @@ def entry_split_unfinished(entry: int, first: int, consumer: str, first_seq: int
     )
 
 
+def _ticks(count: int) -> str:
+    """`count` ticks, in words ("1 tick", "2 ticks")."""
+    return f"{count} tick" if count == 1 else f"{count} ticks"
+
+
 def missed_timeout(
-    offset: int, holder: str, tick: int, delivery_seq: int, timeout: int, now: int, seq: int
+    offset: int, holder: str, tick: int, delivery_seq: int, timeout: int, now: int, seq: int, slack: int = 0
 ) -> Explained:
-    """KS-RTY-3 (the delivery to `holder` at `tick`; `seq`: the tick op)."""
+    """KS-RTY-3 (the delivery to `holder` at `tick`; `seq`: the tick op; `slack`: timer_slack, KS-GEN-9)."""
+    given = [f"timer_slack = {slack}"] if slack else []
+    deadline = f"when tick {tick + timeout} begins" if not slack else f"by tick {tick + timeout + slack} at the latest"
+    rule = "(KS-RTY-3)" if not slack else "(KS-RTY-3, KS-GEN-9)"
     return (
-        [f"d = deliver(offset={offset}) to {holder} at tick {tick} [seq {delivery_seq}]", f"ack_timeout = {timeout}"],
-        f"d is still outstanding after phase 1 of tick {now} [seq {seq}], but a delivery times out "
-        f"when tick {tick + timeout} begins (KS-RTY-3)",
+        [
+            f"d = deliver(offset={offset}) to {holder} at tick {tick} [seq {delivery_seq}]",
+            f"ack_timeout = {timeout}",
+            *given,
+        ],
+        f"d is still outstanding after phase 1 of tick {now} [seq {seq}], but a delivery times out {deadline} {rule}",
         {"offset": offset, "consumer": holder},
     )
 
@@ -1061,11 +1072,22 @@ def poison_ignored(
 
 
 def missed_eviction(
-    consumer: str, disconnected_at: int, disconnected_seq: int | None, evict_after: object, now: int, seq: int
+    consumer: str,
+    disconnected_at: int,
+    disconnected_seq: int | None,
+    evict_after: object,
+    now: int,
+    seq: int,
+    slack: int = 0,
 ) -> Explained:
-    """KS-MEM-2, after phase 4 of a tick (`seq`: the tick op)."""
+    """KS-MEM-2, after phase 4 of a tick (`seq`: the tick op; `slack`: timer_slack, KS-GEN-9)."""
+    given = [f"timer_slack = {slack}: an eviction may come up to {_ticks(slack)} late (KS-GEN-9)"] if slack else []
     return (
-        [f"{consumer} disconnected at tick {disconnected_at} [seq {disconnected_seq}]", f"evict_after = {evict_after}"],
+        [
+            f"{consumer} disconnected at tick {disconnected_at} [seq {disconnected_seq}]",
+            f"evict_after = {evict_after}",
+            *given,
+        ],
         f"it is still a member after phase 4 of tick {now} [seq {seq}], but it must be evicted then (KS-MEM-2)",
         {"consumer": consumer},
     )
@@ -1089,8 +1111,10 @@ def persist_late(
     interval: int,
     last_resolution_seq: int | None,
     seq: int,
+    slack: int = 0,
 ) -> Explained:
-    """KS-CUR-5 (`holes`: the resolved offsets above the cursor, None when ack holes are not persisted)."""
+    """KS-CUR-5 (`holes`: the resolved offsets above the cursor, None when ack holes are not persisted; `slack`:
+    timer_slack, KS-GEN-9)."""
     what = f"the cursor is {cursor}" + (f" with holes {ranges_text(holes)}" if holes is not None else "")
     stored = f"{persisted}" + (f" with holes {ranges_text(persisted_holes)}" if holes is not None else "")
     rule = (
@@ -1098,6 +1122,8 @@ def persist_late(
         if interval == 0
         else f"with persist_interval = {interval} it is persisted in phase 6 of the first tick at which it is due"
     )
+    if slack:
+        rule += f", or with timer_slack = {slack} at most {_ticks(slack)} later (KS-GEN-9)"
     return (
         [f"the op at seq {seq}", f"the last resolution at seq {last_resolution_seq}"],
         f"at the end of the op {what}, but the persisted cursor is {stored}; {rule} (KS-CUR-5)",
@@ -1134,10 +1160,12 @@ def idle_while_ready(
     lookahead: tuple[int, int] | None = None,
     permits: bool = False,
     parked: int | None = None,
+    heartbeat: str | None = None,
 ) -> Explained:
     """KS-ISO-1 (`able`: (name, outstanding, capacity or permits) of the members shown; `some`: selector `any`, one
     is enough; `lookahead`: (waiting earlier messages, L) under read_bound lookahead, KS-ISO-3; `parked`: with
-    park_after set, the earlier parked messages the read bound leaves out, KS-ISO-4)."""
+    park_after set, the earlier parked messages the read bound leaves out, KS-ISO-4; `heartbeat`: with read_trigger
+    heartbeat, "tick" when a tick's pass had to read it, "read" when it was read before the op, KS-GEN-8)."""
     if permits:
         names = ", ".join(f"{name} ({left} permits)" for name, _, left in able)
     else:
@@ -1150,6 +1178,10 @@ def idle_while_ready(
         within = f"with {waiting} earlier messages waiting, fewer than the look-ahead limit of {limit}"
     if parked is not None:
         within += f" ({parked} earlier parked messages left out, KS-ISO-4)"
+    if heartbeat == "tick":
+        within += ", which a tick's dispatch pass reads under read_trigger heartbeat (KS-GEN-8)"
+    elif heartbeat == "read":
+        within += ", read before this op (read_trigger heartbeat, KS-GEN-8)"
     room = "holding a permit" if permits else "below capacity"
     return (
         [

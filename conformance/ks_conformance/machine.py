@@ -308,9 +308,10 @@ class KeySharedMachine(RuleBasedStateMachine):
         self.do({"op": "disconnect", "consumer": name})
         # Not a rule of its own (see `ack`): ticks drawn one by one rarely add up to an eviction.
         evict_after = int(self.session.config.get("evict_after", CONFIG_DEFAULTS["evict_after"]) or 0)
+        slack = int(self.session.config.get("timer_slack") or 0)  # an eviction may come that much later (KS-GEN-9)
         holds = name in members and bool(members[name].outstanding)
         if holds and evict_after and self.able("tick"):
-            for _ in range(data.draw(st.integers(0, evict_after), label="ticks after the disconnect")):
+            for _ in range(data.draw(st.integers(0, evict_after + slack), label="ticks after the disconnect")):
                 self.do({"op": "tick"})
 
     @precondition(lambda self: self.able("reconnect") and bool(self.session and self.members()))
@@ -394,7 +395,8 @@ class KeySharedMachine(RuleBasedStateMachine):
         checker = self.session.checker
         _, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
         config = self.session.config
-        rounds = (int(config.get("max_redeliveries", 5)) + 2) * (int(config.get("backoff_max", 60)) + 3)
+        slack = int(config.get("timer_slack") or 0)  # timeouts and retries may come that much later (KS-GEN-9)
+        rounds = (int(config.get("max_redeliveries", 5)) + 2) * (int(config.get("backoff_max", 60)) + 3 + slack)
         for _ in range(min(rounds, 80)):
             message = checker.messages[offset]
             if message.blocked and then != "nothing" and self.able(then):

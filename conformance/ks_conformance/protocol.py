@@ -51,7 +51,9 @@ REFUSAL_CODES = ("unknown_consumer", "duplicate_consumer", "invalid_argument", "
 SYSTEM_FAULT = "system_fault"
 """v2: the error code of a valid op the system under test failed or rejected: a finding (`system-fault`), not a
 refusal and not an adapter fault (spec/adapter-protocol.md section 2)."""
-TIMER_FIELDS = ("ack_timeout", "backoff_base", "backoff_max", "evict_after", "persist_interval", "park_after")
+TIMER_FIELDS = (
+    "ack_timeout", "backoff_base", "backoff_max", "evict_after", "persist_interval", "park_after", "timer_slack"
+)  # fmt: skip
 """The fields that set up behaviour driven by ticks; with `timers: false` each may only be declared as [0]."""
 TIMER_DRAWN = ("ack_timeout", "backoff_base", "evict_after", "persist_interval")
 """The timing fields the kit draws unless declared; with `timers: false` it draws 0 alone for each (no timer)."""

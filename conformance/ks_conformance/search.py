@@ -282,6 +282,8 @@ def configs(
             ("park_after", profile != "best-effort"),
             ("returns_as_failures", profile != "best-effort"),
             ("controller_moves", selector == "buckets"),
+            ("read_trigger", profile != "best-effort"),
+            ("timer_slack", True),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())

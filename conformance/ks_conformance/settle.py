@@ -85,7 +85,8 @@ def drive(driver: Driver, order: str, seed: int) -> bool:
         driver.send([{"op": "remove_consumer", "consumer": name} for name in leaving])
     driver.send(driver.state.catch_all_ops(ops))
     config = {**CONFIG_DEFAULTS, **state.config}
-    patience = max(*(int(config[name]) for name in TIMERS), 1) + 2
+    # req: KS-GEN-9 (a timer may fire up to timer_slack ticks late), KS-GEN-8 (a read waits for the next tick)
+    patience = max(*(int(config[name]) for name in TIMERS), 1) + int(config["timer_slack"]) + 2
     idle = 0
     for _ in range(MAX_ROUNDS):
         if driver.halted():

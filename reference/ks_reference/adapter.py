@@ -21,6 +21,7 @@ from ks_reference.config import (
     POISON_POLICIES,
     PROFILES,
     READ_BOUNDS,
+    READ_TRIGGERS,
     SELECTORS,
     TICK_ORDERS,
     Config,
@@ -55,6 +56,8 @@ CAPABILITIES: dict[str, Any] = {
         "lookahead_per_consumer": [1, 2, 0],
         "lookahead_per_subscription": [3, 6, 0],
         "park_after": [0, 1, 2],
+        "read_trigger": list(READ_TRIGGERS),
+        "timer_slack": [0, 1, 2],
     },
 }
 

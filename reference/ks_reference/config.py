@@ -19,6 +19,7 @@ DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
 FLOW_CONTROLS = ("capacity", "permits")
 READ_BOUNDS = ("window", "lookahead")
+READ_TRIGGERS = ("every-op", "heartbeat")
 LOOKAHEAD_FIELDS = ("lookahead_per_consumer", "lookahead_per_subscription")
 SLOT_SELECTORS = ("pulsar-consistent", "pulsar-auto-split", "pulsar-sticky")
 
@@ -31,7 +32,12 @@ class ConfigError(UserError):
         self.field = field
 
 
-OPTIONS_RECORDED_WHEN_SET: dict[str, Any] = {"returns_as_failures": False, "controller_moves": False}
+OPTIONS_RECORDED_WHEN_SET: dict[str, Any] = {
+    "read_trigger": "every-op",
+    "timer_slack": 0,
+    "returns_as_failures": False,
+    "controller_moves": False,
+}
 """Options added after spec 1.6 (spec section 21.1), recorded in a trace's config event only when not at their
 default, so that every earlier trace of the reference replays byte for byte."""
 
@@ -60,6 +66,8 @@ class Config:
     lookahead_per_subscription: int = 10000
     park_after: int = 0
     returns_as_failures: bool = False
+    read_trigger: str = "every-op"
+    timer_slack: int = 0
     bucket_budget: int = 4
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
@@ -83,6 +91,7 @@ class Config:
         _choice(raw, "tick_order", TICK_ORDERS)
         _choice(raw, "flow_control", FLOW_CONTROLS)
         _choice(raw, "read_bound", READ_BOUNDS)
+        _choice(raw, "read_trigger", READ_TRIGGERS)
         _choice(raw, "bucket_assignment", BUCKET_ASSIGNMENTS)
         for field in ("points", "window", "bucket_budget", "bucket_max", "partitions"):
             _integer(raw, field, minimum=1)
@@ -90,6 +99,7 @@ class Config:
             _integer(raw, field, minimum=0)
         _integer(raw, "persist_interval", minimum=0)
         _integer(raw, "park_after", minimum=0)
+        _integer(raw, "timer_slack", minimum=0)
         for field in LOOKAHEAD_FIELDS:
             _integer(raw, field, minimum=0)
         for field in ("persist_ack_holes", "checkpoint_resume", "returns_as_failures", "controller_moves"):
@@ -119,6 +129,11 @@ class Config:
                 # req: KS-CFG-1 (best-effort delivers nothing again, so a return has no retry to use up)
                 raise ConfigError(
                     "returns_as_failures", "does not apply to the best-effort profile (nothing is delivered again)"
+                )
+            if config.read_trigger != "every-op":
+                # req: KS-CFG-1, KS-GEN-8 (best-effort dispatches each message as it is published: no read step)
+                raise ConfigError(
+                    "read_trigger", "'heartbeat' does not apply to the best-effort profile (it has no read step)"
                 )
         if config.read_bound != "lookahead":
             for field in LOOKAHEAD_FIELDS:
@@ -170,6 +185,11 @@ class Config:
             return per_subscription
         limit = per_consumer * members
         return min(limit, per_subscription) if per_subscription > 0 else limit
+
+    def heartbeat(self, now: int) -> bool:
+        """True when tick `now` fires the timers: with `timer_slack = s`, every (s + 1)-th tick, so a timer due at
+        tick t fires at a tick in [t, t + s] (KS-GEN-9); every tick when s is 0."""
+        return now % (self.timer_slack + 1) == 0
 
     @property
     def reliable(self) -> bool:

@@ -27,14 +27,17 @@ class Decision:
 class DispatchPass(Core):
     """The dispatch pass and the rules that decide each delivery."""
 
-    def dispatch_pass(self) -> None:
-        """Run reads and deliveries until nothing changes (KS-GEN-6)."""
+    def dispatch_pass(self, heartbeat: bool = False) -> None:
+        """Run reads and deliveries until nothing changes (KS-GEN-6). With `read_trigger = "heartbeat"` only a
+        tick's pass (`heartbeat`) reads, as Danube polls its log at its heartbeat; every pass delivers (KS-GEN-8)."""
+        reads = heartbeat or self.config.read_trigger == "every-op"  # req: KS-GEN-8
         while True:
-            self.read_into_window()
+            if reads:
+                self.read_into_window()
             self.reconcile_buckets()
             before = self.cursor.position, self.cursor.hole_count(), self.delivered_total
             self.deliver_step()
-            room = self.read_budget() > 0 and self.read_position < len(self.log)
+            room = reads and self.read_budget() > 0 and self.read_position < len(self.log)
             # a resolution makes room in the window; a delivery makes room in the look-ahead (it no longer waits)
             if not room or (self.cursor.position, self.cursor.hole_count(), self.delivered_total) == before:
                 return

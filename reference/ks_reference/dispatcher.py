@@ -258,19 +258,27 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         self._begin({"event": "tick"})
         self.store.record_clock(self.now)
         if self.config.reliable:
-            # req: KS-GEN-7
-            self.phase_timeouts()  # 1
+            # req: KS-GEN-7, KS-GEN-9 (with timer_slack, the timed phases run at every (slack + 1)-th tick only)
+            timers = self.timers_due()
+            if timers:
+                self.phase_timeouts()  # 1
             self.phase_poison()  # 2
-            self.phase_retry_ready()  # 3
+            if timers:
+                self.phase_retry_ready()  # 3
             if self.config.tick_order == "danube":
                 self.deliver_step()  # req: KS-GEN-7 (Danube redelivers ready retries before it evicts)
-            self.phase_eviction()  # 4
+            if timers:
+                self.phase_eviction()  # 4
             self.controller_step()  # req: KS-BKT-3 (the controller's moves, with controller_moves: before the pass)
-            self.dispatch_pass()  # 5
-            self.persist_if_due(in_tick_phase_6=True)  # 6
-        else:
+            self.dispatch_pass(heartbeat=True)  # 5, req: KS-GEN-8 (a tick's pass reads under either read_trigger)
+            self.persist_if_due(in_tick_phase_6=timers)  # 6
+        elif self.timers_due():
             self.phase_eviction()  # best-effort has no timeouts, retries, poison or cursor (spec section 18)
         return self._end(run_pass=False)
+
+    def timers_due(self) -> bool:
+        """True when this tick runs the timed phases: every (timer_slack + 1)-th tick, every tick by default."""
+        return self.config.heartbeat(self.now)  # req: KS-GEN-9
 
     def release(self, key: object) -> Outcome:
         """Operator: retry a blocked key's message with a fresh failure budget (KS-POI-4)."""

@@ -165,12 +165,16 @@ PRESETS: dict[str, Preset] = {
             "Danube's Key-Shared dispatch architecture",
             "strict",
             "danube",
-            {"tick_order": ["danube"], "evict_after": [1, 2, 6]},
+            # Danube reads its log at the heartbeat (KS-GEN-8) and measures its timers there, one tick late at most
+            # for a delivery made between two heartbeats (KS-GEN-9).
+            {"tick_order": ["danube"], "read_trigger": ["heartbeat"], "timer_slack": [1], "evict_after": [1, 2, 6]},
             capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")]},
             differences=(
                 "an evicted consumer's messages are delivered again (KS-MEM-1); the `danube_at_most_once` preset "
                 "reproduces Danube's at-most-once eviction instead",
                 "a message no member accepts is resolved as `filtered`, an event, where Danube acks it silently",
+                "the timers run at every second tick, one of the schedules timer_slack 1 allows, where Danube's fire "
+                "at the first heartbeat after they are due (one tick late for a delivery made between two)",
             ),
         ),
         Preset(

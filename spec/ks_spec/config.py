@@ -22,6 +22,7 @@ TICK_ORDERS = ("standard", "danube")
 FLOW_CONTROLS = ("capacity", "permits")
 READ_BOUNDS = ("window", "lookahead")
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
+READ_TRIGGERS = ("every-op", "heartbeat")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ FIELDS: tuple[Field, ...] = (
     Field("lookahead_per_subscription", 10000, minimum=0, lookahead_only=True),
     Field("park_after", 0, minimum=0),
     Field("returns_as_failures", False, boolean=True),
+    Field("read_trigger", "every-op", choices=READ_TRIGGERS),
+    Field("timer_slack", 0, minimum=0),
     Field("bucket_budget", 4, minimum=1, only_selector="buckets"),
     Field("bucket_max", 1024, minimum=1, only_selector="buckets"),
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, only_selector="buckets"),
@@ -102,6 +105,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
             return "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
         if full["returns_as_failures"]:
             return "returns_as_failures", "does not apply to the best-effort profile (nothing is delivered again)"
+        if full["read_trigger"] != "every-op":
+            return "read_trigger", "'heartbeat' does not apply to the best-effort profile (it has no read step)"
     if full["read_bound"] != "lookahead":
         for field in FIELDS:
             if field.lookahead_only and field.name in config:

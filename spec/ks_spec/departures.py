@@ -77,6 +77,18 @@ DEPARTURES: tuple[Departure, ...] = (
         _equals("hash"),
     ),
     Departure(
+        "read_trigger", "read_trigger = heartbeat", "timeliness", "KS-GEN-8", ("KS-GEN-6", "KS-ISO-1"),
+        "A message that an ack makes room for is read and delivered at the next heartbeat rather than at once; "
+        "messages already read still go out immediately.",
+        _equals("heartbeat"),
+    ),
+    Departure(
+        "timer_slack", "timer_slack > 0", "timeliness", "KS-GEN-9", ("KS-RTY-3", "KS-RTY-4", "KS-MEM-2", "KS-CUR-5"),
+        "Timeouts, retries, evictions and cursor writes may come up to timer_slack ticks late, never early: a hung "
+        "or vanished consumer keeps its keys, and a crash may replay work, that much longer.",
+        _positive,
+    ),
+    Departure(
         "poison_policy", "poison_policy = drop", "at-least-once", "KS-POI-1", (),
         "A message that failed more than max_redeliveries times is discarded: nobody processed it and nothing "
         "keeps it for inspection.",

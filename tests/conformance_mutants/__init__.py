@@ -83,6 +83,10 @@ LOOKAHEAD: dict[str, Any] = {
 """Pulsar's look-ahead limits (spec section 8) instead of the window."""
 PARKING: dict[str, Any] = {**BASE, "config_values": {"park_after": [1, 2]}}
 """Parking a hot key's backlog (spec section 15): the kit draws `park_after` 1 or 2 in every example."""
+HEARTBEAT_READS: dict[str, Any] = {**BASE, "config_values": {"read_trigger": ["heartbeat"]}}
+"""Danube's heartbeat reads (KS-GEN-8): only a tick's dispatch pass must read new messages."""
+SLACK_OF_ONE: dict[str, Any] = {**BASE, "config_values": {"timer_slack": [1]}}
+"""Timers that may fire one tick late (KS-GEN-9)."""
 GROWING = ["publish", "add_consumer", "ack", "nack", "tick"]
 """Ops of a membership that only grows: joins to a busy membership are where selector stability shows."""
 
@@ -330,6 +334,11 @@ MUTANTS: tuple[Mutant, ...] = (
     # isolation (section 15), the tick (section 3)
     # the pass that stops at a stuck key never reaches a message nobody accepts either (FLT-3)
     _mutant("head_of_line", "KS-ISO-1", bugs.HeadOfLine, may="KS-FLT-3", **BASE),
+    # heartbeat-driven systems (KS-GEN-8, KS-GEN-9): each declares its option and breaks the option's own rule
+    _mutant("heartbeat_skipped", "KS-ISO-1", bugs.HeartbeatSkipped, may="KS-FLT-3 KS-CUR-3", **HEARTBEAT_READS),
+    _mutant(
+        "timers_too_late", "KS-RTY-3", bugs.TimersTooLate, may="KS-MEM-2 KS-CUR-5 KS-ISO-1 KS-FLT-3", **SLACK_OF_ONE
+    ),
     # the deliveries before the eviction cross phase 4 with the eviction missing (MEM-2), then it comes late
     _mutant("dispatch_before_eviction", "KS-GEN-7 KS-MEM-2", bugs.DispatchBeforeEviction, **BASE),
     # observability (section 16)

@@ -715,6 +715,20 @@ class HeadOfLine(Dispatcher):
                 return  # breaks KS-ISO-1
 
 
+class HeartbeatSkipped(Dispatcher):
+    """Declares heartbeat reads but polls the log at every other heartbeat only: an odd tick reads nothing."""
+
+    def dispatch_pass(self, heartbeat: bool = False) -> None:
+        super().dispatch_pass(heartbeat and self.now % 2 == 0)  # breaks KS-GEN-8 at odd ticks
+
+
+class TimersTooLate(Dispatcher):
+    """Runs its timers at every third tick, so they fire up to two ticks late, while it declares a slack of one."""
+
+    def timers_due(self) -> bool:
+        return self.now % 3 == 0  # breaks KS-GEN-9 with timer_slack 1
+
+
 class DispatchBeforeEviction(Dispatcher):
     """A tick dispatches before it evicts (and again after), so evictions land after deliveries."""
 

@@ -440,7 +440,7 @@ class DeliveryChecks(BucketChecks):
             self.bucket_outstanding.setdefault((message.segment, message.bucket), {})[message.offset] = delivery
         self._clear_awaiting(message, state)
         if self.ack_timeout > 0 and not self.best_effort:
-            heapq.heappush(self._timeouts, (self.now + self.ack_timeout, delivery.serial, delivery))
+            heapq.heappush(self._timeouts, (self.now + self.ack_timeout + self.timer_slack, delivery.serial, delivery))
         if self.best_effort and not message.resolved:
             self._resolve_silently(message, "delivered", seq)
         self._refresh_head(message.key)

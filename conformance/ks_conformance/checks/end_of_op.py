@@ -49,6 +49,8 @@ class EndOfOpChecks(CheckerState):
             self._check_persistence(op)
             self._check_idle(op)
             self._count_temptations()
+            if op.kind == "tick" and self.heartbeat_reads:
+                self._note_heartbeat_read()
         self.op = None
         self._settle()
 
@@ -150,7 +152,14 @@ class EndOfOpChecks(CheckerState):
                     op.seq,
                     [delivery.seq, op.seq],
                     explain.missed_timeout(
-                        delivery.offset, delivery.holder.name, delivery.tick, delivery.seq, timeout, self.now, op.seq
+                        delivery.offset,
+                        delivery.holder.name,
+                        delivery.tick,
+                        delivery.seq,
+                        timeout,
+                        self.now,
+                        op.seq,
+                        self.timer_slack,
                     ),
                 )
 
@@ -189,6 +198,7 @@ class EndOfOpChecks(CheckerState):
             if message is not None and message.retrying and message.failure_serial == serial:
                 # req: KS-RTY-4
                 message.ready = True
+                message.ready_tick = self.now
 
     def _after_phase_4(self, op: OpState) -> None:
         for incarnation in op.due_evictions:
@@ -205,6 +215,7 @@ class EndOfOpChecks(CheckerState):
                         self.config["evict_after"],
                         self.now,
                         op.seq,
+                        self.timer_slack,
                     ),
                 )
 
@@ -240,6 +251,7 @@ class EndOfOpChecks(CheckerState):
         holes = self.resolved_above_cursor() if self.persist_holes else None
         if cursor == self.persisted_cursor and (holes is None or holes == self.persisted_holes):
             self.synced_version = self.state_version
+            self.persist_due_since = None
             return
         if self.persisted_cursor > cursor or self.persisted_holes.intersect(self.unresolved):
             return  # ahead (a cursor or a hole past an unresolved offset), not late: cursor-skip reported it
@@ -248,6 +260,11 @@ class EndOfOpChecks(CheckerState):
             due = True
         else:
             due = op.kind == "tick" and (self.persist_tick is None or self.now - self.persist_tick >= interval)
+        if due and self.timer_slack:
+            # req: KS-GEN-9 (with timer_slack = s, a persistence due at tick t may wait until phase 6 of tick t + s)
+            if self.persist_due_since is None:
+                self.persist_due_since = self.now
+            due = op.kind == "tick" and self.now >= self.persist_due_since + self.timer_slack
         if not due or self.late_version == self.state_version:
             return
         self.late_version = self.state_version
@@ -264,6 +281,7 @@ class EndOfOpChecks(CheckerState):
                 interval,
                 self.last_resolution_seq,
                 op.seq,
+                self.timer_slack,
             ),
         )
 
@@ -294,7 +312,7 @@ class EndOfOpChecks(CheckerState):
             message = self.messages[head]
             if message.outstanding is not None or state.outstanding or state.blocked:
                 continue
-            if any(self.messages[o].retrying and not self.messages[o].ready for o in state.awaiting):
+            if any(self._may_still_retry(self.messages[o]) for o in state.awaiting):
                 continue
             if head in self._over_budget:
                 continue  # req: KS-RTY-6 (over its budget it awaits its poison policy, judged as poison-ignored)
@@ -328,6 +346,7 @@ class EndOfOpChecks(CheckerState):
             ]
             lookahead = (waiting, self._lookahead_limit()) if self.lookahead else None
             parked = self._parked_below(head) if self.park_after else None
+            heartbeat = ("tick" if op.kind == "tick" else "read") if self.heartbeat_reads else None
             self._report(
                 "idle-while-ready",
                 op.seq,
@@ -341,8 +360,33 @@ class EndOfOpChecks(CheckerState):
                     lookahead,
                     permits=self.permits,
                     parked=parked,
+                    heartbeat=heartbeat,
                 ),
             )
+
+    def _may_still_retry(self, message: Message) -> bool:
+        """True while a retrying message may still be waiting for its back-off: not ready yet, or (with
+        `timer_slack = s`) ready for fewer than s ticks (KS-RTY-4, KS-GEN-9)."""
+        if not message.retrying:
+            return False
+        if not message.ready:
+            return True
+        return self.now < message.ready_tick + self.timer_slack
+
+    def _note_heartbeat_read(self) -> None:
+        """After a tick under `read_trigger = "heartbeat"`: its dispatch pass read every offset the read bound
+        admits (KS-GEN-8), so from now on a message below the first offset it does not admit counts as read."""
+        if self.lookahead and not any(self._has_room(m) for m in self.members.values()):
+            return  # req: KS-ISO-3 (under the look-ahead, reading waits for a member that can take a delivery)
+        within = self._read_bound(heartbeat=True)
+        low, high = self.read_below, len(self.messages)
+        while low < high:  # the bound admits a prefix of the offsets: find where it ends
+            middle = (low + high) // 2
+            if within(middle) is None:
+                high = middle
+            else:
+                low = middle + 1
+        self.read_below = max(self.read_below, low)
 
     def _has_room(self, member: Incarnation) -> bool:
         """Connected, and below capacity or (`flow_control = "permits"`) holding a permit (KS-FLW-1, KS-FLW-4)."""
@@ -353,14 +397,28 @@ class EndOfOpChecks(CheckerState):
     def _lookahead_limit(self) -> int:
         return lookahead_limit(self.config, len(self.members))
 
-    def _read_bound(self) -> Callable[[int], int | None]:
+    def _read_bound(self, heartbeat: bool = False) -> Callable[[int], int | None]:
         """A test of whether an offset must have been read by now: None if not, else what bounds it (the unresolved
         or, under the look-ahead, the waiting messages before it).
 
         Window: the `window` smallest unresolved offsets (KS-ISO-2). Look-ahead: an offset that fewer than L earlier
         messages wait before (unresolved, not outstanding): a dispatcher that stopped reading before it stopped
-        with fewer than L waiting, against KS-ISO-3.
+        with fewer than L waiting, against KS-ISO-3. With `read_trigger = "heartbeat"`, outside a tick (and unless
+        `heartbeat`) only offsets below `read_below` must have been read (KS-GEN-8).
         """
+        bound = self._read_bound_alone()
+        op = self.op
+        if not self.heartbeat_reads or heartbeat or (op is not None and op.kind == "tick"):
+            return bound
+        read_below = self.read_below
+
+        def read_by_a_heartbeat(offset: int) -> int | None:
+            return bound(offset) if offset < read_below else None  # req: KS-GEN-8
+
+        return read_by_a_heartbeat
+
+    def _read_bound_alone(self) -> Callable[[int], int | None]:
+        """`_read_bound` as if every op ended with a read (`read_trigger = "every-op"`)."""
         if not self.lookahead:
             window = int(self.config["window"])
 

@@ -197,7 +197,7 @@ class OpEventChecks(QuiescenceChecks):
             self._exercise("missed-timeout", len(op.due_timeouts))
         evict_after = int(self.config["evict_after"])
         for incarnation in list(self._disconnected.values()):
-            if incarnation.disconnected_at + evict_after <= self.now:
+            if incarnation.disconnected_at + evict_after + self.timer_slack <= self.now:  # req: KS-GEN-9
                 op.due_evictions.append(incarnation)
                 del self._disconnected[incarnation.number]
         self._exercise("missed-eviction", len(op.due_evictions))
@@ -212,6 +212,7 @@ class OpEventChecks(QuiescenceChecks):
             self.persisted_holes = self.resolved_above_cursor()
             self.persist_seq = self.last_resolution_seq
         self.loaded = (self.persisted_cursor, BitMap(self.persisted_holes), self.persist_seq, seq)
+        self.read_below = 0  # req: KS-GEN-8 (a restart reads again from the persisted cursor, at the next tick)
         if self.config.get("checkpoint_resume"):
             self.loaded_checkpoints = dict(self.checkpoints)
         holes = self.persisted_holes

@@ -111,6 +111,8 @@ class Message:
     outstanding: Delivery | None = None
     retrying: bool = False
     ready: bool = False
+    ready_tick: int = 0
+    """The tick whose phase 3 made it ready: with `timer_slack = s` it must be pending by tick ready_tick + s."""
     returned: bool = False
     awaiting_seq: int | None = None
     returned_delivery_seq: int | None = None

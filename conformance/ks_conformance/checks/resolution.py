@@ -355,6 +355,7 @@ class ResolutionChecks(DeliveryChecks):
 
     def _on_cursor_persisted(self, event: Event) -> None:
         seq = int(event["seq"])
+        self.persist_due_since = None  # req: KS-GEN-9 (a change after this persist starts its own slack)
         cursor = int(event["cursor"])
         holes = BitMap()
         for lo, hi in event.get("ranges") or ():

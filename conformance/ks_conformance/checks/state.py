@@ -145,6 +145,11 @@ class CheckerState:
         """Per bucket, the target its last `bucket_assigned` or `bucket_withheld` named, that event's seq and epoch."""
         self._buckets_moved: dict[tuple[int, int], set[int]] = {}
         """Per (epoch, segment) begun by a join, the buckets seen moving to the joiner (KS-BKT-8)."""
+        self.read_below = 0
+        """With `read_trigger = "heartbeat"`: every offset below it has been read (by a tick's dispatch pass, or
+        shown by an event naming it): a message at or above it may wait for the next tick's read (KS-GEN-8)."""
+        self.persist_due_since: int | None = None
+        """With `timer_slack` set: the tick since which an unpersisted change has been due (KS-CUR-5, KS-GEN-9)."""
         self.op: OpState | None = None
         self.op_count = 0
         self._expect_ack_class = False
@@ -194,6 +199,8 @@ class CheckerState:
         self.permits = self.config["flow_control"] == "permits"
         self.lookahead = self.config["read_bound"] == "lookahead"
         self.park_after = int(self.config.get("park_after") or 0)
+        self.heartbeat_reads = self.config["read_trigger"] == "heartbeat"
+        self.timer_slack = int(self.config["timer_slack"])
         # The config values read at every event, converted once (the config event is the only one that sets them).
         self.ack_timeout = int(self.config["ack_timeout"])
         self.window = int(self.config["window"])
