@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ks_conformance.anomalies import Verdict
 from ks_conformance.checker import check_events
+from ks_conformance.machine import KEYS, SLOT_MATES
 from ks_conformance.protocol import Capabilities, InProcessConnection
 from ks_conformance.results import settings_for
 from ks_conformance.search import configs
@@ -260,3 +261,61 @@ def _delivered(events: list[dict[str, Any]]) -> list[int]:
 
 def _config_event(config: dict[str, Any]) -> dict[str, Any]:
     return {"seq": 0, "tick": 0, "event": "config", "detail": json.dumps({"config": config})}
+
+
+class _RecordingPreset(presets.PresetAdapter):
+    """A preset whose every reset and op effect is kept, one trace per example, for reading what the kit drove."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(PRESETS[name])
+        self.examples: list[list[dict[str, Any]]] = []
+
+    def reset(self, config: Any) -> dict[str, Any]:
+        self.examples.append([])
+        return super().reset(config)
+
+    def op(self, op: Any) -> dict[str, Any]:
+        response = super().op(op)
+        self.examples[-1] += response.get("events", [])
+        return response
+
+
+def _slot_mate_holds(events: list[dict[str, Any]], selector: str) -> list[str]:
+    """The keys held as draining while nothing of their own key was outstanding but a slot-mate was (KS-DRN-3)."""
+    outstanding: dict[int, tuple[str, str]] = {}  # offset -> (key, consumer)
+    holds = []
+    for event in events:
+        kind = event["event"]
+        if kind == "deliver":
+            outstanding[event["offset"]] = (event["key"], event["consumer"])
+        elif kind in ("ack", "nack", "timeout"):
+            outstanding.pop(event["offset"], None)
+        elif kind in ("consumer_removed", "consumer_evicted"):
+            outstanding = {o: d for o, d in outstanding.items() if d[1] != event["consumer"]}
+        elif kind == "restarted":
+            outstanding = {}
+        elif kind == "held" and event.get("reason") == "draining":
+            keys = {key for key, _ in outstanding.values()}
+            mates = {
+                key for key in keys if key != event["key"] and slot_of(selector, key) == slot_of(selector, event["key"])
+            }
+            if event["key"] not in keys and mates:
+                holds.append(event["key"])
+    return holds
+
+
+def test_the_kit_drives_pulsar_379_into_hash_granular_draining() -> None:
+    # req: KS-DRN-3 (the kit's pool publishes a slot-mate of `a1` under draining by slot, so a conformance run of the
+    # preset shows a key waiting only for an unrelated key of its slot, and is judged conformant all the same)
+    adapter = _RecordingPreset("pulsar-379")
+    overrides = {"rounds": 1, "coverage_rounds": 0, "examples_total": 60}
+    result = run_suite(lambda: InProcessConnection(adapter, "pulsar-379"), settings_for("ci", 0, **overrides))
+    assert not result.faults and result.verdict != "not-conformant"
+    holds = [key for example in adapter.examples for key in _slot_mate_holds(example, "pulsar-consistent")]
+    assert holds, "no key of the kit's examples waited for a slot-mate"
+
+
+def test_the_pools_slot_mates_share_a1s_slot() -> None:
+    # req: KS-DRN-3 (what makes the test above possible: each substitute key really is a slot-mate)
+    for selector, mate in SLOT_MATES.items():
+        assert mate not in KEYS and slot_of(selector, mate) == slot_of(selector, KEYS[0]), selector

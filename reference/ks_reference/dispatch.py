@@ -251,7 +251,7 @@ class DispatchPass(Core):
         if holders and any(holder is not target for holder in holders):
             # req: KS-DRN-1, KS-ASN-9 (a redelivery goes to the current target, after the drain)
             return Decision("hold", reason="draining", target=target_name)
-        if self.config.drain_granularity == "hash" and self.slot_mate_draining(message.key, target):
+        if self.config.drain_granularity == "hash" and self.slot_mate_draining(message, target):
             # req: KS-DRN-3 (PIP-379 drains hashes: a key waits while a key of its slot drains, retries or is blocked)
             return Decision("hold", reason="draining", target=target_name)
         if not target.connected:
@@ -262,9 +262,11 @@ class DispatchPass(Core):
             return Decision("hold", reason="capacity", target=target_name)
         return Decision("deliver", member=target)
 
-    def slot_mate_draining(self, key: str, target: Member) -> bool:
-        """True when another key of the key's slot is held by a consumer other than `target`, awaits redelivery
-        or is blocked (hash-granularity draining, KS-DRN-3)."""
+    def slot_mate_draining(self, message: Message, target: Member) -> bool:
+        """True when another key of the message's slot is held by a consumer other than `target`, is blocked, or has
+        an earlier message awaiting redelivery (hash-granularity draining, KS-DRN-3). Only an earlier one: two keys
+        of a slot that both await redelivery would otherwise wait for each other for ever (KS-DRN-2)."""
+        key = message.key
         slot = self.selector.position(key)
         for other, offsets in self.queues.items():
             if other == key or self.selector.position(other) != slot:
@@ -272,8 +274,8 @@ class DispatchPass(Core):
             if other in self.blocked or any(holder is not target for holder in self.key_holders.get(other, ())):
                 return True
             for offset in offsets:
-                message = self.messages[offset]
-                if message.state is MessageState.RETRYING or message.awaiting_redelivery:
+                mate = self.messages[offset]
+                if offset < message.offset and (mate.state is MessageState.RETRYING or mate.awaiting_redelivery):
                     return True
         return False
 

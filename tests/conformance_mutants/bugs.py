@@ -1076,9 +1076,9 @@ class HashDrainEverything(Dispatcher):
     """Hash-granularity draining that holds a key while any other key drains, retries or is blocked, whatever
     its slot."""
 
-    def slot_mate_draining(self, key: str, target: Member) -> bool:
+    def slot_mate_draining(self, message: Message, target: Member) -> bool:
         for other, offsets in self.queues.items():
-            if other == key:
+            if other == message.key:
                 continue
             if other in self.blocked or any(holder is not target for holder in self.key_holders.get(other, ())):
                 return True  # breaks KS-ISO-1: no slot-mate explains the hold
@@ -1091,10 +1091,10 @@ class DrainUnmovedHash(Dispatcher):
     """Hash-granularity draining that counts every hash with a delivery outstanding as draining, even at the hash's
     own target: PIP-379 marks a hash draining only when its owner changes."""
 
-    def slot_mate_draining(self, key: str, target: Member) -> bool:
-        if self.key_holders.get(key):
+    def slot_mate_draining(self, message: Message, target: Member) -> bool:
+        if self.key_holders.get(message.key):
             return True  # breaks KS-DRN-2: the slot's target did not move, nothing drains
-        return super().slot_mate_draining(key, target)
+        return super().slot_mate_draining(message, target)
 
 
 class DanubeOrderUndeclared(Dispatcher):
