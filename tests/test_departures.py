@@ -104,3 +104,13 @@ def test_check_trace_lists_the_departures_the_traces_configurations_take(tmp_pat
     sheet = {line["choice"]: line["in_effect"] for line in lines if line["type"] == "departure"}
     assert sheet == {"profile = owner": 1, "returns_as_failures = true": 1}
     assert all("declared" not in line for line in lines if line["type"] == "departure")
+
+
+def test_the_spec_readme_maps_every_declarable_departure_to_a_seed_behaviour() -> None:
+    """spec/README's table of seed behaviours names every option of the sheet, so a team finds its choice there."""
+    text = (paths.SPEC_DIR / "README.md").read_text(encoding="utf-8")
+    table = text.split("## Seed behaviours and the options that declare them", 1)[1].split("\n## ", 1)[0]
+    declared_as = [row.split("|")[3] for row in table.splitlines() if row.startswith("| ") and "---" not in row]
+    named = {option for cell in declared_as for option in re.findall(r"`(\w+)", cell)}
+    options = {d.option for d in DEPARTURES if d.option not in ("profile", "poison_policy")}
+    assert options <= named | {"selector"}, options - named
