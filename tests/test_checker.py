@@ -211,6 +211,23 @@ def _return_counted(bad: bool) -> TraceBuilder:
     return t
 
 
+def test_out_of_order_gives_up_draining_and_key_order_but_not_routing() -> None:
+    """KS-DRN-1 / KS-ASN-1 with out_of_order (Pulsar's allowOutOfOrderDelivery): a key on two consumers across a
+    join is the declared departure; a key sent to another consumer within one epoch is still key-moved."""
+
+    def handed_over(**config: object) -> TraceBuilder:
+        t = owner(**config).add("c1")
+        t.deliver(t.publish("k"), "c1")
+        t.add("c2")
+        return t.deliver(t.publish("k"), "c2")  # c1 still holds offset 0 of k
+
+    assert _anomaly_names(handed_over()) == ["split-owner"]
+    assert _anomaly_names(handed_over(out_of_order=True)) == []
+    moved = handed_over(out_of_order=True)
+    moved.deliver(moved.publish("k"), "c1")  # the same epoch: k went to c2, now to c1
+    assert _anomaly_names(moved) == ["key-moved"]
+
+
 def _two_returns(**config: object) -> TraceBuilder:
     """A message returned twice by leaving holders, with max_redeliveries = 1 and no failure."""
     t = owner(max_redeliveries=1, poison_policy="dead-letter", **config).add("c1")
@@ -246,6 +263,31 @@ def test_returns_as_failures_is_judged_by_its_own_rule() -> None:
     early.remove("c1").add("c2")
     early.tick().dead_letter(0, attempt=1, reason="left").persisted(1)
     assert _anomaly_names(early)[-1:] == ["unjustified-resolution"]
+
+
+def _blocked_at_the_limit(**config: object) -> TraceBuilder:
+    """c1 (capacity 5) takes two messages; with max_unacked = 3 it is at the limit after a third."""
+    t = owner(**config).add("c1", capacity=5)
+    for key in ("k0", "k1", "k2"):
+        t.deliver(t.publish(key), "c1")
+    t.ack(0, "c1").persisted(1)
+    t.publish("k3")  # offset 3 waits: c1 holds 2, above half of 3 (1)
+    return t
+
+
+def test_max_unacked_blocks_at_the_limit_and_resumes_at_half() -> None:
+    """KS-FLW-1 with max_unacked (Pulsar's unacked limit): idling at the limit is the option's rule (undeclared it is
+    idle-while-ready); a delivery before the consumer is down to half is capacity-overrun; at half it resumes."""
+    assert _anomaly_names(_blocked_at_the_limit()) == ["idle-while-ready"]
+    assert _anomaly_names(_blocked_at_the_limit(max_unacked=3)) == []
+    early = _blocked_at_the_limit(max_unacked=3)
+    early.deliver(3, "c1")
+    assert _anomaly_names(early) == ["capacity-overrun"]
+    resumed = _blocked_at_the_limit(max_unacked=3)
+    resumed.ack(1, "c1").persisted(2).deliver(3, "c1")  # c1 holds 1 = floor(3 / 2): resumed
+    assert _anomaly_names(resumed) == []
+    idle = _blocked_at_the_limit(max_unacked=3).ack(1, "c1").persisted(2)  # resumed, offset 3 ready, room
+    assert _anomaly_names(idle) == ["idle-while-ready"]
 
 
 @case("filter-violation")

@@ -114,3 +114,17 @@ def test_the_spec_readme_maps_every_declarable_departure_to_a_seed_behaviour() -
     named = {option for cell in declared_as for option in re.findall(r"`(\w+)", cell)}
     options = {d.option for d in DEPARTURES if d.option not in ("profile", "poison_policy")}
     assert options <= named | {"selector"}, options - named
+
+
+def test_a_system_that_only_gives_up_key_order_has_its_order_checks_skipped_with_the_reason() -> None:
+    """out_of_order declared alone: the checks it gives up are skipped (never vacuous, which would make the verdict
+    unknown), with the reason; declared beside false, they still run in the examples that keep key order."""
+    from ks_conformance.protocol import Capabilities
+    from ks_conformance.statuses import check_needs
+
+    ops = ("publish", "add_consumer", "remove_consumer", "ack", "nack", "tick")
+    only = Capabilities(("owner",), ("ring",), ops, held_events=True, config_values={"out_of_order": [True]})
+    both = Capabilities(("owner",), ("ring",), ops, held_events=True, config_values={"out_of_order": [False, True]})
+    for kind in ("split-owner", "key-reorder", "retry-overtaken", "overtaken-hold"):
+        assert "out_of_order" in (check_needs(kind, only, {}) or ""), kind
+        assert check_needs(kind, both, {}) is None, kind

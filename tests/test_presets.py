@@ -308,7 +308,7 @@ def test_the_kit_drives_pulsar_379_into_hash_granular_draining() -> None:
     # req: KS-DRN-3 (the kit's pool publishes a slot-mate of `a1` under draining by slot, so a conformance run of the
     # preset shows a key waiting only for an unrelated key of its slot, and is judged conformant all the same)
     adapter = _RecordingPreset("pulsar-379")
-    overrides = {"rounds": 1, "coverage_rounds": 0, "examples_total": 60}
+    overrides = {"rounds": 1, "coverage_rounds": 0, "examples_total": 120}
     result = run_suite(lambda: InProcessConnection(adapter, "pulsar-379"), settings_for("ci", 0, **overrides))
     assert not result.faults and result.verdict != "not-conformant"
     holds = [key for example in adapter.examples for key in _slot_mate_holds(example, "pulsar-consistent")]

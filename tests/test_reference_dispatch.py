@@ -471,6 +471,44 @@ def test_with_returns_as_failures_a_return_uses_up_a_retry_and_can_poison() -> N
     assert h.anomalies() == []
 
 
+def test_out_of_order_hands_a_key_to_its_new_target_at_once() -> None:
+    # req: KS-ASN-1 (out_of_order: no draining, as Pulsar's allowOutOfOrderDelivery; routing per key kept)
+    for out_of_order, expected in ((False, ["held"]), (True, ["deliver"])):
+        h = Harness(profile="owner", out_of_order=out_of_order)
+        h.d.add_consumer("c1", 5)
+        key = "k"
+        h.publish(key)
+        joiner = next(f"c{n}" for n in range(2, 200) if h.d.target_name(key, None) == "c1" and _takes(h, key, f"c{n}"))
+        h.d.add_consumer(joiner, 5)
+        kinds = [e["event"] for e in h.publish(key) if e["event"] in ("held", "deliver")]
+        assert kinds == expected, out_of_order
+        assert h.anomalies() == []
+
+
+def _takes(h: Harness, key: str, name: str) -> bool:
+    """Whether `name`, joining, would become the target of `key` (the selector's own answer)."""
+    from ks_reference.selectors import make_selector
+
+    selector = make_selector(h.d.config.selector)
+    for member in [*h.d.members_by_name, name]:
+        selector.add(member)
+    return selector.target(key) == name
+
+
+def test_max_unacked_blocks_a_consumer_at_the_limit_until_half_is_acked() -> None:
+    # req: KS-FLW-1 (Pulsar's maxUnackedMessagesPerConsumer: blocked at the limit, unblocked at half of it)
+    h = Harness(profile="owner", max_unacked=3)
+    h.d.add_consumer("c1", 10)
+    h.publish("k0", "k1", "k2", "k3", "k4")
+    assert [offset for offset, _, _ in h.deliveries()] == [0, 1, 2]  # room for 10, blocked at 3
+    since = h.mark()
+    h.d.ack("c1", 0)  # holds 2: above half of 3, still blocked
+    assert h.deliveries(since) == []
+    h.d.ack("c1", 1)  # holds 1 = floor(3 / 2): resumed, and takes up to the limit again
+    assert [offset for offset, _, _ in h.deliveries(since)] == [3, 4]
+    assert h.anomalies() == []
+
+
 def test_the_controller_moves_a_drained_bucket_between_staying_consumers() -> None:
     # req: KS-BKT-3, KS-BKT-4 (controller_moves: PIP-486's controller evens the load between membership changes)
     h = Harness(profile="owner", selector="buckets", bucket_assignment="controller", controller_moves=True)

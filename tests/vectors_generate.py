@@ -154,6 +154,8 @@ SITUATIONS: dict[str, str] = {
     "KS-RTY-7/returns_count_as_failures": "returns-are-not-failures",
     "KS-RTY-6/declared_returns_uncounted": "declared-returns-are-failures",
     "KS-BKT-3/controller_moves_unannounced": "controller-move-unannounced",
+    "KS-ISO-1/unacked_resumes_when_empty": "unacked-limit-resumes-at-half",
+    "KS-ASN-1/out_of_order_per_message": "out-of-order-still-routes-by-key",
 }
 """Every vector's file name, by what it comes from (`<requirement>/<mutant>`, or `KS-CFG-1/<refused field>` and
 `KS-GEN-5/one-pass-eight-keys` for the hand-made ones): the situation it tests, never a mutant's name

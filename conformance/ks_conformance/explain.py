@@ -791,6 +791,19 @@ def bucket_misassigned_moved(
     )
 
 
+def unacked_overrun(offset: int, consumer: str, limit: int, blocked_seq: int, held: int, seq: int) -> Explained:
+    """KS-FLW-1 with `max_unacked`: a delivery to a consumer blocked at the limit, not yet down to half of it."""
+    return (
+        [
+            f"{consumer} reached max_unacked = {limit} outstanding deliveries at seq {blocked_seq}",
+            f"it holds {held} now, above half the limit ({limit // 2})",
+        ],
+        f"m{offset} was delivered to it [seq {seq}], but a consumer blocked at max_unacked gets nothing until it "
+        "holds half the limit or less (KS-FLW-1)",
+        {"offset": offset, "consumer": consumer, "max_unacked": limit},
+    )
+
+
 def bucket_move_unannounced(
     offset: int, bucket: int, segment: int, target: str, decided_seq: int, consumer: str, seq: int
 ) -> Explained:

@@ -281,6 +281,8 @@ def configs(
             ("read_bound", profile != "best-effort"),
             ("park_after", profile != "best-effort"),
             ("returns_as_failures", profile != "best-effort"),
+            ("max_unacked", profile != "best-effort"),
+            ("out_of_order", profile == "owner"),
             ("controller_moves", selector == "buckets"),
             ("read_trigger", profile != "best-effort"),
             ("timer_slack", True),

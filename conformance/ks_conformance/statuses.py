@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ks_spec.config import CONFIG_DEFAULTS
+from ks_spec.config import CONFIG_DEFAULTS, OUT_OF_ORDER_KINDS
 from ks_spec.requirements import load_index
 from ks_spec.slots import SLOT_SELECTORS
 
@@ -195,6 +195,8 @@ def check_needs(
         "nondeterministic": need(capabilities.deterministic, "the adapter does not declare itself deterministic"),
         "config-accepted": need("ring" in selectors or bool(selectors - {"buckets"}), "a selector other than buckets"),
     }
+    if name in OUT_OF_ORDER_KINDS and False not in forms("out_of_order"):
+        return "key order kept (the implementation declares only out_of_order: true, a departure of spec section 21.1)"
     return requirements.get(name)
 
 

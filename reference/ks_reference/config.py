@@ -37,6 +37,8 @@ OPTIONS_RECORDED_WHEN_SET: dict[str, Any] = {
     "timer_slack": 0,
     "returns_as_failures": False,
     "controller_moves": False,
+    "max_unacked": 0,
+    "out_of_order": False,
 }
 """Options added after spec 1.6 (spec section 21.1), recorded in a trace's config event only when not at their
 default, so that every earlier trace of the reference replays byte for byte."""
@@ -66,6 +68,8 @@ class Config:
     lookahead_per_subscription: int = 10000
     park_after: int = 0
     returns_as_failures: bool = False
+    max_unacked: int = 0
+    out_of_order: bool = False
     read_trigger: str = "every-op"
     timer_slack: int = 0
     bucket_budget: int = 4
@@ -100,9 +104,16 @@ class Config:
         _integer(raw, "persist_interval", minimum=0)
         _integer(raw, "park_after", minimum=0)
         _integer(raw, "timer_slack", minimum=0)
+        _integer(raw, "max_unacked", minimum=0)
         for field in LOOKAHEAD_FIELDS:
             _integer(raw, field, minimum=0)
-        for field in ("persist_ack_holes", "checkpoint_resume", "returns_as_failures", "controller_moves"):
+        for field in (
+            "persist_ack_holes",
+            "checkpoint_resume",
+            "returns_as_failures",
+            "controller_moves",
+            "out_of_order",
+        ):
             if field in raw and not isinstance(raw[field], bool):
                 raise ConfigError(field, f"must be true or false, got {raw[field]!r}")
         config = cls(**raw)
@@ -130,11 +141,17 @@ class Config:
                 raise ConfigError(
                     "returns_as_failures", "does not apply to the best-effort profile (nothing is delivered again)"
                 )
+            if config.max_unacked > 0:
+                # req: KS-CFG-1 (best-effort has no acks to count)
+                raise ConfigError("max_unacked", "does not apply to the best-effort profile (nothing is acked)")
             if config.read_trigger != "every-op":
                 # req: KS-CFG-1, KS-GEN-8 (best-effort dispatches each message as it is published: no read step)
                 raise ConfigError(
                     "read_trigger", "'heartbeat' does not apply to the best-effort profile (it has no read step)"
                 )
+        if config.out_of_order and config.profile != "owner":
+            # req: KS-CFG-1 (giving up key order needs a profile that delivers several messages of a key at once)
+            raise ConfigError("out_of_order", f"only applies to the owner profile, not '{config.profile}'")
         if config.read_bound != "lookahead":
             for field in LOOKAHEAD_FIELDS:
                 if field in raw:

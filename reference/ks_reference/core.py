@@ -53,6 +53,8 @@ class Member:
     """Offsets of the deliveries it holds (best-effort: delivered, not yet received)."""
     permits: int = 0
     """With `flow_control = "permits"`: grants since it joined minus deliveries since then (section 8)."""
+    unacked_blocked: bool = False
+    """With `max_unacked`: it reached the limit and has not yet come down to half of it (KS-FLW-1)."""
 
 
 @dataclass(eq=False)
@@ -249,7 +251,10 @@ class Core:
         return (with_room or connected or members)[0].name
 
     def has_room(self, member: Member) -> bool:
-        """True when one more delivery fits: below capacity, or holding a permit (KS-FLW-1, KS-FLW-4)."""
+        """True when one more delivery fits: below capacity, or holding a permit (KS-FLW-1, KS-FLW-4), and not blocked
+        by `max_unacked`."""
+        if member.unacked_blocked:
+            return False  # req: KS-FLW-1 (max_unacked: blocked until half of the limit is acked, as Pulsar)
         if self.config.flow_control == "permits":
             return member.permits > 0
         return len(member.outstanding) < member.capacity
@@ -283,6 +288,9 @@ class Core:
         message.awaiting_redelivery = False
         message.held = None
         member.outstanding.add(message.offset)
+        limit = self.config.max_unacked
+        if limit and len(member.outstanding) >= limit:
+            member.unacked_blocked = True  # req: KS-FLW-1 (Pulsar blocks a consumer that reached its unacked limit)
         member.permits -= 1  # req: KS-FLW-4 (every delivery uses a permit; counted under either form)
         self.key_holders.setdefault(message.key, Counter())[member] += 1
         if self.layout is not None and message.placement is not None:
@@ -299,6 +307,8 @@ class Core:
             raise AssertionError(f"offset {message.offset} has no outstanding delivery to end")
         message.holder = None
         holder.outstanding.discard(message.offset)
+        if holder.unacked_blocked and len(holder.outstanding) <= self.config.max_unacked // 2:
+            holder.unacked_blocked = False  # req: KS-FLW-1 (resumed once half of the limit is acked)
         holders = self.key_holders[message.key]
         holders[holder] -= 1
         if holders[holder] == 0:

@@ -247,11 +247,15 @@ class DispatchPass(Core):
             if self.layout.is_withheld(message.placement):
                 # req: KS-BKT-4
                 return Decision("hold", reason="handoff", target=target_name)
-        holders = self.key_holders.get(message.key)
+        holders = None if self.config.out_of_order else self.key_holders.get(message.key)
         if holders and any(holder is not target for holder in holders):
             # req: KS-DRN-1, KS-ASN-9 (a redelivery goes to the current target, after the drain)
             return Decision("hold", reason="draining", target=target_name)
-        if self.config.drain_granularity == "hash" and self.slot_mate_draining(message, target):
+        if (
+            not self.config.out_of_order
+            and self.config.drain_granularity == "hash"
+            and self.slot_mate_draining(message, target)
+        ):
             # req: KS-DRN-3 (PIP-379 drains hashes: a key waits while a key of its slot drains, retries or is blocked)
             return Decision("hold", reason="draining", target=target_name)
         if not target.connected:

@@ -99,6 +99,7 @@ PRESETS: dict[str, Preset] = {
                 "read_bound": ["lookahead"],
                 "lookahead_per_consumer": [1, 2],
                 "lookahead_per_subscription": [3, 6, 0],
+                "max_unacked": [0, 2, 4],
             },
             capabilities={
                 # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
@@ -114,6 +115,34 @@ PRESETS: dict[str, Preset] = {
                 "the look-ahead limit is checked before each message is read, where Pulsar checks it before reading a "
                 "batch of entries that may overshoot it (KS-FLW-5)",
                 "redelivery keeps key order (KS-ORD-3), where Pulsar's replay may break it",
+            ),
+        ),
+        Preset(
+            "pulsar-out-of-order",
+            "Pulsar's Key_Shared with allowOutOfOrderDelivery (PIP-379 otherwise)",
+            "owner",
+            "pulsar-consistent",
+            {
+                "out_of_order": [True],
+                "flow_control": ["permits"],
+                "read_bound": ["lookahead"],
+                "lookahead_per_consumer": [1, 2],
+                "lookahead_per_subscription": [3, 6, 0],
+                "max_unacked": [0, 2, 4],
+            },
+            capabilities={
+                "ops": [
+                    op
+                    for op in OPS
+                    if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")
+                ],
+                "filters": False,
+                "poison_policies": ["dead-letter"],
+            },
+            differences=(
+                "no draining at all: a key's messages go to its current target at once, as Pulsar does with "
+                "allowOutOfOrderDelivery; key order and one holder per key are given up (a departure, spec "
+                "section 21.1), routing per key is kept (KS-ASN-1)",
             ),
         ),
         Preset(
@@ -278,6 +307,11 @@ def task_queue() -> PresetAdapter:
 def pip_486() -> PresetAdapter:
     """The reference as PIP-486 describes scalable-topic Key-Shared consumption."""
     return PresetAdapter(PRESETS["pip-486"])
+
+
+def pulsar_out_of_order() -> PresetAdapter:
+    """Pulsar's Key_Shared with allowOutOfOrderDelivery: key order given up, declared (a departure)."""
+    return PresetAdapter(PRESETS["pulsar-out-of-order"])
 
 
 def classic_pulsar() -> PresetAdapter:

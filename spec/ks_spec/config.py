@@ -60,6 +60,8 @@ FIELDS: tuple[Field, ...] = (
     Field("lookahead_per_subscription", 10000, minimum=0, lookahead_only=True),
     Field("park_after", 0, minimum=0),
     Field("returns_as_failures", False, boolean=True),
+    Field("max_unacked", 0, minimum=0),
+    Field("out_of_order", False, boolean=True),
     Field("read_trigger", "every-op", choices=READ_TRIGGERS),
     Field("timer_slack", 0, minimum=0),
     Field("bucket_budget", 4, minimum=1, only_selector="buckets"),
@@ -70,6 +72,9 @@ FIELDS: tuple[Field, ...] = (
     Field("partitions", 4, minimum=1, only_selector="partitions"),
 )
 BY_NAME = {field.name: field for field in FIELDS}
+OUT_OF_ORDER_KINDS = ("key-reorder", "retry-overtaken", "overtaken-hold", "split-owner", "drain-stuck")
+"""The checks of key order and draining that `out_of_order` gives up (Pulsar's allowOutOfOrderDelivery, spec
+section 21.1): they do not apply to a configuration that declares it."""
 CONFIG_DEFAULTS: dict[str, Any] = {field.name: field.default for field in FIELDS}
 """The value of every configuration field a configuration leaves out."""
 
@@ -105,6 +110,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
             return "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
         if full["returns_as_failures"]:
             return "returns_as_failures", "does not apply to the best-effort profile (nothing is delivered again)"
+        if full["max_unacked"] > 0:
+            return "max_unacked", "does not apply to the best-effort profile (nothing is acked)"
         if full["read_trigger"] != "every-op":
             return "read_trigger", "'heartbeat' does not apply to the best-effort profile (it has no read step)"
     if full["read_bound"] != "lookahead":
@@ -116,6 +123,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
     for field in FIELDS:
         if field.only_selector and field.only_selector != full["selector"] and field.name in config:
             return field.name, f"only applies to selector '{field.only_selector}', not '{full['selector']}'"
+    if full["out_of_order"] and full["profile"] != "owner":
+        return "out_of_order", f"only applies to the owner profile, not '{full['profile']}'"
     if full["controller_moves"] and full["bucket_assignment"] != "controller":
         return "controller_moves", f"needs bucket_assignment 'controller', not '{full['bucket_assignment']}'"
     if full["selector"] == "buckets" and full["bucket_budget"] > full["bucket_max"]:

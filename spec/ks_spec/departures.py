@@ -60,6 +60,13 @@ DEPARTURES: tuple[Departure, ...] = (
         _equals("best-effort"),
     ),
     Departure(
+        "out_of_order", "out_of_order = true", "ordering", "KS-ASN-1", ("KS-ORD-1", "KS-ORD-3", "KS-DRN-1", "KS-FLW-3"),
+        "A key still goes to one consumer at a time in each membership, but across a rebalance or a redelivery two "
+        "consumers may hold it at once and its messages may be processed out of order (Pulsar's "
+        "allowOutOfOrderDelivery).",
+        _equals(True),
+    ),
+    Departure(
         "selector", "selector = any", "key affinity", "KS-ASN-10", ("KS-ASN-1",),
         "A key has no fixed consumer: once its previous message is resolved, its next one may go to any consumer "
         "with room (order still holds).",
@@ -81,6 +88,12 @@ DEPARTURES: tuple[Departure, ...] = (
         "A message that an ack makes room for is read and delivered at the next heartbeat rather than at once; "
         "messages already read still go out immediately.",
         _equals("heartbeat"),
+    ),
+    Departure(
+        "max_unacked", "max_unacked > 0", "timeliness", "KS-FLW-1", ("KS-ISO-1",),
+        "A consumer that reaches max_unacked unacknowledged messages gets nothing more until half of them are "
+        "acked, although it may have room: its keys wait meanwhile.",
+        _positive,
     ),
     Departure(
         "timer_slack", "timer_slack > 0", "timeliness", "KS-GEN-9", ("KS-RTY-3", "KS-RTY-4", "KS-MEM-2", "KS-CUR-5"),

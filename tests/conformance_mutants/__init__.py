@@ -279,6 +279,23 @@ MUTANTS: tuple[Mutant, ...] = (
         poison_policies=["drop"],
         config_values={"bucket_assignment": ["controller"], "controller_moves": [True]},
     ),
+    # Pulsar's allowOutOfOrderDelivery (declared: key order and draining given up) still routes a key to one consumer
+    # per membership epoch; this one routes each message anew (ASN-1)
+    _mutant(
+        "out_of_order_per_message",
+        "KS-ASN-1",
+        bugs.PerMessageRouting,
+        may="KS-ASN-2 KS-ISO-1",
+        **{**BASE, "config_values": {"out_of_order": [True]}},
+    ),
+    # Pulsar's unacked limit (declared) resuming only when everything is acked: the consumer idles with room (ISO-1)
+    _mutant(
+        "unacked_resumes_when_empty",
+        "KS-ISO-1",
+        bugs.UnackedResumesWhenEmpty,
+        may="KS-FLT-3 KS-CUR-3",  # a message restored by a restart waits for the blocked consumer: restart-skip
+        **{**BASE, "config_values": {"max_unacked": [2, 3]}},
+    ),
     # the same system with the declaration, whose counting forgets the returns: a message over its counted budget is
     # delivered again (RTY-6)
     _mutant(

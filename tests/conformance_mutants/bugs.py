@@ -555,6 +555,18 @@ class ControllerMovesUnannounced(Dispatcher):
             self.emit(event, segment=bucket[0], bucket=bucket[1], consumer=consumer)
 
 
+class UnackedResumesWhenEmpty(Dispatcher):
+    """It declares Pulsar's unacked limit (max_unacked), but a blocked consumer resumes only once it holds nothing,
+    not at half the limit."""
+
+    def end_delivery(self, message: Message) -> Member:
+        was_blocked = message.holder is not None and message.holder.unacked_blocked
+        holder = super().end_delivery(message)
+        if was_blocked and holder.outstanding:
+            holder.unacked_blocked = True  # breaks KS-FLW-1's resume rule: it waits for every ack (ISO-1 sees it)
+        return holder
+
+
 class LostOnLeave(Dispatcher):
     """When a consumer leaves, the deliveries it held are forgotten: never acked, never delivered again."""
 

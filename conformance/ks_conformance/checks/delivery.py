@@ -213,6 +213,24 @@ class DeliveryChecks(BucketChecks):
                 [incarnation.disconnected_seq, seq],
                 explain.inactive_delivery_to_disconnected(*message.facts, name, incarnation.disconnected_seq, seq),
             )
+        if incarnation is not None and self.max_unacked:
+            # req: KS-FLW-1 (max_unacked: a consumer that reached the limit gets nothing until half of it is acked)
+            if len(incarnation.outstanding) >= self.max_unacked - 1 or incarnation.unacked_blocked_seq is not None:
+                self._exercise("capacity-overrun")
+            if incarnation.unacked_blocked_seq is not None and not self._continuing_batch:
+                self._report(
+                    "capacity-overrun",
+                    seq,
+                    [incarnation.unacked_blocked_seq, seq],
+                    explain.unacked_overrun(
+                        message.offset,
+                        name,
+                        self.max_unacked,
+                        incarnation.unacked_blocked_seq,
+                        len(incarnation.outstanding),
+                        seq,
+                    ),
+                )
         if incarnation is not None and incarnation.permits is not None:
             # req: KS-FLW-4
             if incarnation.permits == 1:
@@ -432,6 +450,8 @@ class DeliveryChecks(BucketChecks):
         self._outstanding_epochs[self.epoch] += 1
         self.parked.discard(message.offset)  # an outstanding message is never parked (KS-ISO-4)
         holder.outstanding[message.offset] = delivery
+        if self.max_unacked and len(holder.outstanding) >= self.max_unacked and holder.unacked_blocked_seq is None:
+            holder.unacked_blocked_seq = seq  # req: KS-FLW-1 (blocked at the limit)
         state.outstanding[message.offset] = delivery
         self._holding_keys.add(message.key)
         state.undelivered.discard(message.offset)

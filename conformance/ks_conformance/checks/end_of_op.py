@@ -390,8 +390,8 @@ class EndOfOpChecks(CheckerState):
 
     def _has_room(self, member: Incarnation) -> bool:
         """Connected, and below capacity or (`flow_control = "permits"`) holding a permit (KS-FLW-1, KS-FLW-4)."""
-        if not member.connected:
-            return False
+        if not member.connected or member.unacked_blocked_seq is not None:
+            return False  # req: KS-FLW-1 (with max_unacked, blocked until half of the limit is acked)
         return len(member.outstanding) < member.capacity if member.permits is None else member.permits > 0
 
     def _lookahead_limit(self) -> int:

@@ -67,6 +67,8 @@ class Incarnation:
     """With `flow_control = "permits"`: its grants minus its deliveries since it joined (KS-FLW-4); else None."""
     grants: list[int] = field(default_factory=list)
     """The seqs of its `permits_granted` events (the witness of a permit-overrun)."""
+    unacked_blocked_seq: int | None = None
+    """With `max_unacked`: the delivery that took it to the limit, while it has not come down to half (KS-FLW-1)."""
 
 
 @dataclass(eq=False, slots=True)

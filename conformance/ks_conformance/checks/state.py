@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ks_spec.config import CONFIG_DEFAULTS
+from ks_spec.config import CONFIG_DEFAULTS, OUT_OF_ORDER_KINDS
 from ks_spec.slots import SLOT_SELECTORS
 from pyroaring import BitMap
 
@@ -190,12 +190,16 @@ class CheckerState:
         self.best_effort = profile == "best-effort"
         self.buckets = self.config["selector"] == "buckets"
         self._applies = {kind.name: profile in profiles.get(kind.requirement, ()) for kind in CATALOGUE}
+        if self.config["out_of_order"]:
+            for name in OUT_OF_ORDER_KINDS:  # req: KS-ORD-1, KS-DRN-1 (given up by the declared out_of_order)
+                self._applies[name] = False
         self.has_cursor = self.declared.get("cursor", True) is not False
         self.durable_attempts = self.declared.get("durable_attempts") is True
         self.any_selector = self.config["selector"] == "any"
         self.danube_ticks = self.config["tick_order"] == "danube"
         self.returns_as_failures = bool(self.config["returns_as_failures"]) and not self.best_effort
         self.controller_moves = self.buckets and bool(self.config["controller_moves"])
+        self.max_unacked = 0 if self.best_effort else int(self.config["max_unacked"])
         self.permits = self.config["flow_control"] == "permits"
         self.lookahead = self.config["read_bound"] == "lookahead"
         self.park_after = int(self.config.get("park_after") or 0)
@@ -368,7 +372,10 @@ class CheckerState:
         self._outstanding_epochs[delivery.epoch] -= 1
         if not self._outstanding_epochs[delivery.epoch]:
             del self._outstanding_epochs[delivery.epoch]
-        delivery.holder.outstanding.pop(message.offset, None)
+        holder = delivery.holder
+        holder.outstanding.pop(message.offset, None)
+        if holder.unacked_blocked_seq is not None and len(holder.outstanding) <= self.max_unacked // 2:
+            holder.unacked_blocked_seq = None  # req: KS-FLW-1 (max_unacked: resumed at half the limit)
         state = self._key(message.key)
         state.outstanding.pop(message.offset, None)
         if not state.outstanding:
