@@ -275,6 +275,7 @@ def configs(
             ("flow_control", profile != "best-effort"),
             ("read_bound", profile != "best-effort"),
             ("park_after", profile != "best-effort"),
+            ("ack_by_id", profile != "best-effort"),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())

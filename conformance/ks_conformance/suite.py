@@ -345,7 +345,7 @@ def _shrink_observations(
         done.add(shape)
 
 
-FORM_OPTIONS = ("flow_control", "read_bound", "tick_order", "drain_granularity", "park_after")
+FORM_OPTIONS = ("flow_control", "read_bound", "tick_order", "drain_granularity", "park_after", "ack_by_id")
 """Options whose other forms reshape every example (spec section 20): coverage rounds keep their defaults unless a
 missing check needs them."""
 

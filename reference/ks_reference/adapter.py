@@ -55,6 +55,7 @@ CAPABILITIES: dict[str, Any] = {
         "lookahead_per_consumer": [1, 2, 0],
         "lookahead_per_subscription": [3, 6, 0],
         "park_after": [0, 1, 2],
+        "ack_by_id": [False, True],
     },
 }
 

@@ -54,6 +54,7 @@ class Config:
     lookahead_per_consumer: int = 0
     lookahead_per_subscription: int = 10000
     park_after: int = 0
+    ack_by_id: bool = False
     bucket_budget: int = 4
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
@@ -85,7 +86,7 @@ class Config:
         _integer(raw, "park_after", minimum=0)
         for field in LOOKAHEAD_FIELDS:
             _integer(raw, field, minimum=0)
-        for field in ("persist_ack_holes", "checkpoint_resume"):
+        for field in ("persist_ack_holes", "checkpoint_resume", "ack_by_id"):
             if field in raw and not isinstance(raw[field], bool):
                 raise ConfigError(field, f"must be true or false, got {raw[field]!r}")
         config = cls(**raw)
@@ -108,6 +109,9 @@ class Config:
                 raise ConfigError(
                     "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
                 )
+            if config.ack_by_id:
+                # req: KS-CFG-1 (an ack resolves nothing in best-effort)
+                raise ConfigError("ack_by_id", "does not apply to the best-effort profile (an ack resolves nothing)")
         if config.read_bound != "lookahead":
             for field in LOOKAHEAD_FIELDS:
                 if field in raw:

@@ -98,6 +98,7 @@ PRESETS: dict[str, Preset] = {
                 "read_bound": ["lookahead"],
                 "lookahead_per_consumer": [1, 2],
                 "lookahead_per_subscription": [3, 6, 0],
+                "ack_by_id": [True],  # Pulsar acknowledges by message id, whichever consumer sends it
             },
             capabilities={
                 # A dropped connection is a leave in Pulsar: there is no disconnected-member state.

@@ -58,6 +58,7 @@ FIELDS: tuple[Field, ...] = (
     Field("lookahead_per_consumer", 0, minimum=0, lookahead_only=True),
     Field("lookahead_per_subscription", 10000, minimum=0, lookahead_only=True),
     Field("park_after", 0, minimum=0),
+    Field("ack_by_id", False, boolean=True),
     Field("bucket_budget", 4, minimum=1, only_selector="buckets"),
     Field("bucket_max", 1024, minimum=1, only_selector="buckets"),
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, only_selector="buckets"),
@@ -98,6 +99,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
             return "checkpoint_resume", "does not apply to the best-effort profile (it has no cursor)"
         if full["park_after"] > 0:
             return "park_after", "parking does not apply to the best-effort profile (it has no read bound)"
+        if full["ack_by_id"]:
+            return "ack_by_id", "does not apply to the best-effort profile (an ack resolves nothing)"
     if full["read_bound"] != "lookahead":
         for field in FIELDS:
             if field.lookahead_only and field.name in config:

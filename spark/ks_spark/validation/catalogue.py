@@ -75,6 +75,8 @@ NOT_COMPUTED: dict[str, str] = {
     "holder-ack-ignored": "ack_ignored events may lack a key; left to the Python checker",
     "stale-nack-accepted": "not yet ported to the per-key pass",
     "holder-nack-ignored": "nack_ignored events may lack a key; left to the Python checker",
+    "zombie-accepted": "needs the zombie op that opens the ack or nack; left to the Python checker",
+    "zombie-ack-ignored": "needs the zombie op and ack_by_id; left to the Python checker",
     "premature-timeout": "needs tick arithmetic; left to the Python checker",
     "double-resolution": "not yet ported to the per-key pass",
     "unjustified-resolution": "needs the poison policy and operator ops per message; left to the Python checker",
