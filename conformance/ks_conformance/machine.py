@@ -103,6 +103,8 @@ class KeySharedMachine(RuleBasedStateMachine):
         self.ended: list[tuple[str, int, int]] = []
         """(consumer, offset, attempt) of recent deliveries that ended without a result (a timeout, a leave or an
         eviction) since the last restart: what a zombie op may answer (KS-ACK-3)."""
+        self.ended_total = 0
+        """How many deliveries `ended` has ever taken in (it keeps the last few)."""
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -146,6 +148,7 @@ class KeySharedMachine(RuleBasedStateMachine):
         for delivery in watched:
             if delivery.holder.outstanding.get(delivery.offset) is not delivery:
                 self.ended.append((delivery.holder.name, delivery.offset, delivery.attempt))
+                self.ended_total += 1
         del self.ended[:-ENDED_KEPT]
 
     def zombies_drawn(self) -> bool:
@@ -324,8 +327,20 @@ class KeySharedMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.able("remove_consumer") and bool(self.session and self.members()))
     @rule(data=st.data())
     def remove_consumer(self, data: st.DataObject) -> None:
-        """A consumer leaves."""
+        """A consumer leaves; where zombie ops are declared, it may then report a result for a delivery it held (a
+        worker stopped while its task ran on: KS-ACK-3), once its message may already be someone else's."""
+        ended = self.ended_total
         self.do({"op": "remove_consumer", "consumer": data.draw(st.sampled_from(self.members()), label="member")})
+        self.late_result(data, ended)
+
+    def late_result(self, data: st.DataObject, ended_before: int) -> None:
+        """If the ops since `ended_total` was `ended_before` ended deliveries and zombie ops are declared, maybe one of
+        them is answered late at once. Drawn only then, so that the search of adapters without zombie ops stays as
+        it was."""
+        new = min(self.ended_total - ended_before, len(self.ended))
+        if new > 0 and self.zombies_drawn():
+            if data.draw(st.booleans(), label="a late result for a delivery that just ended"):
+                self.zombie_result(data, data.draw(st.booleans(), label="negative"), self.ended[-new:])
 
     @precondition(lambda self: self.able("disconnect") and bool(self.session and self.members()))
     @rule(data=st.data())
@@ -343,8 +358,10 @@ class KeySharedMachine(RuleBasedStateMachine):
         evict_after = int(self.session.config.get("evict_after", CONFIG_DEFAULTS["evict_after"]) or 0)
         holds = name in members and bool(members[name].outstanding)
         if holds and evict_after and self.able("tick"):
+            ended = self.ended_total
             for _ in range(data.draw(st.integers(0, evict_after), label="ticks after the disconnect")):
                 self.do({"op": "tick"})
+            self.late_result(data, ended)
 
     @precondition(lambda self: self.able("reconnect") and bool(self.session and self.members()))
     @rule(data=st.data())
@@ -397,11 +414,13 @@ class KeySharedMachine(RuleBasedStateMachine):
         kind = "nack" if negative and self.able("nack") else "ack"
         self.do({"op": kind, "consumer": consumer, "offset": offset})
 
-    def zombie_result(self, data: st.DataObject, negative: bool) -> None:
+    def zombie_result(
+        self, data: st.DataObject, negative: bool, among: list[tuple[str, int, int]] | None = None
+    ) -> None:
         """A consumer whose delivery ended (it timed out, or the consumer left or was evicted) reports its result
         late: a worker that hung, or kept running after its lease ended (KS-ACK-3). Drawn within `stale_answer`,
         not as a rule of its own (see `ack`), and only where zombie ops are declared."""
-        consumer, offset, attempt = data.draw(st.sampled_from(self.ended), label="ended delivery")
+        consumer, offset, attempt = data.draw(st.sampled_from(among or self.ended), label="ended delivery")
         kind = "zombie_nack" if (negative and self.able("zombie_nack")) or not self.able("zombie_ack") else "zombie_ack"
         self.do({"op": kind, "consumer": consumer, "offset": offset, "attempt": attempt})
 
