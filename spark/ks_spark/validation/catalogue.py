@@ -161,6 +161,11 @@ def not_computed_under(config: Mapping[str, Any]) -> dict[str, str]:
     left: dict[str, str] = {}
     if int(config.get("park_after") or 0) > 0:
         left["window-overrun"] = "parking (park_after) leaves parked messages out of the window's count (KS-ISO-4)"
+    if config.get("ack_by_id"):
+        left["stale-ack-accepted"] = (
+            "with ack_by_id a zombie_ack's ack of an unresolved message is allowed (KS-ACK-3); the per-key pass does "
+            "not see zombie ops"
+        )
     if config.get("selector") == "buckets":
         batches = "batched entries (KS-BKT-10) exempt a batch's later messages; the parallel passes do not know batches"
         left["capacity-overrun"] = left["window-overrun"] = batches
