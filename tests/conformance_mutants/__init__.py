@@ -54,15 +54,19 @@ class Mutant:
             def start(self) -> dict[str, Any]:
                 info = super().start()
                 info["implementation"] = {**info["implementation"], "name": f"mutant-{mutant.name}"}
-                info["capabilities"] = {**CAPABILITIES, "ops": WITHOUT_ZOMBIES, **mutant.capabilities}
+                info["capabilities"] = {**CAPABILITIES, **WITHOUT_ZOMBIES, **mutant.capabilities}
                 return info
 
         return MutantAdapter(durable=False)
 
 
-WITHOUT_ZOMBIES = [op for op in OPS if op not in ("zombie_ack", "zombie_nack")]
-"""The ops a mutant draws unless its slice says otherwise: the zombie ops change how Hypothesis draws every
-example, so only the mutants that test them draw them, and every other mutant's search stays as it was tuned."""
+WITHOUT_ZOMBIES: dict[str, Any] = {
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")],
+    "config_values": {k: v for k, v in CAPABILITIES["config_values"].items() if k != "ack_by_id"},
+}
+"""What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
+and `ack_by_id` (KS-ACK-3), which change how Hypothesis draws every example; only the mutants that test them draw
+them, so every other mutant's search stays as it was tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
 RING = {"selectors": ["ring"]}
