@@ -223,6 +223,14 @@ Fail(o, c) ==
     /\ UNCHANGED <<published, keyOf, attempts, how, processed, members, connected, accepts, cap,
                    target, pcur, pholes>>
 
+\* A result (ack or nack) reported late by a consumer whose delivery of o already ended (it timed
+\* out, or the consumer left or was evicted, or it answered already): c is not o's holder now.  The
+\* model keeps no ended deliveries, so the result names only the message, and it changes nothing:
+\* the message keeps its state and its current delivery (KS-ACK-3, a stuttering step).
+ZombieResult(o, c) ==
+    /\ attempts[o] > 0 /\ holder[o] # c                                \* req: KS-ACK-3
+    /\ UNCHANGED core
+
 \* A message that failed too often gets the poison policy, without another delivery (KS-RTY-6).
 Poison(o) ==
     /\ st[o] = "pending" /\ Poisoned(o)
@@ -364,6 +372,7 @@ RouteAny == \E k \in Keys, c \in Consumers : Route(k, c) /\ UNCHANGED spent /\ H
 DeliverAny == \E o \in Offsets, c \in Consumers : Deliver(o, c) /\ UNCHANGED spent /\ History(FALSE)
 AckAny == \E o \in Offsets : Ack(o, holder[o]) /\ UNCHANGED spent /\ History(FALSE)
 FailAny == spent.fail < MaxFailures /\ \E o \in Offsets : Fail(o, holder[o]) /\ Spend("fail") /\ History(FALSE)
+ZombieAny == \E o \in Offsets, c \in Consumers : ZombieResult(o, c) /\ UNCHANGED spent /\ History(FALSE)
 PoisonAny == \E o \in Offsets : Poison(o) /\ UNCHANGED spent /\ History(FALSE)
 ReleaseAny == \E o \in Offsets : Release(o) /\ UNCHANGED spent /\ History(FALSE)
 SkipAny == \E o \in Offsets : Skip(o) /\ UNCHANGED spent /\ History(FALSE)
@@ -393,7 +402,7 @@ AllResolved == \A o \in Published : st[o] = "resolved"
 Done == AllResolved /\ published = MaxMsgs /\ UNCHANGED vars
 
 Next ==
-    \/ PublishAny \/ RouteAny \/ DeliverAny \/ AckAny \/ FailAny \/ PoisonAny \/ ReleaseAny
+    \/ PublishAny \/ RouteAny \/ DeliverAny \/ AckAny \/ FailAny \/ ZombieAny \/ PoisonAny \/ ReleaseAny
     \/ SkipAny \/ FilterAny \/ JoinAny \/ LeaveAny \/ DisconnectAny \/ ReconnectAny \/ EvictAny
     \/ PersistAny \/ RestartAny \/ Done
 

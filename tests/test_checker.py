@@ -518,6 +518,41 @@ def _holder_nack_ignored(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("zombie-accepted")
+def _zombie_ack_after_a_leave(bad: bool) -> TraceBuilder:
+    t = owner().add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1").deliver(0, "c2", attempt=2)
+    t.zombie("zombie_ack", 0, "c1")
+    if bad:
+        return t.ack(0, "c1")
+    t.ack_ignored(0, "c1", reason="ended")
+    return t.ack(0, "c2").persisted(1)
+
+
+@case("zombie-accepted")
+def _zombie_nack_of_a_reused_name(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1").add("c1").deliver(0, "c1", attempt=2)
+    t.zombie("zombie_nack", 0, "c1")
+    if bad:
+        return t.nack(0, "c1", attempt=2)
+    return t.nack_ignored(0, "c1", reason="ended")
+
+
+@case("zombie-ack-ignored")
+def _zombie_ack_ignored_under_ack_by_id(bad: bool) -> TraceBuilder:
+    t = owner(ack_by_id=True).add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1").deliver(0, "c2", attempt=2)
+    t.zombie("zombie_ack", 0, "c1")
+    if bad:
+        return t.ack_ignored(0, "c1", reason="ended")
+    t.ack(0, "c1").persisted(1)
+    return t.ack_ignored(0, "c2", reason="resolved")
+
+
 @case("premature-timeout")
 def _premature_timeout(bad: bool) -> TraceBuilder:
     t = owner(ack_timeout=2).add("c1")
@@ -1639,3 +1674,39 @@ def test_a_resurrected_delivery_ends_when_its_holder_nacks_it() -> None:
     t.nack_ignored(0, "c1", reason="resolved")
     names = _anomaly_names(t)
     assert "resurrected" in names and "holder-nack-ignored" not in names, names
+
+
+def test_a_zombie_ack_under_ack_by_id_ends_the_current_delivery_so_a_redelivery_is_a_duplicate() -> None:
+    """KS-ACK-3 with ack_by_id: the zombie ack resolves the message once; delivering it again is not allowed."""
+    t = owner(ack_by_id=True).add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1").deliver(0, "c2", attempt=2)
+    t.zombie("zombie_ack", 0, "c1").ack(0, "c1").persisted(1)
+    t.remove("c2").add("c3").deliver(0, "c3", attempt=3)
+    assert _anomaly_names(t) == ["duplicate"]
+
+
+def test_a_zombie_ack_of_a_resolved_message_accepted_under_ack_by_id_is_a_double_resolution() -> None:
+    t = owner(ack_by_id=True).add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1").deliver(0, "c2", attempt=2)
+    t.ack(0, "c2").persisted(1)
+    t.zombie("zombie_ack", 0, "c1").ack(0, "c1")
+    assert _anomaly_names(t) == ["double-resolution"]
+
+
+def test_a_zombie_result_accepted_from_a_reused_name_is_zombie_accepted_not_stale_ack_accepted() -> None:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.remove("c1").add("c1").deliver(0, "c1", attempt=2)
+    t.zombie("zombie_ack", 0, "c1").ack(0, "c1").persisted(1)
+    assert _anomaly_names(t) == ["zombie-accepted"]
+
+
+def test_a_zombie_op_naming_the_outstanding_delivery_is_a_contradiction() -> None:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.zombie("zombie_ack", 0, "c1", attempt=1).ack_ignored(0, "c1", reason="ended")
+    checker = check_events(t.events)
+    assert checker.verdict is Verdict.UNKNOWN
+    assert "has not ended, or was never made" in checker.problems[0].message

@@ -173,6 +173,32 @@ def test_a_disconnected_worker_is_pruned_after_evict_after_ticks(adapter: Any) -
     assert adapter.op({"op": "ack", "consumer": "c1", "offset": 0})["error"]["code"] == "unknown_consumer"
 
 
+def test_a_pruned_worker_that_finishes_late_resolves_the_retry_another_worker_runs(adapter: Any) -> None:
+    # KS-ACK-3's finding: finish_job takes a job in `todo` or `doing` from any worker (no fencing)
+    _reset(adapter, evict_after=1)
+    _do(adapter, "add_consumer", consumer="c1", capacity=1, filters=[])
+    _do(adapter, "publish", offset=0, key="k")
+    _do(adapter, "disconnect", consumer="c1")
+    _do(adapter, "add_consumer", consumer="c2", capacity=1, filters=[])
+    assert _deliveries(_do(adapter, "tick")) == [(0, "c2", 2)]  # c1 pruned as stalled, its job retried on c2
+    assert _do(adapter, "zombie_ack", consumer="c1", offset=0, attempt=1) == [
+        {"event": "ack", "offset": 0, "key": "k", "consumer": "c1"}
+    ]
+    assert _do(adapter, "ack", consumer="c2", offset=0)[0]["reason"] == "resolved"  # c2's own result is refused
+
+
+def test_a_late_result_for_a_finished_job_is_refused_by_procrastinate(adapter: Any) -> None:
+    _reset(adapter)
+    _do(adapter, "add_consumer", consumer="c1", capacity=1, filters=[])
+    _do(adapter, "publish", offset=0, key="k")
+    _do(adapter, "ack", consumer="c1", offset=0)
+    for op in ("zombie_ack", "zombie_nack"):
+        events = _do(adapter, op, consumer="c1", offset=0, attempt=1)
+        assert [(e["event"], e["reason"]) for e in events] == [(op.replace("zombie_", "") + "_ignored", "resolved")]
+    missing = adapter.op({"op": "zombie_ack", "consumer": "c2", "offset": 0, "attempt": 1})
+    assert missing["error"]["code"] == "invalid_argument"  # no delivery to c2 ended
+
+
 def test_restart_leaves_jobs_to_the_stalled_job_task(adapter: Any) -> None:
     _reset(adapter, evict_after=1)
     _do(adapter, "add_consumer", consumer="c1", capacity=1, filters=[])

@@ -30,8 +30,8 @@ def test_start_declares_every_op_and_capability(adapter: Any) -> None:
     assert started["version"] == 2  # adapter protocol v2 (the kit still drives v1 adapters)
     assert started["implementation"]["name"] == "keyshared-reference"
     assert set(started["capabilities"]["ops"]) == {
-        "publish", "add_consumer", "remove_consumer", "disconnect", "reconnect", "flow", "ack", "nack", "tick",
-        "release", "skip", "restart", "rollover", "split", "merge", "publish_entry",
+        "publish", "add_consumer", "remove_consumer", "disconnect", "reconnect", "flow", "ack", "nack", "zombie_ack",
+        "zombie_nack", "tick", "release", "skip", "restart", "rollover", "split", "merge", "publish_entry",
     }  # fmt: skip
     assert started["capabilities"] is CAPABILITIES
 

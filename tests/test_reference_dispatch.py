@@ -195,6 +195,50 @@ def test_reconnect_names_a_member() -> None:
     assert h.kinds(h.d.reconnect("c1")) == []  # a connected member's reconnect changes nothing
 
 
+def test_a_zombie_result_is_ignored_whoever_holds_the_message_now() -> None:
+    # req: KS-ACK-3 (an ended delivery's late ack or nack: recorded, nothing else, even under a reused name)
+    h = Harness(profile="owner")
+    h.d.add_consumer("c1", 5)
+    h.publish("k")
+    h.d.remove_consumer("c1")
+    h.d.add_consumer("c1", 5)  # the name joins again and gets the message, attempt 2
+    for op in ("zombie_ack", "zombie_nack"):
+        outcome = h.d.zombie_result(op, "c1", 0, 1)
+        ignored = op.replace("zombie_", "") + "_ignored"
+        assert [(e["event"], e["reason"]) for e in outcome.events] == [(ignored, "ended")]
+    assert h.d.stats()["consumers"]["c1"]["unacked"] == 1
+    assert h.kinds(h.d.ack("c1", 0)) == ["ack", "cursor_persisted"]
+    assert h.anomalies() == []
+
+
+def test_a_zombie_ack_under_ack_by_id_resolves_the_message_once() -> None:
+    # req: KS-ACK-3 (ack_by_id: the ack names the message; the holder's own ack is then ignored as resolved)
+    h = Harness(profile="owner", ack_by_id=True)
+    h.d.add_consumer("c1", 5)
+    h.d.add_consumer("c2", 5)
+    h.publish("k")
+    holder = h.deliveries()[0][1]
+    other = "c2" if holder == "c1" else "c1"
+    h.d.remove_consumer(holder)
+    assert h.kinds(h.d.zombie_result("zombie_nack", holder, 0, 1)) == ["nack_ignored"]
+    assert h.kinds(h.d.zombie_result("zombie_ack", holder, 0, 1))[0] == "ack"
+    assert [(e["event"], e["reason"]) for e in h.d.ack(other, 0).events] == [("ack_ignored", "resolved")]
+    assert h.anomalies() == []
+
+
+def test_a_zombie_op_naming_no_ended_delivery_is_refused() -> None:
+    # req: KS-GEN-4 (outside the op's domain: invalid_argument; never unknown_consumer)
+    h = _one_consumer(profile="owner")
+    h.publish("k")
+    # the outstanding delivery; an offset never published; attempt 0; a delivery never made to that name
+    for consumer, offset, attempt in (("c1", 0, 1), ("c1", 1, 1), ("c1", 0, 0), ("gone", 0, 1), ("c1", 0, 2)):
+        with pytest.raises(Refusal) as refused:
+            h.d.zombie_result("zombie_ack", consumer, offset, attempt)
+        assert refused.value.code == "invalid_argument"
+    h.d.remove_consumer("c1")
+    assert h.kinds(h.d.zombie_result("zombie_ack", "c1", 0, 1)) == ["ack_ignored"]
+
+
 def test_same_operations_same_events() -> None:
     # req: KS-GEN-5
     def run() -> list[dict[str, object]]:

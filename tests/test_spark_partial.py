@@ -60,6 +60,16 @@ def test_capacity_and_the_window_are_left_to_the_one_task_pass_under_buckets() -
     assert {"capacity-overrun", "window-overrun"} <= set(not_computed(buckets))
 
 
+def test_stale_acks_are_not_computed_under_ack_by_id() -> None:
+    """With ack_by_id a late ack from a consumer that no longer holds the message may resolve it (KS-ACK-3); the
+    per-key pass would call it `stale-ack-accepted`, a false alarm, so it is named not computed instead."""
+    from ks_spark.validation.catalogue import active_checks, not_computed
+
+    plain, by_id = {"profile": "owner"}, {"profile": "owner", "ack_by_id": True}
+    assert "stale-ack-accepted" in active_checks(plain) and "stale-ack-accepted" not in not_computed(plain)
+    assert "stale-ack-accepted" not in active_checks(by_id) and "stale-ack-accepted" in not_computed(by_id)
+
+
 def test_verdicts_merge_invalid_over_unknown_over_partial_over_valid() -> None:
     from ks_spark.validation.validator import Verdict, merge_verdicts
 

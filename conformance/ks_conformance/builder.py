@@ -90,6 +90,10 @@ class TraceBuilder:
         """A member grants `permits` more permits (the trace's `capacity` column carries the number)."""
         return self.emit("permits_granted", consumer=consumer, capacity=permits)
 
+    def zombie(self, kind: str, offset: int, consumer: str, attempt: int = 1) -> TraceBuilder:
+        """A `zombie_ack` or `zombie_nack`: `consumer`'s late result for its ended delivery of `offset` (KS-ACK-3)."""
+        return self.emit(kind, offset=offset, key=self._key(offset), consumer=consumer, attempt=attempt)
+
     def tick(self, count: int = 1) -> TraceBuilder:
         """Advance time by `count` ticks, one `tick` event each."""
         for _ in range(count):

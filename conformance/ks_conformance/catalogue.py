@@ -230,6 +230,23 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a nack from the holder",
     ),
     _kind(
+        "zombie-accepted",
+        "KS-ACK-3",
+        _E,
+        "in a zombie_ack or zombie_nack op, an ack or nack effect (with ack_by_id, a zombie_ack's ack excepted: it "
+        "is judged as a resolution, double-resolution if the message is resolved already)",
+        "the zombie op, the ack or nack",
+        "a zombie_ack or zombie_nack",
+    ),
+    _kind(
+        "zombie-ack-ignored",
+        "KS-ACK-3",
+        _E,
+        "with ack_by_id = true, an ack_ignored answering a zombie_ack of an unresolved message",
+        "the zombie_ack, the ack_ignored",
+        "a zombie_ack of an unresolved message with ack_by_id = true",
+    ),
+    _kind(
         "premature-timeout",
         "KS-RTY-2",
         _E,

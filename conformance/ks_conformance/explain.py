@@ -420,6 +420,57 @@ def holder_nack_ignored(key: str, offset: int, pub: int, holder: str, delivery_s
     return _holder_ignored("nack", "KS-RTY-1", key, offset, pub, holder, delivery_seq, seq)
 
 
+def _ended_delivery(consumer: str, offset: int, attempt: int, op: str, op_seq: int) -> str:
+    return (
+        f"the delivery of m{offset} to {consumer} (attempt {attempt}) had ended, and {op} [seq {op_seq}] reports "
+        f"{consumer}'s result for it late"
+    )
+
+
+def zombie_accepted(
+    key: str,
+    offset: int,
+    pub: int,
+    op: str,
+    consumer: str,
+    attempt: int,
+    op_seq: int,
+    holder: str | None,
+    holder_seq: int | None,
+    effect: str,
+    seq: int,
+) -> Explained:
+    """KS-ACK-3 (`effect`: the `ack` or `nack` the late result caused; `holder`: who holds m's current delivery)."""
+    held_by = f"{holder} [seq {holder_seq}]" if holder is not None else "nobody"
+    did = "resolved" if effect == "ack" else "failed the current delivery of"
+    return (
+        [
+            message_clause(offset, key, pub),
+            _ended_delivery(consumer, offset, attempt, op, op_seq),
+            f"m{offset}'s current delivery is held by {held_by}",
+        ],
+        f"the {effect} at seq {seq} {did} m{offset} on that result, but a result for a delivery that ended must be "
+        "ignored and recorded, with no other effect (KS-ACK-3)",
+        {"offset": offset, "consumer": consumer, "attempt": attempt},
+    )
+
+
+def zombie_ack_ignored(
+    key: str, offset: int, pub: int, consumer: str, attempt: int, op_seq: int, seq: int
+) -> Explained:
+    """KS-ACK-3 under `ack_by_id`: a zombie ack of an unresolved message that was ignored."""
+    return (
+        [
+            message_clause(offset, key, pub) + ", unresolved",
+            _ended_delivery(consumer, offset, attempt, "zombie_ack", op_seq),
+            "the configuration declares ack_by_id = true",
+        ],
+        f"the ack_ignored at seq {seq} left m{offset} unresolved, but with ack_by_id an ack names the message, so "
+        "it must resolve it (KS-ACK-3)",
+        {"offset": offset, "consumer": consumer, "attempt": attempt},
+    )
+
+
 TIMEOUTS_DISABLED = "ack_timeout is 0, which disables timeouts"
 """Why a timeout is premature (KS-RTY-2): there are no timeouts."""
 

@@ -184,6 +184,8 @@ class Session:
             if name == "flow" and (self.config.get("flow_control") != "permits" or int(op.get("permits", 0)) < 1):
                 return "invalid_argument"
             return None
+        if name in ("zombie_ack", "zombie_nack"):
+            return self._zombie_refusal(op)
         if name in ("release", "skip"):
             state = self.checker.keys.get(str(op["key"]))
             return None if state is not None and state.blocked else "not_blocked"
@@ -208,6 +210,15 @@ class Session:
                 return "invalid_argument"
             return None if low.hi + 1 == high.lo else "invalid_argument"
         return None
+
+    def _zombie_refusal(self, op: Mapping[str, Any]) -> str | None:
+        """KS-ACK-3's domain: a delivery of `offset` with `attempt`, made to `consumer` since the last restart, that
+        has ended; anything else is `invalid_argument`."""
+        offset, attempt = int(op["offset"]), int(op["attempt"])
+        if not 0 <= offset < len(self.checker.messages):
+            return "invalid_argument"
+        ended = self.checker.ended_deliveries(self.checker.messages[offset])
+        return None if ended.get(attempt) == op["consumer"] else "invalid_argument"
 
     def _ranges_fit(self, ranges: Any) -> bool:
         if not isinstance(ranges, list) or not ranges:
@@ -350,6 +361,17 @@ class Session:
             return [{"event": "consumer_reconnected", "consumer": op["consumer"]}]
         if name == "flow":
             return [{"event": "permits_granted", "consumer": op["consumer"], "capacity": op["permits"]}]
+        if name in ("zombie_ack", "zombie_nack"):
+            key = self.checker.messages[int(op["offset"])].key
+            return [
+                {
+                    "event": name,
+                    "offset": op["offset"],
+                    "key": key,
+                    "consumer": op["consumer"],
+                    "attempt": op["attempt"],
+                }
+            ]
         if name in ("tick", "restart"):
             return [{"event": name}]
         if name == "release":

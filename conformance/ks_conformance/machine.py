@@ -29,6 +29,7 @@ from ks_spec.config import CONFIG_DEFAULTS
 
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.batch import AnySession, open_session
+from ks_conformance.checks.records import Delivery
 from ks_conformance.harness import UNBOUNDED_CAPACITY, batch_form_problem, place_key
 from ks_conformance.protocol import AdapterFault
 from ks_conformance.search import DRAWN_VALUES, RunContext, configs
@@ -45,6 +46,10 @@ NAMES = ("c1", "c2", "c3", "c4")
 SLICES = 4
 SLICE = 65536 // SLICES
 ORDERS = ("oldest", "newest", "shuffled")
+ENDING_OPS = ("tick", "remove_consumer")
+"""The ops that end deliveries without a result from their holder: a timeout or eviction (tick), a leave."""
+ENDED_KEPT = 6
+"""How many ended deliveries the machine remembers for zombie ops (the most recent)."""
 REFUSAL_PROBES = (
     "ack-unknown-consumer",
     "remove-unknown-consumer",
@@ -100,6 +105,11 @@ class KeySharedMachine(RuleBasedStateMachine):
         self.settled_at = -1
         self.restarts = 0
         self.restarted_at = 0
+        self.ended: list[tuple[str, int, int]] = []
+        """(consumer, offset, attempt) of recent deliveries that ended without a result (a timeout, a leave or an
+        eviction) since the last restart: what a zombie op may answer (KS-ACK-3)."""
+        self.ended_total = 0
+        """How many deliveries `ended` has ever taken in (it keeps the last few)."""
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -108,7 +118,16 @@ class KeySharedMachine(RuleBasedStateMachine):
         session = self.session
         if session is None or session.diverged or op not in self.capabilities.ops or op in session.skipped_ops:
             return False
-        if session.profile == "best-effort" and op in ("nack", "release", "skip", "restart", "rollover", "split"):
+        if session.profile == "best-effort" and op in (
+            "nack",
+            "release",
+            "skip",
+            "restart",
+            "rollover",
+            "split",
+            "zombie_ack",
+            "zombie_nack",
+        ):
             return False
         if op == "flow":
             return session.config.get("flow_control") == "permits"
@@ -126,8 +145,25 @@ class KeySharedMachine(RuleBasedStateMachine):
     def do(self, op: dict[str, Any]) -> None:
         """Perform one op (the harness marks it as one op, judges it and records it as a step)."""
         assert self.session is not None
+        watched = self.outstanding_deliveries() if op["op"] in ENDING_OPS and self.zombies_drawn() else []
         with self.ending_the_run_on_fault():
             self.session.perform(op)
+        if op["op"] == "restart":
+            self.ended.clear()  # attempt numbers start again: an (offset, attempt) names another delivery now
+        for delivery in watched:
+            if delivery.holder.outstanding.get(delivery.offset) is not delivery:
+                self.ended.append((delivery.holder.name, delivery.offset, delivery.attempt))
+                self.ended_total += 1
+        del self.ended[:-ENDED_KEPT]
+
+    def zombies_drawn(self) -> bool:
+        """True if a zombie op may be drawn in this run (declared, and meaningful in the profile)."""
+        return self.able("zombie_ack") or self.able("zombie_nack")
+
+    def outstanding_deliveries(self) -> list[Delivery]:
+        """Every outstanding delivery, as the checker's records (to see which an op ends)."""
+        assert self.session is not None
+        return [d for m in self.session.checker.members.values() for d in m.outstanding.values()]
 
     def members(self) -> list[str]:
         assert self.session is not None
@@ -304,8 +340,20 @@ class KeySharedMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.able("remove_consumer") and bool(self.session and self.members()))
     @rule(data=st.data())
     def remove_consumer(self, data: st.DataObject) -> None:
-        """A consumer leaves."""
+        """A consumer leaves; where zombie ops are declared, it may then report a result for a delivery it held (a
+        worker stopped while its task ran on: KS-ACK-3), once its message may already be someone else's."""
+        ended = self.ended_total
         self.do({"op": "remove_consumer", "consumer": data.draw(st.sampled_from(self.members()), label="member")})
+        self.late_result(data, ended)
+
+    def late_result(self, data: st.DataObject, ended_before: int) -> None:
+        """If the ops since `ended_total` was `ended_before` ended deliveries and zombie ops are declared, maybe one of
+        them is answered late at once. Drawn only then, so that the search of adapters without zombie ops stays as
+        it was."""
+        new = min(self.ended_total - ended_before, len(self.ended))
+        if new > 0 and self.zombies_drawn():
+            if data.draw(st.booleans(), label="a late result for a delivery that just ended"):
+                self.zombie_result(data, data.draw(st.booleans(), label="negative"), self.ended[-new:])
 
     @precondition(lambda self: self.able("disconnect") and bool(self.session and self.members()))
     @rule(data=st.data())
@@ -324,8 +372,10 @@ class KeySharedMachine(RuleBasedStateMachine):
         slack = int(self.session.config.get("timer_slack") or 0)  # an eviction may come that much later (KS-GEN-9)
         holds = name in members and bool(members[name].outstanding)
         if holds and evict_after and self.able("tick"):
+            ended = self.ended_total
             for _ in range(data.draw(st.integers(0, evict_after + slack), label="ticks after the disconnect")):
                 self.do({"op": "tick"})
+            self.late_result(data, ended)
 
     @precondition(lambda self: self.able("reconnect") and bool(self.session and self.members()))
     @rule(data=st.data())
@@ -363,8 +413,12 @@ class KeySharedMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.able("ack") and bool(self.session and self.members()))
     @rule(data=st.data(), negative=st.booleans())
     def stale_answer(self, data: st.DataObject, negative: bool) -> None:
-        """A member acks or nacks a message it does not hold (stale, resolved, another's, unknown)."""
+        """A member acks or nacks a message it does not hold (stale, resolved, another's, unknown), or, where zombie
+        ops are declared, a consumer whose delivery ended reports its result late."""
         assert self.session is not None
+        if self.ended and self.zombies_drawn() and data.draw(st.booleans(), label="from an ended delivery"):
+            self.zombie_result(data, negative)
+            return
         consumer = data.draw(st.sampled_from(self.members()), label="member")
         published = len(self.session.checker.messages)
         offset = data.draw(st.integers(0, published), label="offset")  # `published` itself: never published
@@ -373,6 +427,16 @@ class KeySharedMachine(RuleBasedStateMachine):
             return
         kind = "nack" if negative and self.able("nack") else "ack"
         self.do({"op": kind, "consumer": consumer, "offset": offset})
+
+    def zombie_result(
+        self, data: st.DataObject, negative: bool, among: list[tuple[str, int, int]] | None = None
+    ) -> None:
+        """A consumer whose delivery ended (it timed out, or the consumer left or was evicted) reports its result
+        late: a worker that hung, or kept running after its lease ended (KS-ACK-3). Drawn within `stale_answer`,
+        not as a rule of its own (see `ack`), and only where zombie ops are declared."""
+        consumer, offset, attempt = data.draw(st.sampled_from(among or self.ended), label="ended delivery")
+        kind = "zombie_nack" if (negative and self.able("zombie_nack")) or not self.able("zombie_ack") else "zombie_ack"
+        self.do({"op": kind, "consumer": consumer, "offset": offset, "attempt": attempt})
 
     @precondition(
         lambda self: (

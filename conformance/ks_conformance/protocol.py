@@ -38,6 +38,8 @@ OPS = (
     "flow",
     "ack",
     "nack",
+    "zombie_ack",
+    "zombie_nack",
     "tick",
     "release",
     "skip",

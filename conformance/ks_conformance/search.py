@@ -286,6 +286,7 @@ def configs(
             ("controller_moves", selector == "buckets"),
             ("read_trigger", profile != "best-effort"),
             ("timer_slack", True),
+            ("ack_by_id", profile != "best-effort"),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())

@@ -62,6 +62,8 @@ TRIGGERS: dict[str, str] = {
     "ack_ignored": "ack",
     "nack": "nack",
     "nack_ignored": "nack",
+    "zombie_ack": "zombie_ack",
+    "zombie_nack": "zombie_nack",
 }
 """Op events (and the ack-class effects that start an ack or nack op in a trace: spec/checking.md section 3.0),
 by the op they stand for."""

@@ -80,11 +80,23 @@ def check_needs(
         or ("disconnect" in ops and positive("evict_after"))
         or (failures and positive("backoff_base") and capabilities.cursor and positive("persist_interval"))
     )
+    # What ends a delivery without a result, so that a zombie op has something to answer (KS-ACK-3).
+    zombie_ops = {"zombie_ack", "zombie_nack"} & set(ops)
+    ended = (
+        (capabilities.ack_timeout and "tick" in ops and positive("ack_timeout"))
+        or "remove_consumer" in ops
+        or ("disconnect" in ops and "tick" in ops and positive("evict_after"))
+    )
+    no_ending = "a delivery that ends without a result: ack_timeout, remove_consumer, or disconnect with eviction"
     requirements: dict[str, str | None] = {
         "duplicate": need(redelivery, no_redelivery),
         "attempt-miscount": need(redelivery, no_redelivery),
         "system-fault": None,
         "stale-nack-accepted": need("nack" in ops, "op nack"),
+        "zombie-accepted": need(bool(zombie_ops), "op zombie_ack or zombie_nack") or need(ended, no_ending),
+        "zombie-ack-ignored": need("zombie_ack" in ops, "op zombie_ack")
+        or need(ended, no_ending)
+        or need(True in forms("ack_by_id"), "ack_by_id = true (declared in config_values)"),
         "holder-nack-ignored": need("nack" in ops, "op nack"),
         "premature-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
         or need(positive("ack_timeout"), supported("ack_timeout")),

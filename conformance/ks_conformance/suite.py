@@ -347,7 +347,8 @@ def _shrink_observations(
 
 
 FORM_OPTIONS = (
-    "flow_control", "read_bound", "tick_order", "drain_granularity", "park_after", "read_trigger", "timer_slack"
+    "flow_control", "read_bound", "tick_order", "drain_granularity", "park_after", "read_trigger", "timer_slack",
+    "ack_by_id",
 )  # fmt: skip
 """Options whose other forms reshape every example (spec section 20): coverage rounds keep their defaults unless a
 missing check needs them."""

@@ -30,6 +30,8 @@ MODEL_SPEC = "KeySharedOrdering.tla"
 # Events the model replays as no-ops, and why (also listed in models/README.md).
 SKIPPED_EVENTS = {
     "tick": "the model is untimed: timeouts, back-off and eviction delays are nondeterministic",
+    "zombie_ack": "a late result for an ended delivery changes nothing the model keeps (KS-ACK-3)",
+    "zombie_nack": "a late result for an ended delivery changes nothing the model keeps (KS-ACK-3)",
     "quiescent": "liveness is judged by the checkers (spec/checking.md 2.3), not by replaying one run",
     "checkpoint": "per-bucket checkpoints are not in KeySharedOrdering (BucketHandoff and CursorSafety model them)",
     "bucket_withheld": "bucket handoff is modelled by BucketHandoff; per-key draining still applies",

@@ -58,6 +58,7 @@ CAPABILITIES: dict[str, Any] = {
         "park_after": [0, 1, 2],
         "read_trigger": list(READ_TRIGGERS),
         "timer_slack": [0, 1, 2],
+        "ack_by_id": [False, True],
     },
 }
 

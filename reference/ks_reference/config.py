@@ -39,6 +39,7 @@ OPTIONS_RECORDED_WHEN_SET: dict[str, Any] = {
     "controller_moves": False,
     "max_unacked": 0,
     "out_of_order": False,
+    "ack_by_id": False,
 }
 """Options added after spec 1.6 (spec section 21.1), recorded in a trace's config event only when not at their
 default, so that every earlier trace of the reference replays byte for byte."""
@@ -72,6 +73,7 @@ class Config:
     out_of_order: bool = False
     read_trigger: str = "every-op"
     timer_slack: int = 0
+    ack_by_id: bool = False
     bucket_budget: int = 4
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
@@ -113,6 +115,7 @@ class Config:
             "returns_as_failures",
             "controller_moves",
             "out_of_order",
+            "ack_by_id",
         ):
             if field in raw and not isinstance(raw[field], bool):
                 raise ConfigError(field, f"must be true or false, got {raw[field]!r}")
@@ -149,6 +152,9 @@ class Config:
                 raise ConfigError(
                     "read_trigger", "'heartbeat' does not apply to the best-effort profile (it has no read step)"
                 )
+            if config.ack_by_id:
+                # req: KS-CFG-1 (an ack resolves nothing in best-effort)
+                raise ConfigError("ack_by_id", "does not apply to the best-effort profile (an ack resolves nothing)")
         if config.out_of_order and config.profile != "owner":
             # req: KS-CFG-1 (giving up key order needs a profile that delivers several messages of a key at once)
             raise ConfigError("out_of_order", f"only applies to the owner profile, not '{config.profile}'")

@@ -115,6 +115,8 @@ class Core:
         self.now = max(self.now, snapshot.clock)
         self.log: list[LogEntry] = snapshot.log
         self.cursor = Cursor(snapshot.cursor, snapshot.holes)
+        self.delivery_holders: dict[int, list[str]] = {}
+        """Per offset, the name each delivery since the last restart went to, by attempt (KS-ACK-3's domain)."""
         self.persisted_position = snapshot.cursor
         self.persisted_at: int | None = snapshot.persisted_at
         self.read_position = snapshot.cursor
@@ -291,6 +293,7 @@ class Core:
         limit = self.config.max_unacked
         if limit and len(member.outstanding) >= limit:
             member.unacked_blocked = True  # req: KS-FLW-1 (Pulsar blocks a consumer that reached its unacked limit)
+        self.delivery_holders.setdefault(message.offset, []).append(member.name)  # a zombie op names one (KS-ACK-3)
         member.permits -= 1  # req: KS-FLW-4 (every delivery uses a permit; counted under either form)
         self.key_holders.setdefault(message.key, Counter())[member] += 1
         if self.layout is not None and message.placement is not None:

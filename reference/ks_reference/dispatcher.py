@@ -37,6 +37,8 @@ OPS = (
     "flow",
     "ack",
     "nack",
+    "zombie_ack",
+    "zombie_nack",
     "tick",
     "release",
     "skip",
@@ -252,6 +254,31 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             self.best_effort_ack(member, position, "nack")
         return self._end()
 
+    def zombie_result(self, op: str, consumer: object, offset: object, attempt: object) -> Outcome:
+        """`zombie_ack` or `zombie_nack`: a result for the delivery of `offset` with `attempt`, made to `consumer` and
+        ended since (KS-ACK-3); `consumer` need not be a member."""
+        name = _text(consumer, "consumer")
+        position = _offset(offset)
+        if position >= len(self.log):
+            raise Refusal("invalid_argument", f"offset {position} was never published")
+        if not _is_int(attempt) or not isinstance(attempt, int) or attempt < 1:
+            raise Refusal("invalid_argument", f"attempt must be an integer >= 1, got {attempt!r}")
+        holders = self.delivery_holders.get(position, [])
+        message = self.messages.get(position)
+        outstanding = message is not None and message.holder is not None and message.attempts == attempt
+        if attempt > len(holders) or holders[attempt - 1] != name or outstanding:
+            # req: KS-GEN-4 (outside the op's domain: no delivery to this consumer that has ended)
+            raise Refusal("invalid_argument", f"{op}: no delivery of offset {position} (attempt {attempt}) to {name!r} "
+                          "has ended since the last restart")  # fmt: skip
+        self._begin({"event": op, "offset": position, "key": self.log[position].key, "consumer": name,
+                     "attempt": attempt})  # fmt: skip
+        if self.config.reliable:
+            self.on_zombie(op, name, position)
+        else:
+            self.emit("ack_ignored" if op == "zombie_ack" else "nack_ignored", offset=position,
+                      key=self.log[position].key, consumer=name, reason="ended")  # fmt: skip
+        return self._end()
+
     def tick(self) -> Outcome:
         """Advance time by one and run the phases of KS-GEN-7 in order."""
         self.now += 1  # req: KS-GEN-2 (the only clock: every duration is counted in these ticks)
@@ -378,6 +405,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             return self.ack(arg("consumer"), arg("offset"))
         if name == "nack":
             return self.nack(arg("consumer"), arg("offset"))
+        if name in ("zombie_ack", "zombie_nack"):
+            return self.zombie_result(name, arg("consumer"), arg("offset"), arg("attempt"))
         if name == "tick":
             return self.tick()
         if name == "release":

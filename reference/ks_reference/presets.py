@@ -100,6 +100,7 @@ PRESETS: dict[str, Preset] = {
                 "lookahead_per_consumer": [1, 2],
                 "lookahead_per_subscription": [3, 6, 0],
                 "max_unacked": [0, 2, 4],
+                "ack_by_id": [True],  # Pulsar acknowledges by message id, whichever consumer sends it
             },
             capabilities={
                 # A dropped connection is a leave in Pulsar: there is no disconnected-member state.

@@ -64,6 +64,7 @@ FIELDS: tuple[Field, ...] = (
     Field("out_of_order", False, boolean=True),
     Field("read_trigger", "every-op", choices=READ_TRIGGERS),
     Field("timer_slack", 0, minimum=0),
+    Field("ack_by_id", False, boolean=True),
     Field("bucket_budget", 4, minimum=1, only_selector="buckets"),
     Field("bucket_max", 1024, minimum=1, only_selector="buckets"),
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, only_selector="buckets"),
@@ -114,6 +115,8 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
             return "max_unacked", "does not apply to the best-effort profile (nothing is acked)"
         if full["read_trigger"] != "every-op":
             return "read_trigger", "'heartbeat' does not apply to the best-effort profile (it has no read step)"
+        if full["ack_by_id"]:
+            return "ack_by_id", "does not apply to the best-effort profile (an ack resolves nothing)"
     if full["read_bound"] != "lookahead":
         for field in FIELDS:
             if field.lookahead_only and field.name in config:

@@ -60,6 +60,13 @@ DEPARTURES: tuple[Departure, ...] = (
         _equals("best-effort"),
     ),
     Departure(
+        "ack_by_id", "ack_by_id = true", "exclusivity", "KS-ACK-3", ("KS-ACK-3",),
+        "An ack names the message, not the delivery: a consumer whose delivery already timed out or was taken away "
+        "can still mark the message done, even while another consumer is retrying it, so a failure of that retry is "
+        "lost.",
+        _equals(True),
+    ),
+    Departure(
         "out_of_order", "out_of_order = true", "ordering", "KS-ASN-1", ("KS-ORD-1", "KS-ORD-3", "KS-DRN-1", "KS-FLW-3"),
         "A key still goes to one consumer at a time in each membership, but across a rebalance or a redelivery two "
         "consumers may hold it at once and its messages may be processed out of order (Pulsar's "

@@ -45,6 +45,8 @@ OP_EVENTS = frozenset(
         "quiescent",
         "key_released",
         "key_skipped",
+        "zombie_ack",
+        "zombie_nack",
         "segment_sealed",
         "segment_created",
     }

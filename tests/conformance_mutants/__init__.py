@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ks_reference.adapter import CAPABILITIES, ReferenceAdapter
-from ks_reference.dispatcher import Dispatcher
+from ks_reference.dispatcher import OPS, Dispatcher
 
 from conformance_mutants import bugs
 
@@ -54,12 +54,19 @@ class Mutant:
             def start(self) -> dict[str, Any]:
                 info = super().start()
                 info["implementation"] = {**info["implementation"], "name": f"mutant-{mutant.name}"}
-                info["capabilities"] = {**CAPABILITIES, **mutant.capabilities}
+                info["capabilities"] = {**CAPABILITIES, **WITHOUT_ZOMBIES, **mutant.capabilities}
                 return info
 
         return MutantAdapter(durable=False)
 
 
+WITHOUT_ZOMBIES: dict[str, Any] = {
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")],
+    "config_values": {k: v for k, v in CAPABILITIES["config_values"].items() if k != "ack_by_id"},
+}
+"""What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
+and `ack_by_id` (KS-ACK-3), which change how Hypothesis draws every example; only the mutants that test them draw
+them, so every other mutant's search stays as it was tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
 RING = {"selectors": ["ring"]}
@@ -67,6 +74,10 @@ BUCKETS = {"selectors": ["buckets"]}
 BASE: dict[str, Any] = {**OWNER, **RING, "poison_policies": ["drop"], "config_values": {}}
 """The slice most mutants are run with: one profile, one selector, one poison policy, and none of the options
 the reference declares (`tick_order` stays standard: Danube's order would spend examples most bugs do not need)."""
+ZOMBIES: dict[str, Any] = {**BASE, "ops": list(OPS)}
+"""The reference's ops, the zombie ops (KS-ACK-3) included: only the mutants that test them draw them."""
+ACK_BY_ID: dict[str, Any] = {**ZOMBIES, "config_values": {"ack_by_id": [True]}}
+"""Acknowledging by message id (spec section 20): a zombie ack of an unresolved message resolves it."""
 CHECKPOINTS: dict[str, Any] = {"checkpoint_resume": [True], "bucket_budget": [2, 4], "persist_interval": [0, 1]}
 """Restarts that resume buckets from their checkpoints (spec section 17): more than one bucket, so that one can be
 checkpointed past a message of another that holds the cursor back."""
@@ -166,6 +177,17 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("stale_ack_accepted", "KS-ACK-2", bugs.StaleAckAccepted, **BASE),
     _mutant("first_ack_lost", "KS-ACK-1", bugs.FirstAckLost, **BASE),
     _mutant("stale_nack_accepted", "KS-RTY-1", bugs.StaleNackAccepted, **BASE),
+    # section 9: a result for a delivery that ended (KS-ACK-3), and the option ack_by_id's own rule
+    _mutant("zombie_ack_accepted", "KS-ACK-3", bugs.ZombieAckAccepted, **ZOMBIES),
+    _mutant("ack_by_id_ignored", "KS-ACK-3", bugs.AckByIdIgnored, **ACK_BY_ID),
+    _mutant(
+        "ack_by_id_keeps_delivering",
+        "KS-RES-2",
+        bugs.AckByIdKeepsDelivering,
+        # the message is acked again later, the cursor stays behind it, and the stats count it unresolved
+        may="KS-RES-1 KS-CUR-5 KS-ISO-1 KS-OBS-1",
+        **ACK_BY_ID,
+    ),
     # section 12: a disconnected member is still a member; its holder's ack resolves the message
     _mutant("disconnected_acks_ignored", "KS-ACK-1", bugs.DisconnectedAcksIgnored, **BASE),
     _mutant(

@@ -310,6 +310,45 @@ class StaleAckAccepted(Dispatcher):
         super().on_ack(member, offset)
 
 
+class ZombieAckAccepted(Dispatcher):
+    """A worker whose delivery ended (it timed out, left or was evicted) still acks it, and the ack resolves the
+    message, whoever holds it now; the dispatcher does not declare `ack_by_id`."""
+
+    def on_zombie(self, op: str, consumer: str, offset: int) -> None:
+        message = self.messages.get(offset)
+        if op == "zombie_ack" and message is not None:
+            self.resolve(message, "acked", "ack", consumer=consumer)  # breaks KS-ACK-3 (no fencing)
+            return
+        super().on_zombie(op, consumer, offset)
+
+
+class AckByIdIgnored(Dispatcher):
+    """Declares `ack_by_id` but still fences a late ack: a zombie ack of an unresolved message is ignored."""
+
+    def on_zombie(self, op: str, consumer: str, offset: int) -> None:
+        if op == "zombie_ack" and self.config.ack_by_id and not self.cursor.is_resolved(offset):
+            self.ack_ignored_total["ended"] += 1
+            key = self.log[offset].key
+            self.emit("ack_ignored", offset=offset, key=key, consumer=consumer, reason="ended")  # breaks KS-ACK-3
+            return
+        super().on_zombie(op, consumer, offset)
+
+
+class AckByIdKeepsDelivering(Dispatcher):
+    """With `ack_by_id`, a zombie ack is recorded as an ack, but the message stays queued and is delivered again."""
+
+    def on_zombie(self, op: str, consumer: str, offset: int) -> None:
+        message = self.messages.get(offset)
+        if op == "zombie_ack" and self.config.ack_by_id and message is not None:
+            # breaks KS-RES-2 (the ack is reported, the message is not taken out of the subscription)
+            self.emit("ack", offset=offset, key=message.key, consumer=consumer)
+            if message.state is MessageState.OUTSTANDING:
+                self.end_delivery(message)
+                self.set_state(message, MessageState.PENDING)
+            return
+        super().on_zombie(op, consumer, offset)
+
+
 class FirstAckLost(Dispatcher):
     """The first ack of every redelivered message is lost (reported as not from the holder)."""
 

@@ -20,12 +20,16 @@ from typing import Any, TypeVar
 
 import procrastinate
 from ks_conformance.stdio import serve_stdio
+from procrastinate import exceptions as procrastinate_exceptions
 from procrastinate import jobs as jobs_module
 
 HERE = Path(__file__).resolve().parent
 TASK_NAME = "keyshared.process"
 T = TypeVar("T")
 
+ZOMBIE_OPS = ("zombie_ack", "zombie_nack")
+"""A worker whose delivery ended reports its result late (spec KS-ACK-3): a stopped or stalled worker's task that
+was still running."""
 TERMINAL_STATUSES = ("succeeded", "failed", "aborted", "cancelled")
 OUTCOMES: dict[str, str | None] = {"failed": "dead_lettered", "aborted": None}
 """procrastinate's terminal statuses outside the spec's vocabulary and the resolution each stands for: a failed job
@@ -64,7 +68,7 @@ FIELDS = (*DEFAULTS, "window", "points", "bucket_budget", "bucket_max")
 CAPABILITIES: dict[str, Any] = {
     "profiles": ["strict"],
     "selectors": ["any"],
-    "ops": ["publish", "add_consumer", "remove_consumer", "disconnect", "ack", "nack", "tick", "restart"],
+    "ops": ["publish", "add_consumer", "remove_consumer", "disconnect", "ack", "nack", *ZOMBIE_OPS, "tick", "restart"],
     "filters": False,
     "ack_timeout": False,
     "poison_policies": ["dead-letter"],
@@ -128,6 +132,9 @@ class ProcrastinateAdapter:
         self.config: dict[str, Any] = {}
         self.workers: dict[str, Worker] = {}
         self.job_ids: dict[int, int] = {}
+        self.ended: dict[tuple[int, int], tuple[str, jobs_module.Job]] = {}
+        """(offset, attempt) of each delivery that ended since the last restart: the worker it went to and the job as
+        that worker holds it, which a late result of that worker names (`zombie_ack`, `zombie_nack`)."""
         self.published = 0
         self.now = 0
         self.beats: list[datetime] = []
@@ -219,7 +226,7 @@ class ProcrastinateAdapter:
             "TRUNCATE procrastinate_events, procrastinate_periodic_defers, procrastinate_jobs, procrastinate_workers "
             "RESTART IDENTITY CASCADE"
         )
-        self.workers, self.job_ids, self.published, self.now = {}, {}, 0, 0
+        self.workers, self.job_ids, self.ended, self.published, self.now = {}, {}, {}, 0, 0
         self.beats = [await self._db_now()]
 
     async def _execute(self, query: Any) -> None:
@@ -286,9 +293,19 @@ class ProcrastinateAdapter:
         events = []
         for worker in list(self.workers.values()):
             if worker.worker_id in pruned:
+                self._end_all(worker)
                 del self.workers[worker.name]
                 events.append({"event": "consumer_evicted", "consumer": worker.name})
         return events
+
+    def _ended(self, worker: Worker, job: jobs_module.Job) -> None:
+        """Remember a delivery that ended: the worker may still report its result late (KS-ACK-3)."""
+        self.ended[(int(job.task_kwargs["offset"]), job.attempts + 1)] = (worker.name, job)
+
+    def _end_all(self, worker: Worker) -> None:
+        """A worker stopped or pruned: every job it was running is a delivery that ended."""
+        for job in worker.running.values():
+            self._ended(worker, job)
 
     async def _job_key(self, offset: int) -> tuple[str | None, str | None]:
         """The job's lock and status, if the offset was published."""
@@ -335,18 +352,22 @@ class ProcrastinateAdapter:
         events: list[dict[str, Any]] = []
         for offset, job in sorted(worker.running.items()):
             retry = self.task.get_retry_exception(exception=asyncio.CancelledError(), job=job)
-            if retry is not None:
-                decision = retry.retry_decision
-                await self.manager.retry_job(
-                    job,
-                    retry_at=decision.retry_at,
-                    priority=decision.priority,
-                    queue=decision.queue,
-                    lock=decision.lock,
-                )
-            else:
-                await self.manager.finish_job(job, status=jobs_module.Status.ABORTED, delete_job=False)
-                events += self._outcome(offset, str(job.lock), "aborted", worker.name, job.attempts + 1, "nack")
+            try:
+                if retry is not None:
+                    decision = retry.retry_decision
+                    await self.manager.retry_job(
+                        job,
+                        retry_at=decision.retry_at,
+                        priority=decision.priority,
+                        queue=decision.queue,
+                        lock=decision.lock,
+                    )
+                else:
+                    await self.manager.finish_job(job, status=jobs_module.Status.ABORTED, delete_job=False)
+                    events += self._outcome(offset, str(job.lock), "aborted", worker.name, job.attempts + 1, "nack")
+            except procrastinate_exceptions.ConnectorException:
+                continue  # a late result of an earlier worker already moved the job: procrastinate refuses the abort
+        self._end_all(worker)
         await self.manager.unregister_worker(worker.worker_id)
         del self.workers[worker.name]
         return events + await self._dispatch()
@@ -362,7 +383,11 @@ class ProcrastinateAdapter:
         job = worker.running.pop(offset, None)
         if job is None:
             return await self._ignored("ack_ignored", worker, offset)
-        await self.manager.finish_job(job, status=jobs_module.Status.SUCCEEDED, delete_job=False)
+        self._ended(worker, job)
+        try:
+            await self.manager.finish_job(job, status=jobs_module.Status.SUCCEEDED, delete_job=False)
+        except procrastinate_exceptions.ConnectorException:
+            return await self._ignored("ack_ignored", worker, offset)  # a late result resolved it first
         return [{"event": "ack", "offset": offset, "key": job.lock, "consumer": worker.name}, *await self._dispatch()]
 
     async def _op_nack(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -371,8 +396,18 @@ class ProcrastinateAdapter:
         job = worker.running.pop(offset, None)
         if job is None:
             return await self._ignored("nack_ignored", worker, offset)
-        attempt = job.attempts + 1
-        events = [{"event": "nack", "offset": offset, "key": job.lock, "consumer": worker.name, "attempt": attempt}]
+        self._ended(worker, job)
+        try:
+            events = await self._fail(worker.name, job)
+        except procrastinate_exceptions.ConnectorException:
+            return await self._ignored("nack_ignored", worker, offset)  # a late result moved it first
+        return events + await self._dispatch()
+
+    async def _fail(self, name: str, job: jobs_module.Job) -> list[dict[str, Any]]:
+        """What a worker does when its job's task raised: the task's retry strategy retries it, or the worker
+        finishes it as failed. The job is the worker's own copy (a zombie's may be stale)."""
+        offset, attempt = int(job.task_kwargs["offset"]), job.attempts + 1
+        events = [{"event": "nack", "offset": offset, "key": job.lock, "consumer": name, "attempt": attempt}]
         retry = self.task.get_retry_exception(exception=JobFailed("nacked"), job=job)
         if retry is not None:
             decision = retry.retry_decision
@@ -381,8 +416,44 @@ class ProcrastinateAdapter:
             )
         else:
             await self.manager.finish_job(job, status=jobs_module.Status.FAILED, delete_job=False)
-            events += self._outcome(offset, str(job.lock), "failed", worker.name, attempt, "nack")
+            events += self._outcome(offset, str(job.lock), "failed", name, attempt, "nack")
+        return events
+
+    async def _op_zombie_ack(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A worker that was stopped or pruned as stalled (or answered already) finishes its job late: its task
+        returned, so it calls `finish_job` on the job it holds, as its own loop would."""
+        name, job = self._ended_delivery(op)
+        offset = int(job.task_kwargs["offset"])
+        try:
+            await self.manager.finish_job(job, status=jobs_module.Status.SUCCEEDED, delete_job=False)
+        except procrastinate_exceptions.ConnectorException:
+            return await self._late_result_refused("ack_ignored", name, offset)
+        return [{"event": "ack", "offset": offset, "key": job.lock, "consumer": name}, *await self._dispatch()]
+
+    async def _op_zombie_nack(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """As `zombie_ack`, for a task that raised: the late worker retries its job, or finishes it as failed."""
+        name, job = self._ended_delivery(op)
+        try:
+            events = await self._fail(name, job)
+        except procrastinate_exceptions.ConnectorException:
+            return await self._late_result_refused("nack_ignored", name, int(job.task_kwargs["offset"]))
         return events + await self._dispatch()
+
+    def _ended_delivery(self, op: Mapping[str, Any]) -> tuple[str, jobs_module.Job]:
+        """The worker name and job of the ended delivery a zombie op names; invalid_argument if none ended."""
+        offset, attempt, name = op.get("offset"), op.get("attempt"), op.get("consumer")
+        ended = self.ended.get((offset, attempt)) if isinstance(offset, int) and isinstance(attempt, int) else None
+        if ended is None or ended[0] != name:
+            why = f"no delivery of offset {offset} (attempt {attempt}) to {name!r} has ended since the last restart"
+            raise Refused("invalid_argument", why)
+        return ended
+
+    async def _late_result_refused(self, kind: str, name: str, offset: int) -> list[dict[str, Any]]:
+        """procrastinate refused a late result (the job is no longer `todo` or `doing`): recorded, nothing else."""
+        key, status = await self._job_key(offset)
+        reason = "resolved" if status in TERMINAL_STATUSES else "ended"
+        event = {"event": kind, "offset": offset, "key": key, "consumer": name, "reason": reason}
+        return [event, *await self._dispatch()]
 
     async def _op_tick(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
         """One heartbeat interval: connected workers beat, then the stalled-job task runs, then dispatch."""
@@ -400,7 +471,7 @@ class ProcrastinateAdapter:
         """Every worker process and the application crash and start again: nothing is written on the way down."""
         assert self.app is not None
         await self.app.close_async()
-        self.app, self.workers = None, {}
+        self.app, self.workers, self.ended = None, {}, {}
         await self._open()
         self.job_ids = {int(job.task_kwargs["offset"]): int(job.id) for job in await self.manager.list_jobs_async()}
         self.published = len(self.job_ids)

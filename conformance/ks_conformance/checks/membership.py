@@ -206,6 +206,7 @@ class OpEventChecks(QuiescenceChecks):
         seq = int(event["seq"])
         for incarnation in list(self.members.values()):
             self._end_incarnation(incarnation, seq, returned=False)
+        self.restarts += 1
         if not self.has_cursor:
             # Without a cursor the implementation keeps each message's resolution (KS-CUR-4 judged against them).
             self.persisted_cursor = self.cursor()

@@ -125,6 +125,9 @@ class Message:
     last_hold_reason: str | None = None
     last_hold_seq: int | None = None
     last_event_seq: int = 0
+    ended: dict[int, str] | None = None
+    """The holder's name of each ended delivery, by attempt, recorded after restart number `ended_in` (KS-ACK-3)."""
+    ended_in: int = 0
     restored_seq: int | None = None
     """The restart that made this resolved message unresolved again (KS-CUR-3), until it is delivered again."""
     returns: int = 0
@@ -198,6 +201,8 @@ class OpState:
     published: int | None = None
     due_timeouts: list[Delivery] = field(default_factory=list)
     due_evictions: list[Incarnation] = field(default_factory=list)
+    zombie: tuple[str, int] | None = None
+    """For `zombie_ack` and `zombie_nack`: the consumer name and attempt of the ended delivery it answers."""
 
 
 @dataclass(frozen=True)

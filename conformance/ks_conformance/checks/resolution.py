@@ -12,13 +12,87 @@ from ks_conformance.checks.records import Message
 from ks_conformance.checks.state import BEST_EFFORT_DROPS, OUTCOME_EVENTS, Event
 from ks_conformance.glob import accepts
 
+ZOMBIE_OPS = frozenset({"zombie_ack", "zombie_nack"})
+"""The ops that report a result for a delivery that already ended (KS-ACK-3)."""
+
 
 class ResolutionChecks(DeliveryChecks):
     """The checks of acks, failures and resolutions (section 2.1)."""
 
+    def _on_zombie_ack(self, event: Event) -> None:
+        self._zombie_op(event)
+
+    def _on_zombie_nack(self, event: Event) -> None:
+        self._zombie_op(event)
+
+    def _zombie_op(self, event: Event) -> None:
+        """A late result for an ended delivery: its ack-class effect belongs to this op (KS-ACK-3)."""
+        op = self.op
+        assert op is not None
+        self._expect_ack_class = True
+        message = self._message_of(event)
+        if message is None or self.best_effort:
+            return
+        name, attempt = str(event["consumer"]), int(event["attempt"])
+        if self.ended_deliveries(message).get(attempt) != name:
+            self._problem(
+                int(event["seq"]),
+                f"{event['event']} names a delivery of offset {message.offset} to {name!r} (attempt {attempt}) that "
+                "has not ended, or was never made, since the last restart",
+            )
+            return
+        op.zombie = (name, attempt)
+        # req: KS-ACK-3
+        self._exercise("zombie-accepted")
+        if op.kind == "zombie_ack" and self.config.get("ack_by_id") and not message.resolved:
+            self._exercise("zombie-ack-ignored")
+
+    def _zombie_answered(self, message: Message, event: Event, accepted: bool) -> bool:
+        """Judge an ack-class effect of a zombie op (KS-ACK-3); True if it was one (the caller then stops)."""
+        op = self.op
+        if op is None or op.zombie is None or self.best_effort:
+            return False
+        name, attempt = op.zombie
+        seq = int(event["seq"])
+        by_id = op.kind == "zombie_ack" and bool(self.config.get("ack_by_id"))
+        kind = str(event["event"])
+        if kind == "ack" and by_id:
+            # req: KS-ACK-3 (ack_by_id: the ack names the message and ends its outstanding delivery; a second
+            # resolution of it is double-resolution, KS-RES-1)
+            self._resolve(message, "acked", seq)
+            return True
+        if not accepted:
+            if by_id and kind == "ack_ignored" and not message.resolved:
+                # req: KS-ACK-3 (ack_by_id)
+                self._report(
+                    "zombie-ack-ignored",
+                    seq,
+                    [op.seq, seq],
+                    explain.zombie_ack_ignored(*message.facts, name, attempt, op.seq, seq),
+                )
+            return True
+        delivery = message.outstanding
+        holder, holder_seq = (delivery.holder.name, delivery.seq) if delivery is not None else (None, None)
+        # req: KS-ACK-3
+        self._report(
+            "zombie-accepted",
+            seq,
+            [op.seq, seq],
+            explain.zombie_accepted(*message.facts, op.kind, name, attempt, op.seq, holder, holder_seq, kind, seq),
+        )
+        if kind == "ack":
+            self._resolve(message, "acked", seq)
+        elif not message.resolved:
+            self._fail(message, "nack", seq)
+        else:
+            self._end_delivery(message)
+        return True
+
     def _on_ack(self, event: Event) -> None:
         message = self._message_of(event)
         if message is None:
+            return
+        if self._zombie_answered(message, event, accepted=True):
             return
         seq = int(event["seq"])
         name = str(event["consumer"])
@@ -56,7 +130,7 @@ class ResolutionChecks(DeliveryChecks):
             self._exercise(f"stale-{what}-accepted")
             return
         message = self._message_of(event)
-        if message is None:
+        if message is None or self._zombie_answered(message, event, accepted=False):
             return
         incarnation = self.members.get(str(event["consumer"]))
         delivery = message.outstanding
@@ -74,7 +148,7 @@ class ResolutionChecks(DeliveryChecks):
 
     def _on_nack(self, event: Event) -> None:
         message = self._message_of(event)
-        if message is None:
+        if message is None or self._zombie_answered(message, event, accepted=True):
             return
         seq = int(event["seq"])
         name = str(event["consumer"])

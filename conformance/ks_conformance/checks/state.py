@@ -179,6 +179,8 @@ class CheckerState:
         self.declared: dict[str, Any] = {}
         """What the implementation declared beyond the config (the config event's `declared`: cursor, outcomes)."""
         self.explicit_ops = False
+        self.restarts = 0
+        """How many restarts the trace has had: a message's `ended` deliveries count only within the same one."""
         """True when the driver marks every op (the harness): an ack-class effect then never opens an op."""
         self._applies: dict[str, bool] = {}
         self._configure()
@@ -364,11 +366,18 @@ class CheckerState:
         self._offline.discard(incarnation.number)
         self.left[incarnation.name] = seq
 
+    def ended_deliveries(self, message: Message) -> dict[int, str]:
+        """The deliveries of a message made and ended since the last restart: the holder's name, by attempt."""
+        return message.ended if message.ended is not None and message.ended_in == self.restarts else {}
+
     def _end_delivery(self, message: Message) -> None:
         delivery = message.outstanding
         if delivery is None:
             return
         message.outstanding = None
+        if message.ended is None or message.ended_in != self.restarts:
+            message.ended, message.ended_in = {}, self.restarts
+        message.ended[delivery.attempt] = delivery.holder.name
         self._outstanding_epochs[delivery.epoch] -= 1
         if not self._outstanding_epochs[delivery.epoch]:
             del self._outstanding_epochs[delivery.epoch]

@@ -75,6 +75,8 @@ NOT_COMPUTED: dict[str, str] = {
     "holder-ack-ignored": "ack_ignored events may lack a key; left to the Python checker",
     "stale-nack-accepted": "not yet ported to the per-key pass",
     "holder-nack-ignored": "nack_ignored events may lack a key; left to the Python checker",
+    "zombie-accepted": "needs the zombie op that opens the ack or nack; left to the Python checker",
+    "zombie-ack-ignored": "needs the zombie op and ack_by_id; left to the Python checker",
     "premature-timeout": "needs tick arithmetic; left to the Python checker",
     "double-resolution": "not yet ported to the per-key pass",
     "unjustified-resolution": "needs the poison policy and operator ops per message; left to the Python checker",
@@ -159,6 +161,11 @@ def not_computed_under(config: Mapping[str, Any]) -> dict[str, str]:
     left: dict[str, str] = {}
     if int(config.get("park_after") or 0) > 0:
         left["window-overrun"] = "parking (park_after) leaves parked messages out of the window's count (KS-ISO-4)"
+    if config.get("ack_by_id"):
+        left["stale-ack-accepted"] = (
+            "with ack_by_id a zombie_ack's ack of an unresolved message is allowed (KS-ACK-3); the per-key pass does "
+            "not see zombie ops"
+        )
     if config.get("selector") == "buckets":
         batches = "batched entries (KS-BKT-10) exempt a batch's later messages; the parallel passes do not know batches"
         left["capacity-overrun"] = left["window-overrun"] = batches
