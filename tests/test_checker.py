@@ -250,13 +250,18 @@ def test_returns_as_failures_turns_a_counted_return_into_the_options_own_rule() 
 
 
 def test_returns_as_failures_is_judged_by_its_own_rule() -> None:
-    """KS-RTY-6 under the option: a message over its counted budget is not delivered again, and is poisoned in the
-    next phase 2; one return within the budget leaves it pending (no early poisoning)."""
-    again = _two_returns(returns_as_failures=True)
+    """KS-RTY-6 under the option: a message its returns took over the budget may go again (a return is no failure),
+    but its next failure poisons it: delivered again after that failure it is retry-overrun, left unpoisoned past
+    phase 2 poison-ignored; one return within the budget leaves it pending (no early poisoning)."""
+    again = _two_returns(returns_as_failures=True, backoff_base=0, backoff_max=0)
     again.deliver(0, "c3", attempt=3)
-    assert "retry-overrun" in _anomaly_names(again)
-    ignored = _two_returns(returns_as_failures=True)
-    ignored.tick()
+    assert _anomaly_names(again) == []
+    again.nack(0, "c3", attempt=3)
+    overrun = _two_returns(returns_as_failures=True, backoff_base=0, backoff_max=0)
+    overrun.deliver(0, "c3", attempt=3).nack(0, "c3", attempt=3).deliver(0, "c3", attempt=4)
+    assert "retry-overrun" in _anomaly_names(overrun)
+    ignored = _two_returns(returns_as_failures=True, backoff_base=0, backoff_max=0)
+    ignored.deliver(0, "c3", attempt=3).nack(0, "c3", attempt=3).tick()
     assert _anomaly_names(ignored) == ["poison-ignored"]
     early = owner(max_redeliveries=1, poison_policy="dead-letter", returns_as_failures=True).add("c1")
     early.deliver(early.publish("k"), "c1")

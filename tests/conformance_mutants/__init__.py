@@ -288,7 +288,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("early_eviction", "KS-MEM-2", bugs.EarlyEviction, **BASE),
     # a rolling restart poisons healthy messages (the procrastinate adapter shows this bug in a real system); a
     # message it poisoned one failure early is gone while the checker expects it delivered (ISO-1)
-    _mutant("returns_count_as_failures", "KS-RTY-7", bugs.ReturnsCountAsFailures, may="KS-ISO-1", **BASE),
+    # (under a declared returns_as_failures its returns count twice: poisoned early, an unjustified resolution)
+    _mutant("returns_count_as_failures", "KS-RTY-7", bugs.ReturnsCountAsFailures, may="KS-ISO-1 KS-RES-1", **BASE),
     # PIP-486's controller moves (declared), unannounced: a key's bucket is delivered by another consumer within one
     # membership epoch with no decision naming it (BKT-3; the key itself moved: ASN-1)
     _mutant(

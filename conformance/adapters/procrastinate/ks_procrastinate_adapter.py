@@ -45,6 +45,9 @@ CONFIG_VALUES: dict[str, list[Any]] = {
     "persist_interval": [0],
     "persist_ack_holes": [False],
     "evict_after": [1, 2, 3, 4, 5, 6],
+    # procrastinate keeps one attempt counter: `retry_job` adds one whether a failure, a stopping worker's retry
+    # strategy or the stalled-job recovery retried the job (spec section 21.1: a declared departure)
+    "returns_as_failures": [True],
 }
 """Values of each configuration field this adapter honours (protocol v2 `config_values`); it also takes any other
 `max_redeliveries` >= 0 and `evict_after` >= 1. `window` and `points` have none: procrastinate has neither."""
@@ -60,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "persist_interval": 0,
     "persist_ack_holes": False,
     "evict_after": 6,
+    "returns_as_failures": True,
 }
 """An omitted field: the spec's default where this adapter honours it, otherwise the one value it supports."""
 

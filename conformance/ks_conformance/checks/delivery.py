@@ -405,7 +405,10 @@ class DeliveryChecks(BucketChecks):
                     ),
                 )
         maximum = int(self.config["max_redeliveries"])
-        if self.counted_failures(message) > maximum:
+        # With returns_as_failures a message a return took over its budget may go again (a return is no failure):
+        # its next failure poisons it (KS-RTY-6).
+        counted = message.failures if message.returned else self.counted_failures(message)
+        if counted > maximum:
             # req: KS-RTY-6
             returns = message.returns if self.returns_as_failures else 0
             self._report(

@@ -355,8 +355,6 @@ class CheckerState:
                 message.awaiting_seq = seq
                 self._key(message.key).awaiting.add(offset)
                 self._awaiting_keys.add(message.key)
-                if self.returns_as_failures:
-                    self._count_return(message)
             self._refresh_head(message.key)
         incarnation.outstanding.clear()
         incarnation.member = False
@@ -397,7 +395,7 @@ class CheckerState:
 
     def _retry_due(self, message: Message) -> int:
         base, cap = int(self.config["backoff_base"]), int(self.config["backoff_max"])
-        failures = max(message.failures, 1)
+        failures = max(self.counted_failures(message), 1)  # with returns_as_failures, returns count here too (KS-RTY-4)
         return message.failure_tick + min(base << min(failures - 1, 64), cap)
 
     def _fail(self, message: Message, kind: str, seq: int) -> None:
@@ -435,22 +433,6 @@ class CheckerState:
     def counted_failures(self, message: Message) -> int:
         """The failures KS-RTY-6 counts: with the declared option `returns_as_failures`, the returns too."""
         return message.failures + (message.returns if self.returns_as_failures else 0)
-
-    def _count_return(self, message: Message) -> None:
-        """A return under `returns_as_failures` (KS-RTY-6): over the budget it is not pending but awaits poisoning,
-        like a failed message whose back-off is over (a return has none)."""
-        maximum = int(self.config["max_redeliveries"])
-        counted = self.counted_failures(message)
-        if counted == maximum + 1:
-            self._exercise("retry-overrun")
-            self._exercise("poison-ignored")
-        if counted > maximum:
-            message.returned = False
-            message.retrying = True
-            message.ready = True
-            message.failure_serial += 1
-            message.failure_tick = self.now
-            self._over_budget.add(message.offset)
 
     def _clear_awaiting(self, message: Message, state: KeyState) -> None:
         message.retrying = False
