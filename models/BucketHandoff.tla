@@ -12,7 +12,10 @@
 (* (its predecessors, theirs, ...) has an unresolved entry in its range    *)
 (* (KS-BKT-5, applied transitively as the reference does).  Owner          *)
 (* profile: several entries of a key may be outstanding at its bucket's    *)
-(* owner.                                                                  *)
+(* owner.  With controller_moves (bucket_assignment = "controller") the    *)
+(* controller may also move a bucket to another staying member at any      *)
+(* time, announcing the move; the move is a handoff like any other and     *)
+(* waits for the prior owner's entries of the bucket (KS-BKT-3, KS-BKT-4). *)
 (*                                                                         *)
 (* The properties are stated over the history variable seen (set by a      *)
 (* delivery, read by no guard) and over the holders of outstanding         *)
@@ -35,10 +38,11 @@ CONSTANTS
     MaxFailures,      \* nacks in one behaviour
     MaxMemberChanges, \* joins and leaves in one behaviour
     InitialMembers,   \* the members at the start, their buckets already handed to them
+    MaxControllerMoves, \* controller_moves: bucket moves the controller may make in one behaviour (0: option off)
     NoOne,            \* a model value: no consumer
     Bug               \* "none", or the name of a deliberately broken variant
 
-Bugs == {"none", "NoWithhold", "SuccessorFirst", "MergeWaitsForOne"}
+Bugs == {"none", "NoWithhold", "SuccessorFirst", "MergeWaitsForOne", "MoveAtOnce"}
 
 Segments == 0 .. 3          \* segment 0 and up to three successors
 NoSeg == -1                 \* pred of segment 0; segOf/bucketOf of an unpublished offset
@@ -46,7 +50,7 @@ NoSeg == -1                 \* pred of segment 0; segOf/bucketOf of an unpublish
 ASSUME /\ Consumers \subseteq Nat /\ InitialMembers \subseteq Consumers
        /\ Layouts \subseteq {"rollover", "split", "merge"}
        /\ InitialN \in 1 .. NMax /\ RolloverN \in 1 .. NMax /\ Bug \in Bugs
-       /\ MaxLayoutChanges \in 0 .. 2
+       /\ MaxLayoutChanges \in 0 .. 2 /\ MaxControllerMoves \in Nat
        /\ \A k \in Keys : HashHi[k] \in 0 .. 65535 /\ HashLo[k] \in 0 .. 65535
 
 Offsets == 0 .. (MaxMsgs - 1)
@@ -68,11 +72,13 @@ VARIABLES
     lo, hi,      \* the range [lo[s], hi[s]] of H >> 16 that segment s covers
     sealed,      \* the sealed segments
     assigned,    \* assigned[s][b]: the consumer bucket b of segment s was handed to, else NoOne
+    moved,       \* moved[s][b]: the member the controller moved bucket b of segment s to, NoOne if it did not
+    announced,   \* history: announced[s][b], the controller's last announced move of b (read by no guard)
     seen,        \* history: seen[o] once o was delivered (set by Deliver, read by no guard)
     spent        \* budgets used by the environment
 
 vars == <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, nseg, segN, pred, pred2, lo, hi,
-          sealed, assigned, seen, spent>>
+          sealed, assigned, moved, announced, seen, spent>>
 
 -----------------------------------------------------------------------------
 (* Layout. *)
@@ -101,7 +107,8 @@ TargetAmong(n, b) ==
     IF ~\E c \in members : OwnsBucket(c, n, b)
     THEN NoOne
     ELSE CHOOSE c \in members : OwnsBucket(c, n, b)
-Target(s, b) == TargetAmong(segN[s], b)
+\* The bucket's target: the member the controller moved it to, else the member owning it by position.
+Target(s, b) == IF moved[s][b] # NoOne THEN moved[s][b] ELSE TargetAmong(segN[s], b)
 Handed(n) == [b \in Buckets |-> IF b < n THEN TargetAmong(n, b) ELSE NoOne]
 OfBucket(s, b) == {o \in Offsets : segOf[o] = s /\ bucketOf[o] = b}
 OutstandingIn(s, b) == {o \in OfBucket(s, b) : st[o] = "outstanding"}
@@ -133,10 +140,16 @@ Init ==
     /\ hi = [s \in Segments |-> 65535]
     /\ sealed = {}
     /\ assigned = [s \in Segments |-> IF s = 0 THEN Handed(InitialN) ELSE [b \in Buckets |-> NoOne]]
+    /\ moved = [s \in Segments |-> [b \in Buckets |-> NoOne]]
+    /\ announced = [s \in Segments |-> [b \in Buckets |-> NoOne]]
     /\ seen = [o \in Offsets |-> FALSE]
-    /\ spent = [fail |-> 0, member |-> 0, layout |-> 0]
+    /\ spent = [fail |-> 0, member |-> 0, layout |-> 0, move |-> 0]
 
 Layout == <<nseg, segN, pred, pred2, lo, hi, sealed>>
+Moves == <<moved, announced>>
+\* A membership change ends every controller move: the policy places every bucket again (by position here).
+NoMoves == /\ moved' = [s \in Segments |-> [b \in Buckets |-> NoOne]]
+           /\ announced' = [s \in Segments |-> [b \in Buckets |-> NoOne]]
 
 Publish(k) ==
     /\ published < MaxMsgs
@@ -146,7 +159,7 @@ Publish(k) ==
        /\ bucketOf' = [bucketOf EXCEPT ![published] = BucketFor(k, s)]
     /\ st' = [st EXCEPT ![published] = "pending"]
     /\ published' = published + 1
-    /\ UNCHANGED <<holder, delivered, members, Layout, assigned, seen, spent>>
+    /\ UNCHANGED <<holder, delivered, members, Layout, assigned, seen, spent, Moves>>
 
 \* A bucket is handed to its target once the prior owner holds none of its entries (bucket_assigned).
 Handoff(s, b) ==
@@ -154,7 +167,7 @@ Handoff(s, b) ==
     /\ assigned[s][b] # Target(s, b)
     /\ Bug = "NoWithhold" \/ assigned[s][b] \notin HoldersIn(s, b)    \* req: KS-BKT-4
     /\ assigned' = [assigned EXCEPT ![s][b] = Target(s, b)]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, Layout, seen, spent>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, Layout, seen, spent, Moves>>
 
 Deliver(o) ==
     LET s == segOf[o] b == bucketOf[o] c == assigned[s][b] IN
@@ -167,13 +180,13 @@ Deliver(o) ==
     /\ holder' = [holder EXCEPT ![o] = c]
     /\ delivered' = [delivered EXCEPT ![o] = TRUE]
     /\ seen' = [seen EXCEPT ![o] = TRUE]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, members, Layout, assigned, spent>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, members, Layout, assigned, spent, Moves>>
 
 Ack(o) ==
     /\ st[o] = "outstanding"
     /\ st' = [st EXCEPT ![o] = "resolved"]
     /\ holder' = [holder EXCEPT ![o] = NoOne]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, members, Layout, assigned, seen, spent>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, members, Layout, assigned, seen, spent, Moves>>
 
 Nack(o) ==
     /\ spent.fail < MaxFailures
@@ -181,7 +194,7 @@ Nack(o) ==
     /\ st' = [st EXCEPT ![o] = "pending"]
     /\ holder' = [holder EXCEPT ![o] = NoOne]
     /\ spent' = [spent EXCEPT !.fail = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, members, Layout, assigned, seen>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, members, Layout, assigned, seen, Moves>>
 
 Join(c) ==
     /\ spent.member < MaxMemberChanges \/ members = {}
@@ -189,6 +202,7 @@ Join(c) ==
     /\ members' = members \cup {c}
     /\ spent' = IF members = {} THEN spent ELSE [spent EXCEPT !.member = @ + 1]
     /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, Layout, assigned, seen>>
+    /\ NoMoves
 
 \* A member leaves: its deliveries end and their entries are pending again (KS-MEM-1).
 Leave(c) ==
@@ -199,6 +213,7 @@ Leave(c) ==
     /\ holder' = [o \in Offsets |-> IF holder[o] = c THEN NoOne ELSE holder[o]]
     /\ spent' = [spent EXCEPT !.member = @ + 1]
     /\ UNCHANGED <<published, keyOf, segOf, bucketOf, delivered, Layout, assigned, seen>>
+    /\ NoMoves
 
 \* Rollover: seal active segment s, create a successor over the same range with a new N (KS-BKT-2).
 Rollover(s) ==
@@ -214,7 +229,7 @@ Rollover(s) ==
        /\ assigned' = [assigned EXCEPT ![new] = Handed(n)]
     /\ sealed' = sealed \cup {s}
     /\ spent' = [spent EXCEPT !.layout = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2, Moves>>
 
 \* Split: seal active segment s, create two children over [lo, m] and [m + 1, hi], m = (lo + hi) \div 2,
 \* with max(1, N / 2) buckets each.
@@ -233,7 +248,7 @@ Split(s) ==
        /\ assigned' = [assigned EXCEPT ![a] = Handed(n), ![b] = Handed(n)]
     /\ sealed' = sealed \cup {s}
     /\ spent' = [spent EXCEPT !.layout = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2, Moves>>
 
 \* Merge: seal two adjacent active segments a and b, create one successor over both ranges with
 \* min(N_a + N_b, N_max) buckets; both are its predecessors.
@@ -251,7 +266,21 @@ Merge(a, b) ==
        /\ assigned' = [assigned EXCEPT ![merged] = Handed(m)]
     /\ sealed' = sealed \cup {a, b}
     /\ spent' = [spent EXCEPT !.layout = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, Moves>>
+
+\* controller_moves: the controller moves bucket b of segment s to c, a member that stays, with no
+\* join or leave, and announces it.  The move changes only the target: the bucket is handed to c by
+\* Handoff once the prior owner holds none of its entries, as after a membership change.  The broken
+\* variant MoveAtOnce hands the bucket over in the same step, without withholding.
+ControllerMove(s, b, c) ==
+    /\ spent.move < MaxControllerMoves
+    /\ Exists(s) /\ b < segN[s]
+    /\ c \in members /\ c # Target(s, b)                                 \* req: KS-BKT-3
+    /\ moved' = [moved EXCEPT ![s][b] = c]
+    /\ announced' = [announced EXCEPT ![s][b] = c]                      \* req: KS-BKT-3 (announced)
+    /\ assigned' = IF Bug = "MoveAtOnce" THEN [assigned EXCEPT ![s][b] = c] ELSE assigned
+    /\ spent' = [spent EXCEPT !.move = @ + 1]
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, Layout, seen>>
 
 PublishAny == \E k \in Keys : Publish(k)
 HandoffAny == \E s \in Segments, b \in Buckets : Handoff(s, b)
@@ -263,12 +292,13 @@ LeaveAny == \E c \in Consumers : Leave(c)
 RolloverAny == \E s \in Segments : Rollover(s)
 SplitAny == \E s \in Segments : Split(s)
 MergeAny == \E a, b \in Segments : Merge(a, b)
+ControllerMoveAny == \E s \in Segments, b \in Buckets, c \in Consumers : ControllerMove(s, b, c)
 
 AllResolved == \A o \in Offsets : st[o] # "pending" /\ st[o] # "outstanding"
 Done == AllResolved /\ published = MaxMsgs /\ UNCHANGED vars
 
 Next == PublishAny \/ HandoffAny \/ DeliverAny \/ AckAny \/ NackAny \/ JoinAny \/ LeaveAny
-        \/ RolloverAny \/ SplitAny \/ MergeAny \/ Done
+        \/ RolloverAny \/ SplitAny \/ MergeAny \/ ControllerMoveAny \/ Done
 
 \* The prior owner keeps acking, the dispatcher hands over and delivers, and a consumer comes back
 \* when none is left.  One weak-fairness condition over all of these suffices: each budget is
@@ -289,6 +319,7 @@ TypeOK ==
     /\ nseg \in 1 .. 4
     /\ segN \in [Segments -> 0 .. NMax]
     /\ seen \in [Offsets -> BOOLEAN]
+    /\ moved \in [Segments -> [Buckets -> members \cup {NoOne}]]
 
 Delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
 
@@ -312,9 +343,13 @@ OwnerBySpec(n, b) ==
 KS_BKT_2_BucketCountFixed ==
     [][\A s \in Segments : segN[s] > 0 => segN'[s] = segN[s]]_vars
 
-\* Every entry is delivered to the owner of its bucket as OwnerBySpec computes it.
+\* Every entry is delivered to the owner of its bucket: the member the controller announced last for it
+\* since the last membership change (history: announced), else the owner by position as OwnerBySpec
+\* computes it.
 KS_BKT_3_DeliverToBucketOwner ==
-    [][\A o \in Offsets : Delivered(o) => holder'[o] = OwnerBySpec(segN[segOf[o]], bucketOf[o])]_vars
+    [][\A o \in Offsets : Delivered(o) =>
+          holder'[o] = IF announced[segOf[o]][bucketOf[o]] # NoOne THEN announced[segOf[o]][bucketOf[o]]
+                       ELSE OwnerBySpec(segN[segOf[o]], bucketOf[o])]_vars
 
 \* At most one consumer holds outstanding entries of a bucket.
 KS_BKT_4_OneHolderPerBucket ==

@@ -6,7 +6,10 @@
 (* timeout, poison (drop, dead-letter, block) with operator release and    *)
 (* skip, filters, draining on reassignment (section 7), the cursor's       *)
 (* persistence and restart (section 14), for the strict and owner          *)
-(* profiles.                                                               *)
+(* profiles.  With drain_granularity = "hash" (KS-DRN-3) keys are grouped  *)
+(* in slots (SlotOf), the keys of a slot share one target, and a key       *)
+(* drains while any key of its slot is outstanding at an old owner, and    *)
+(* waits for an earlier slot-mate's message awaiting redelivery.           *)
 (*                                                                         *)
 (* The model is untimed: ticks, ack timeouts, back-off and eviction delays *)
 (* are replaced by nondeterminism, so every timing the spec allows is one  *)
@@ -31,6 +34,8 @@ CONSTANTS
     MaxRedeliveries,  \* failures tolerated before a message is poisoned (KS-RTY-6)
     PoisonPolicy,     \* "drop", "dead-letter" or "block" (section 11)
     PersistHoles,     \* whether ack holes are persisted with the cursor (section 14)
+    DrainGranularity, \* "key" (the default) or "hash": draining per slot (KS-DRN-3)
+    SlotOf,           \* SlotOf[k]: the slot (sticky-key hash) of key k; read only under "hash"
     NoOne,            \* a model value: no consumer
     NoKey,            \* a model value: no key (an unpublished offset)
     \* Bounds and choices of the model-checking environment (unused by trace validation):
@@ -42,12 +47,14 @@ CONSTANTS
     KeepConnected,    \* liveness configs: the last connected member never leaves
     Bug               \* "none", or the name of a deliberately broken variant
 
-Bugs == {"none", "NoDraining", "ReplayOutOfOrder", "LeaveCountsAsAcked", "DrainNeverClears"}
+Bugs == {"none", "NoDraining", "ReplayOutOfOrder", "LeaveCountsAsAcked", "DrainNeverClears",
+         "SlotDrainOneKey", "SlotMatesWaitForEachOther"}
 
 ASSUME /\ Profile \in {"strict", "owner"}
        /\ PoisonPolicy \in {"drop", "dead-letter", "block"}
        /\ MaxMsgs \in Nat /\ Window \in Nat \ {0} /\ MaxRedeliveries \in Nat
        /\ PersistHoles \in BOOLEAN /\ KeepConnected \in BOOLEAN
+       /\ DrainGranularity \in {"key", "hash"} /\ DOMAIN SlotOf = Keys
        /\ Bug \in Bugs
 
 Offsets == 0 .. (MaxMsgs - 1)
@@ -106,14 +113,27 @@ Cursor == IF \E o \in Published : st[o] # "resolved"
 HolesAbove(c) == {o \in Published : o >= c /\ st[o] = "resolved"}
 PersistedHoles == IF PersistHoles THEN HolesAbove(Cursor) ELSE {}
 
+\* The keys sharing k's slot, k included (KS-DRN-3).
+SlotMates(k) == {j \in Keys : SlotOf[j] = SlotOf[k]}
+
+\* The messages whose holders keep k draining: k's own, or with drain_granularity = "hash" those of
+\* every key of its slot (KS-DRN-3).  The broken variant SlotDrainOneKey keeps the slot's drain on
+\* the messages of one key of the slot only.
+Watched(k) ==
+    IF DrainGranularity = "key" THEN OfKey(k)
+    ELSE IF Bug = "SlotDrainOneKey" THEN OfKey(CHOOSE j \in SlotMates(k) : TRUE)
+    ELSE {o \in Offsets : keyOf[o] \in SlotMates(k)}
+
 \* The draining state the dispatcher should track for k when its target is t.
-DrainingFrom(k, t) == IF t # NoOne /\ HoldersOf(k) \ {t} # {}
-                      THEN CHOOSE d \in HoldersOf(k) \ {t} : TRUE
+DrainingFrom(k, t) == LET holders == {holder[o] : o \in {p \in Watched(k) : st[p] = "outstanding"}} IN
+                      IF t # NoOne /\ holders \ {t} # {}
+                      THEN CHOOSE d \in holders \ {t} : TRUE
                       ELSE NoOne
 
-\* After consumer c gave up (acked, failed) a delivery of k, the drain of k clears when c holds none.
+\* After consumer c gave up (acked, failed) a delivery, the drain of k from c clears when c holds none
+\* of the messages it watches (Watched).
 ClearedDrains(c) ==
-    [k \in Keys |-> IF draining[k] = c /\ \A o \in OfKey(k) : ~(st'[o] = "outstanding" /\ holder'[o] = c)
+    [k \in Keys |-> IF draining[k] = c /\ \A o \in Watched(k) : ~(st'[o] = "outstanding" /\ holder'[o] = c)
                     THEN NoOne ELSE draining[k]]
 
 NewEpoch == /\ target' = [k \in Keys |-> NoOne]
@@ -126,7 +146,7 @@ NewEpoch == /\ target' = [k \in Keys |-> NoOne]
 DeliverBlockers(o, c) ==
     LET k == keyOf[o] IN
     { r \in {"KS-RES-2", "KS-ASN-1", "KS-MEM-3", "KS-FLT-2", "KS-DRN-1", "KS-FLW-1", "KS-FLW-2",
-             "KS-ORD-1", "KS-ORD-2", "KS-ORD-3", "KS-POI-3", "KS-RTY-6"} :
+             "KS-ORD-1", "KS-ORD-2", "KS-ORD-3", "KS-POI-3", "KS-RTY-6", "KS-DRN-3"} :
         \/ r = "KS-RES-2" /\ st[o] # "pending"                          \* req: KS-RES-2
         \/ r = "KS-ASN-1" /\ target[k] # c                              \* req: KS-ASN-1, KS-ASN-9
         \/ r = "KS-MEM-3" /\ c \notin connected                         \* req: KS-MEM-3
@@ -143,6 +163,12 @@ DeliverBlockers(o, c) ==
                           /\ \E p \in SameKeyBefore(o) : AwaitingRedelivery(p)
         \/ r = "KS-POI-3" /\ \E p \in OfKey(k) : st[p] = "blocked"     \* req: KS-POI-3
         \/ r = "KS-RTY-6" /\ Poisoned(o)                                \* req: KS-RTY-6
+        \* Under hash granularity an earlier message of a slot-mate awaiting redelivery holds o (only an
+        \* earlier one: two keys of a slot must not wait for each other, which SlotMatesWaitForEachOther does).
+        \/ r = "KS-DRN-3" /\ DrainGranularity = "hash"                  \* req: KS-DRN-3
+                          /\ \E p \in Offsets : /\ keyOf[p] \in SlotMates(k) \ {k}
+                                               /\ AwaitingRedelivery(p)
+                                               /\ (p < o \/ Bug = "SlotMatesWaitForEachOther")
     }
 
 -----------------------------------------------------------------------------
@@ -182,10 +208,12 @@ Publish(k) ==
                    target, draining, pcur, pholes>>
 
 \* The selector picks k's target for this epoch among its eligible members (KS-FLT-5); the key
-\* drains from its old owner if another consumer still holds its messages (section 7).
+\* drains from its old owner if another consumer still holds its messages (section 7), or those of
+\* a key of its slot under hash granularity.  A slot selector gives the keys of a slot one target.
 Route(k, c) ==
     /\ target[k] = NoOne
     /\ c \in Eligible(k)
+    /\ DrainGranularity = "hash" => \A j \in SlotMates(k) : target[j] \in {NoOne, c}  \* req: KS-DRN-3, KS-ASN-5
     /\ \E o \in OfKey(k) : st[o] = "pending"
     /\ target' = [target EXCEPT ![k] = c]
     /\ draining' = [draining EXCEPT ![k] = DrainingFrom(k, c)]
@@ -472,12 +500,19 @@ KS_ORD_3_RedeliveryFirst ==
 KS_DRN_1_OneHolderPerKey == \A k \in Keys : Cardinality(HolderSet(k)) <= 1
 
 \* The tracked draining state is the one section 7 defines: DrainingFrom(k, target[k]), a holder of k
-\* other than its target, or NoOne.
+\* (under hash granularity, of a key of k's slot) other than its target, or NoOne.
 KS_DRN_1_DrainingConsistent == \A k \in Keys : draining[k] = DrainingFrom(k, target[k])
 
 \* Over history: since the last membership change (or restart) every delivery of a key, first or
 \* again, went to one consumer.
 KS_ASN_1_OneTargetPerEpoch == \A k \in Keys : Cardinality(gotKey[k]) <= 1
+
+\* Over history: under hash granularity, since the last membership change (or restart) every delivery
+\* of the keys of one slot, first or again, went to one consumer (a slot selector gives a slot one
+\* target, which slot draining relies on).
+KS_DRN_3_OneTargetPerSlot ==
+    DrainGranularity = "hash" =>
+        \A j, k \in Keys : SlotOf[j] = SlotOf[k] => Cardinality(gotKey[j] \cup gotKey[k]) <= 1
 
 \* A consumer that joins holds no outstanding message after the join.
 KS_GEN_3_RejoinHoldsNothing ==

@@ -10,4 +10,11 @@ AcceptAll == {Keys}
 
 \* A joiner accepts every key, or exactly one (a filter); symmetric under permuting keys.
 AcceptAllOrOne == {Keys} \cup {{k} : k \in Keys}
+
+\* drain_granularity = "key": every key is a slot of its own (SlotOf is then not read).
+OwnSlots == [k \in Keys |-> k]
+
+\* drain_granularity = "hash": every key in one slot, so that each key has a slot-mate (symmetric
+\* under permuting keys).
+OneSlot == [k \in Keys |-> 0]
 ==============================================================================

@@ -186,7 +186,7 @@ def render_mutants(path: Path = MODELS_DIR / "mutants.json") -> str:
         lines.append(
             f"Last recorded run: mutation score {recorded['killed']}/{recorded['total']} "
             f"({100 * recorded['killed'] // max(1, recorded['total'])}%), {recorded['runtime']} with "
-            f"{recorded['jobs']} TLC runs at a time."
+            f"{recorded['jobs']} TLC {'run' if recorded['jobs'] == 1 else 'runs'} at a time."
         )
     return "\n".join(lines)
 
