@@ -228,6 +228,29 @@ def test_out_of_order_gives_up_draining_and_key_order_but_not_routing() -> None:
     assert _anomaly_names(moved) == ["key-moved"]
 
 
+def test_with_durable_attempts_a_delivery_a_restart_ended_is_a_counted_return() -> None:
+    """KS-RTY-7 with returns_as_failures and durable_attempts (procrastinate: the stalled-job recovery after a crash
+    retries the job, one more attempt): the restart's lost delivery counts, so one failure more poisons."""
+
+    def crashed(**config: object) -> TraceBuilder:
+        t = TraceBuilder(
+            declared={"durable_attempts": True},
+            profile="strict",
+            max_redeliveries=1,
+            poison_policy="dead-letter",
+            backoff_base=0,
+            backoff_max=0,
+            **config,
+        ).add("c1")
+        t.deliver(t.publish("k"), "c1")
+        t.restart().add("c2")
+        t.deliver(0, "c2", attempt=2).nack(0, "c2", attempt=2)
+        return t.dead_letter(0, attempt=2, reason="nack").persisted(1)
+
+    assert "unjustified-resolution" in _anomaly_names(crashed())
+    assert _anomaly_names(crashed(returns_as_failures=True)) == []
+
+
 def _two_returns(**config: object) -> TraceBuilder:
     """A message returned twice by leaving holders, with max_redeliveries = 1 and no failure."""
     t = owner(max_redeliveries=1, poison_policy="dead-letter", **config).add("c1")

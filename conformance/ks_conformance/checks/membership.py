@@ -205,6 +205,13 @@ class OpEventChecks(QuiescenceChecks):
     def _on_restart(self, event: Event) -> None:
         seq = int(event["seq"])
         for incarnation in list(self.members.values()):
+            if self.returns_as_failures and self.durable_attempts:
+                # req: KS-RTY-7 (counts kept across the restart: a delivery it ended is a return that counts)
+                for delivery in incarnation.outstanding.values():
+                    message = self.messages[delivery.offset]
+                    message.returns += 1
+                    message.return_seq = seq
+                    message.returned_delivery_seq = delivery.seq
             self._end_incarnation(incarnation, seq, returned=False)
         self.restarts += 1
         if not self.has_cursor:
