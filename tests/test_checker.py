@@ -249,6 +249,14 @@ def test_with_durable_attempts_a_delivery_a_restart_ended_is_a_counted_return() 
 
     assert "unjustified-resolution" in _anomaly_names(crashed())
     assert _anomaly_names(crashed(returns_as_failures=True)) == []
+    # a return (here the restart's) that used up the budget may leave the message to go again (KS-RTY-6)
+    again = TraceBuilder(
+        declared={"durable_attempts": True}, profile="strict", max_redeliveries=0, returns_as_failures=True
+    ).add("c1")
+    again.deliver(again.publish("k"), "c1")
+    again.restart().add("c2")
+    again.deliver(0, "c2", attempt=2).ack(0, "c2").persisted(1)
+    assert _anomaly_names(again) == []
 
 
 def _two_returns(**config: object) -> TraceBuilder:

@@ -407,7 +407,7 @@ class DeliveryChecks(BucketChecks):
         maximum = int(self.config["max_redeliveries"])
         # With returns_as_failures a message a return took over its budget may go again (a return is no failure):
         # its next failure poisons it (KS-RTY-6).
-        counted = message.failures if message.returned else self.counted_failures(message)
+        counted = message.failures if self.ended_by_return(message) else self.counted_failures(message)
         if counted > maximum:
             # req: KS-RTY-6
             returns = message.returns if self.returns_as_failures else 0

@@ -316,7 +316,7 @@ class EndOfOpChecks(CheckerState):
                 continue
             if head in self._over_budget:
                 continue  # req: KS-RTY-6 (over its budget it awaits its poison policy, judged as poison-ignored)
-            if message.returned and self.counted_failures(message) > int(self.config["max_redeliveries"]):
+            if self.ended_by_return(message) and self.counted_failures(message) > int(self.config["max_redeliveries"]):
                 continue  # req: KS-RTY-6 (returns_as_failures: its returns used up its budget, it may await poisoning)
             if self._slot_mate_explains(key):
                 continue

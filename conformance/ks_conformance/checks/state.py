@@ -430,6 +430,11 @@ class CheckerState:
         decided = self.bucket_decided.get((segment, bucket))
         return decided is not None and decided[0] == name and decided[1] > since_seq
 
+    def ended_by_return(self, message: Message) -> bool:
+        """Whether the message's last delivery ended by a return (a leave, an eviction, or a restart counted as one):
+        under returns_as_failures a return that used up the budget leaves the message free to go again (KS-RTY-6)."""
+        return message.returns > 0 and message.returned_delivery_seq == message.last_delivery_seq
+
     def counted_failures(self, message: Message) -> int:
         """The failures KS-RTY-6 counts: with the declared option `returns_as_failures`, the returns too."""
         return message.failures + (message.returns if self.returns_as_failures else 0)
