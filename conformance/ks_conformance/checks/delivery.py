@@ -1,5 +1,8 @@
 """spec/checking.md section 2.1, deliveries: order, exclusivity, routing, flow control, attempts, retries
 and buckets, judged at each `deliver` (and `held`).
+
+Long because every rule judged at a delivery reads the same moment (capacity, Pulsar's unacked limit and permits,
+the window, attempts, back-off, routing, buckets and batches); issue 29 makes each anomaly kind a rule of its own.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """spec/checking.md section 2.2: the checks at the end of an op and at the phase boundaries of a tick
 (timeouts due, evictions due, persistence, isolation), and the op boundaries themselves.
+
+Long because the isolation check's one pass over idle keys holds every exemption the declared options allow (slots,
+buckets, parking, heartbeat reads, unacked limits, counted returns); issue 29 makes each kind a rule of its own.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """spec/checking.md section 2.1, answers and resolutions: acks, nacks, timeouts, poison, drops, dead
 letters, filters, outcomes, evictions, the persisted cursor and checkpoints.
+
+Long because every way a delivery ends or a message is resolved (late results included) updates the same
+per-message state; issue 29 makes each anomaly kind a rule of its own.
 """
 
 from __future__ import annotations
