@@ -55,6 +55,15 @@ class EvictionCountsAsAck(Dispatcher):
         super().on_leave(member)
 
 
+PULSAR_CAPABILITIES: dict[str, Any] = {
+    # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
+    "ops": [op for op in OPS if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")],
+    "filters": False,
+    "poison_policies": ["dead-letter"],
+}
+"""What every Pulsar preset declares beside its configuration: no disconnect or layout ops, no filters, dead letters."""
+
+
 @dataclass(frozen=True)
 class Preset:
     """One seed's configuration, and what the conformance kit must find when it runs against it."""
@@ -102,16 +111,7 @@ PRESETS: dict[str, Preset] = {
                 "max_unacked": [0, 2, 4],
                 "ack_by_id": [True],  # Pulsar acknowledges by message id, whichever consumer sends it
             },
-            capabilities={
-                # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
-                "ops": [
-                    op
-                    for op in OPS
-                    if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")
-                ],
-                "filters": False,
-                "poison_policies": ["dead-letter"],
-            },
+            capabilities=PULSAR_CAPABILITIES,
             differences=(
                 "the look-ahead limit is checked before each message is read, where Pulsar checks it before reading a "
                 "batch of entries that may overshoot it (KS-FLW-5)",
@@ -131,15 +131,7 @@ PRESETS: dict[str, Preset] = {
                 "lookahead_per_subscription": [3, 6, 0],
                 "max_unacked": [0, 2, 4],
             },
-            capabilities={
-                "ops": [
-                    op
-                    for op in OPS
-                    if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")
-                ],
-                "filters": False,
-                "poison_policies": ["dead-letter"],
-            },
+            capabilities=PULSAR_CAPABILITIES,
             differences=(
                 "no draining at all: a key's messages go to its current target at once, as Pulsar does with "
                 "allowOutOfOrderDelivery; key order and one holder per key are given up (a departure, spec "
@@ -157,16 +149,7 @@ PRESETS: dict[str, Preset] = {
                 "flow_control": ["permits"],
                 "read_bound": ["window"],
             },
-            capabilities={
-                # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
-                "ops": [
-                    op
-                    for op in OPS
-                    if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")
-                ],
-                "filters": False,
-                "poison_policies": ["dead-letter"],
-            },
+            capabilities=PULSAR_CAPABILITIES,
             dispatcher=RecentlyJoinedConsumers,
             expected={
                 "KS-ISO-1": "PIP-379 (motivation, item 4): while a recent joiner waits for the mark-delete position, "
