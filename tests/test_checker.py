@@ -1488,6 +1488,84 @@ def _idle_when_a_retry_is_later_than_the_slack(bad: bool) -> TraceBuilder:
     return t.deliver(0, "c1", attempt=2)
 
 
+# --- a cursor written on its advance (KS-CUR-8): Danube's and Pulsar's debounces ---------------------------------
+
+
+def _two_acks_at_tick_0(t: TraceBuilder, persist_first: bool = True) -> TraceBuilder:
+    """Two messages of one key acked at tick 0: the first ack moves the cursor to 1, the second to 2."""
+    t.add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1")
+    if persist_first:
+        t.persisted(1)
+    return t.ack(1, "c1")
+
+
+@case("persist-late")
+def _advance_written_at_the_move(bad: bool) -> TraceBuilder:
+    """KS-CUR-8: with persist_trigger advance the first move (nothing persisted yet) is written at its own op."""
+    return _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=2), persist_first=not bad)
+
+
+@case("persist-late")
+def _advance_within_the_interval_waits_for_the_next_move(bad: bool) -> TraceBuilder:
+    """KS-CUR-8: a move within the interval may wait for the next move (advance); by the tick rule it is late."""
+    trigger = {} if bad else {"persist_trigger": "advance"}
+    t = _two_acks_at_tick_0(owner(persist_interval=2, **trigger))
+    return t.tick().tick().tick()
+
+
+@case("persist-late")
+def _advance_due_at_a_later_move(bad: bool) -> TraceBuilder:
+    """KS-CUR-8: the next move after the interval writes the cursor at once."""
+    t = _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=2))
+    t.tick().tick()
+    t.deliver(t.publish("k"), "c1")
+    t.ack(2, "c1")
+    return t if bad else t.persisted(3)
+
+
+@case("persist-late")
+def _flush_writes_what_the_debounce_held(bad: bool) -> TraceBuilder:
+    """KS-CUR-8: with persist_flush 2 a cursor still unpersisted is written in phase 6 of tick 2."""
+    t = _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=3, persist_flush=2))
+    t.tick().tick()
+    if not bad:
+        t.persisted(2)
+    return t.tick()
+
+
+@case("persist-late")
+def _flush_may_wait_for_the_slack(bad: bool) -> TraceBuilder:
+    """KS-CUR-8, KS-GEN-9: with timer_slack 1 the flush due at tick 2 may come at tick 3, not later."""
+    t = _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=5, persist_flush=2, timer_slack=1))
+    t.tick().tick().tick()
+    if not bad:
+        t.persisted(2)
+    return t.tick()
+
+
+@case("persist-early")
+def _advance_write_without_a_move(bad: bool) -> TraceBuilder:
+    """KS-CUR-7: with persist_trigger advance a write in a tick that moved nothing, and no flush due, is early."""
+    t = _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=2))
+    t.tick().tick()
+    if bad:
+        t.persisted(2)
+    return t.tick()
+
+
+def test_cursor_stall_is_not_judged_under_a_declared_advance_trigger_without_a_flush() -> None:
+    """KS-LIV-2 given up by persist_trigger advance alone (section 21.1): an idle cursor may stay unwritten."""
+    t = _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=2))
+    t.tick().tick().tick().quiescent()
+    assert check_events(t.events).verdict is Verdict.VALID
+    flushed = _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=2, persist_flush=3))
+    flushed.tick().tick().quiescent()
+    assert "cursor-stall" in _anomaly_names(flushed)
+
+
 def _anomaly_names(trace: TraceBuilder) -> list[str]:
     return [a.name for a in check_events(trace.events).anomalies]
 

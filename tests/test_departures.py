@@ -128,3 +128,20 @@ def test_a_system_that_only_gives_up_key_order_has_its_order_checks_skipped_with
     for kind in ("split-owner", "key-reorder", "retry-overtaken", "overtaken-hold"):
         assert "out_of_order" in (check_needs(kind, only, {}) or ""), kind
         assert check_needs(kind, both, {}) is None, kind
+
+
+def test_an_advance_trigger_without_a_flush_skips_the_cursor_stall_check_with_its_reason() -> None:
+    """persist_trigger advance declared alone gives up KS-LIV-2 (an idle cursor may stay unwritten): cursor-stall is
+    skipped with the reason, not left vacuous; with a flush or the timer also declared it runs."""
+    from ks_conformance.protocol import Capabilities
+    from ks_conformance.statuses import check_needs
+
+    ops = ("publish", "add_consumer", "ack", "tick")
+
+    def declaring(**values: list[object]) -> Capabilities:
+        return Capabilities(("strict",), ("ring",), ops, cursor=True, config_values=dict(values))
+
+    assert "persist_flush" in (check_needs("cursor-stall", declaring(persist_trigger=["advance"]), {}) or "")
+    assert check_needs("cursor-stall", declaring(persist_trigger=["advance"], persist_flush=[0, 2]), {}) is None
+    assert check_needs("cursor-stall", declaring(persist_trigger=["tick", "advance"]), {}) is None
+    assert check_needs("cursor-stall", declaring(), {}) is None

@@ -255,6 +255,34 @@ def test_danube_reads_its_log_at_the_heartbeat_and_the_kit_accepts_it() -> None:
     assert check_events([_config_event({**config, "read_trigger": "every-op"}), *every_op]).verdict is Verdict.INVALID
 
 
+def test_danube_writes_its_cursor_on_an_advance_and_the_kit_accepts_it() -> None:
+    """KS-CUR-8: the danube preset writes a moved cursor once its interval has passed, and otherwise leaves it for
+    the next move; the trace is valid because the preset declares it, late by the timer rule otherwise."""
+    preset = PRESETS["danube"]
+    assert preset.config_values["persist_trigger"] == ["advance"]
+    config = {"profile": preset.profile, "selector": preset.selector, "persist_interval": 2}
+    config.update({name: values[0] for name, values in preset.config_values.items()})
+    trace = TraceRecorder()
+    dispatcher = preset.dispatcher(config, None, trace)
+    dispatcher.add_consumer("c1", 5)
+    dispatcher.publish("a")
+    dispatcher.publish("b")
+    assert _delivered(dispatcher.tick().events) == [0, 1]
+    dispatcher.ack("c1", 0)
+    dispatcher.ack("c1", 1)  # within the interval of the write the first ack made: waits for the next move
+    for _ in range(3):
+        dispatcher.tick()
+    dispatcher.publish("a")
+    dispatcher.tick()
+    dispatcher.ack("c1", 2)
+    written = [int(e["cursor"]) for e in trace.events if e["event"] == "cursor_persisted"]
+    assert written == [1, 3]
+    assert check_events(trace.events).verdict is Verdict.VALID
+    by_timer = [e for e in trace.events if e["event"] != "config"]
+    declared = {**config, "persist_trigger": "tick"}
+    assert check_events([_config_event(declared), *by_timer]).verdict is Verdict.INVALID
+
+
 def _delivered(events: list[dict[str, Any]]) -> list[int]:
     return [int(e["offset"]) for e in events if e["event"] == "deliver"]
 

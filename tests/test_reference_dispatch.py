@@ -127,6 +127,31 @@ def test_timers_fire_at_the_heartbeat_within_the_slack(slack: int) -> None:
     assert h.anomalies() == []
 
 
+def _persisted(events: list[dict[str, object]]) -> list[tuple[int, int]]:
+    return [(int(str(e["tick"])), int(str(e["cursor"]))) for e in events if e["event"] == "cursor_persisted"]
+
+
+@pytest.mark.parametrize("flush", [0, 2])
+def test_a_cursor_written_on_its_advance_waits_for_the_next_move_or_the_flush(flush: int) -> None:
+    # req: KS-CUR-8 (persist_trigger advance: written on a move once the interval has passed since the last write,
+    # a move within it waits for the next move or, with persist_flush, for the next tick that is a multiple of it)
+    h = Harness(persist_trigger="advance", persist_interval=3, persist_flush=flush)
+    h.d.add_consumer("c1", 5)
+    h.publish("k")
+    h.publish("k")
+    h.d.ack("c1", 0)
+    h.d.ack("c1", 1)
+    for _ in range(3):
+        h.d.tick()
+    written = [(0, 1)] + ([(2, 2)] if flush else [])
+    assert _persisted(h.events) == written
+    h.publish("k")
+    h.d.ack("c1", 2)  # at tick 3: 3 ticks after the first write, 1 after the flush's
+    h.d.tick()
+    assert _persisted(h.events) == [*written, (4, 3) if flush else (3, 3)]
+    assert h.anomalies() == []
+
+
 def _slot_mates_moving_to(joiner: str) -> tuple[str, str]:
     """Two keys of one pulsar-consistent slot whose target moves from c1 to `joiner` when it joins."""
     from ks_reference.selectors import make_selector

@@ -47,10 +47,19 @@ EXTRA_TARGETS: dict[str, tuple[str, ...]] = {
 """Requirements a mutant may break that no mutant must (spec/checking.md: judged at quiescence, which a live run
 reaches with the violation already shown by another check): their vectors settle past that other check."""
 
-KEPT_CONFIG = ("profile", "selector", "poison_policy", "read_trigger", "timer_slack")
+KEPT_CONFIG = (
+    "profile",
+    "selector",
+    "poison_policy",
+    "read_trigger",
+    "timer_slack",
+    "persist_trigger",
+    "persist_flush",
+)
 """Configuration fields a vector always states: what an adapter must declare to take it (a default poison policy
 would make a vector need `block` without saying so), and the heartbeat options it was found under (KS-GEN-8,
-KS-GEN-9: a late timer is the vector's point only next to the slack it exceeds)."""
+KS-GEN-9: a late timer is the vector's point only next to the slack it exceeds), and the debounce options (KS-CUR-8:
+a write is late only by the rule it was declared under)."""
 
 HANDMADE = {"KS-CFG-1", "KS-GEN-5"}
 """Requirements whose vectors are hand-made: a refused configuration has no steps (the suite's probes), and
@@ -94,6 +103,8 @@ SITUATIONS: dict[str, str] = {
     "KS-CUR-4/holes_reread": "restart-with-persisted-holes",
     "KS-CUR-5/cursor_tail_unflushed": "one-ack-then-quiescence",
     "KS-CUR-5/persist_on_tick_only": "ack-with-zero-persist-interval",
+    "KS-CUR-5/advance_written_at_tick": "move-due-under-advance-trigger",
+    "KS-CUR-5/flush_never_runs": "move-held-until-flush-tick",
     "KS-CUR-7/persist_eagerly": "ack-within-persist-interval",
     "KS-DRN-1/no_draining": "join-while-key-outstanding",
     "KS-DRN-2/drain_never_clears": "drain-then-settle",

@@ -1176,21 +1176,34 @@ def persist_late(
     last_resolution_seq: int | None,
     seq: int,
     slack: int = 0,
+    flush: int | None = None,
 ) -> Explained:
-    """KS-CUR-5 (`holes`: the resolved offsets above the cursor, None when ack holes are not persisted; `slack`:
-    timer_slack, KS-GEN-9)."""
+    """KS-CUR-5, or KS-CUR-8 when `flush` is given (persist_trigger = advance; `flush` is persist_flush) (`holes`: the
+    resolved offsets above the cursor, None when ack holes are not persisted; `slack`: timer_slack, KS-GEN-9)."""
     what = f"the cursor is {cursor}" + (f" with holes {ranges_text(holes)}" if holes is not None else "")
     stored = f"{persisted}" + (f" with holes {ranges_text(persisted_holes)}" if holes is not None else "")
-    rule = (
-        "with persist_interval = 0 it is persisted after every op that changed it"
-        if interval == 0
-        else f"with persist_interval = {interval} it is persisted in phase 6 of the first tick at which it is due"
-    )
-    if slack:
-        rule += f", or with timer_slack = {slack} at most {_ticks(slack)} later (KS-GEN-9)"
+    requirement = "KS-CUR-5"
+    if flush is not None:
+        requirement = "KS-CUR-5, KS-CUR-8"
+        rule = (
+            f"with persist_trigger = advance and persist_interval = {interval} it is persisted at the end of an op "
+            f"that moved it once {_ticks(interval)} have passed since the last persistence"
+        )
+        if flush:
+            rule += f", and in phase 6 of every tick that is a multiple of persist_flush = {flush}"
+            if slack:
+                rule += f" (or with timer_slack = {slack} at most {_ticks(slack)} later, KS-GEN-9)"
+    else:
+        rule = (
+            "with persist_interval = 0 it is persisted after every op that changed it"
+            if interval == 0
+            else f"with persist_interval = {interval} it is persisted in phase 6 of the first tick at which it is due"
+        )
+        if slack:
+            rule += f", or with timer_slack = {slack} at most {_ticks(slack)} later (KS-GEN-9)"
     return (
         [f"the op at seq {seq}", f"the last resolution at seq {last_resolution_seq}"],
-        f"at the end of the op {what}, but the persisted cursor is {stored}; {rule} (KS-CUR-5)",
+        f"at the end of the op {what}, but the persisted cursor is {stored}; {rule} ({requirement})",
         {"cursor": cursor, "persisted": persisted},
     )
 
@@ -1205,6 +1218,15 @@ def persist_too_soon(previous_tick: int, interval: int) -> str:
     return (
         f"the previous persistence was at tick {previous_tick} and persist_interval = {interval}: "
         f"not again before tick {previous_tick + interval}"
+    )
+
+
+def persist_off_schedule(interval: int, flush: int) -> str:
+    """Why a persist is early (KS-CUR-7) under persist_trigger = advance: KS-CUR-8 did not make it due."""
+    flushing = f", or in phase 6 of a flush tick (persist_flush = {flush})" if flush else ""
+    return (
+        f"with persist_trigger = advance a persistence is due only in an op that moved the cursor at least "
+        f"{_ticks(interval)} after the last one{flushing}, and this one was not"
     )
 
 

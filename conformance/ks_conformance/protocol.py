@@ -54,7 +54,8 @@ SYSTEM_FAULT = "system_fault"
 """v2: the error code of a valid op the system under test failed or rejected: a finding (`system-fault`), not a
 refusal and not an adapter fault (spec/adapter-protocol.md section 2)."""
 TIMER_FIELDS = (
-    "ack_timeout", "backoff_base", "backoff_max", "evict_after", "persist_interval", "park_after", "timer_slack"
+    "ack_timeout", "backoff_base", "backoff_max", "evict_after", "persist_interval", "park_after", "timer_slack",
+    "persist_flush",
 )  # fmt: skip
 """The fields that set up behaviour driven by ticks; with `timers: false` each may only be declared as [0]."""
 TIMER_DRAWN = ("ack_timeout", "backoff_base", "evict_after", "persist_interval")

@@ -287,11 +287,15 @@ def configs(
             ("read_trigger", profile != "best-effort"),
             ("timer_slack", True),
             ("ack_by_id", profile != "best-effort"),
+            ("persist_trigger", profile != "best-effort" and capabilities.cursor),
+            ("persist_flush", profile != "best-effort" and capabilities.cursor),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())
         if config.get("controller_moves") and config.get("bucket_assignment") != "controller":
             config.pop("controller_moves")  # only the controller policy moves buckets on its own (KS-CFG-1)
+        if config.get("persist_flush") and config.get("persist_trigger") != "advance":
+            config.pop("persist_flush")  # the flush backs up persistence on an advance only (KS-CFG-1)
         if config.get("flow_control") == "permits" and "flow" not in ops:
             config.pop("flow_control")  # permits nobody can grant would starve every consumer: not drawn
         if config.get("read_bound") == "lookahead":

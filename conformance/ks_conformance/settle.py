@@ -25,7 +25,7 @@ MAX_PASSES = 1000
 """Ack passes in one acking phase."""
 STALE_PASSES = 3
 """Ack passes in a row that move nothing forward before an acking phase ends (and time moves instead)."""
-TIMERS = ("backoff_max", "persist_interval", "ack_timeout", "evict_after")
+TIMERS = ("backoff_max", "persist_interval", "persist_flush", "ack_timeout", "evict_after")
 """The configuration's delays: a settle stops ticking once nothing moved for longer than the largest."""
 
 

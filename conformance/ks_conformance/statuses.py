@@ -207,6 +207,11 @@ def check_needs(
         "nondeterministic": need(capabilities.deterministic, "the adapter does not declare itself deterministic"),
         "config-accepted": need("ring" in selectors or bool(selectors - {"buckets"}), "a selector other than buckets"),
     }
+    if name == "cursor-stall" and "tick" not in forms("persist_trigger") and not any(forms("persist_flush")):
+        return (
+            "a cursor written by a timer or a flush (the implementation declares only persist_trigger: advance without "
+            "persist_flush, a departure of spec section 21.1: an idle cursor may stay unwritten)"
+        )
     if name in OUT_OF_ORDER_KINDS and False not in forms("out_of_order"):
         return "key order kept (the implementation declares only out_of_order: true, a departure of spec section 21.1)"
     return requirements.get(name)

@@ -59,6 +59,8 @@ CAPABILITIES: dict[str, Any] = {
         "read_trigger": list(READ_TRIGGERS),
         "timer_slack": [0, 1, 2],
         "ack_by_id": [False, True],
+        "persist_trigger": ["tick", "advance"],
+        "persist_flush": [0, 2, 3],
     },
 }
 

@@ -20,6 +20,7 @@ TICK_ORDERS = ("standard", "danube")
 FLOW_CONTROLS = ("capacity", "permits")
 READ_BOUNDS = ("window", "lookahead")
 READ_TRIGGERS = ("every-op", "heartbeat")
+PERSIST_TRIGGERS = ("tick", "advance")
 LOOKAHEAD_FIELDS = ("lookahead_per_consumer", "lookahead_per_subscription")
 SLOT_SELECTORS = ("pulsar-consistent", "pulsar-auto-split", "pulsar-sticky")
 
@@ -40,6 +41,8 @@ OPTIONS_RECORDED_WHEN_SET: dict[str, Any] = {
     "max_unacked": 0,
     "out_of_order": False,
     "ack_by_id": False,
+    "persist_trigger": "tick",
+    "persist_flush": 0,
 }
 """Options added after spec 1.6 (spec section 21.1), recorded in a trace's config event only when not at their
 default, so that every earlier trace of the reference replays byte for byte."""
@@ -74,6 +77,8 @@ class Config:
     read_trigger: str = "every-op"
     timer_slack: int = 0
     ack_by_id: bool = False
+    persist_trigger: str = "tick"
+    persist_flush: int = 0
     bucket_budget: int = 4
     bucket_max: int = 1024
     bucket_assignment: str = "sorted"
@@ -98,6 +103,7 @@ class Config:
         _choice(raw, "flow_control", FLOW_CONTROLS)
         _choice(raw, "read_bound", READ_BOUNDS)
         _choice(raw, "read_trigger", READ_TRIGGERS)
+        _choice(raw, "persist_trigger", PERSIST_TRIGGERS)
         _choice(raw, "bucket_assignment", BUCKET_ASSIGNMENTS)
         for field in ("points", "window", "bucket_budget", "bucket_max", "partitions"):
             _integer(raw, field, minimum=1)
@@ -107,6 +113,7 @@ class Config:
         _integer(raw, "park_after", minimum=0)
         _integer(raw, "timer_slack", minimum=0)
         _integer(raw, "max_unacked", minimum=0)
+        _integer(raw, "persist_flush", minimum=0)
         for field in LOOKAHEAD_FIELDS:
             _integer(raw, field, minimum=0)
         for field in (
@@ -155,6 +162,16 @@ class Config:
             if config.ack_by_id:
                 # req: KS-CFG-1 (an ack resolves nothing in best-effort)
                 raise ConfigError("ack_by_id", "does not apply to the best-effort profile (an ack resolves nothing)")
+            if config.persist_trigger != "tick":
+                # req: KS-CFG-1 (best-effort persists no cursor)
+                raise ConfigError(
+                    "persist_trigger", "'advance' does not apply to the best-effort profile (it has no cursor)"
+                )
+        if config.persist_flush > 0 and config.persist_trigger != "advance":
+            # req: KS-CFG-1, KS-CUR-8 (the periodic flush backs up persistence on an advance only)
+            raise ConfigError(
+                "persist_flush", f"only applies to persist_trigger 'advance', not '{config.persist_trigger}'"
+            )
         if config.out_of_order and config.profile != "owner":
             # req: KS-CFG-1 (giving up key order needs a profile that delivers several messages of a key at once)
             raise ConfigError("out_of_order", f"only applies to the owner profile, not '{config.profile}'")

@@ -119,6 +119,12 @@ class Core:
         """Per offset, the name each delivery since the last restart went to, by attempt (KS-ACK-3's domain)."""
         self.persisted_position = snapshot.cursor
         self.persisted_at: int | None = snapshot.persisted_at
+        self.position_at_begin = snapshot.cursor
+        """The cursor when the current operation began: with `persist_trigger = advance`, only an operation that
+        moves it makes a persistence due (KS-CUR-8)."""
+        self.flush_owed = False
+        """With `persist_flush`, a flush tick passed while the cursor was unpersisted: persist at the next timed
+        phase 6 (KS-CUR-8, KS-GEN-9)."""
         self.read_position = snapshot.cursor
         self.selector = make_selector(
             self.config.selector, self.config.points, self.config.bucket_budget, self.config.partitions

@@ -89,6 +89,7 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
 
     def _begin(self, *op_events: Event) -> None:
         self._effects = []
+        self.position_at_begin = self.cursor.position
         if self.trace is not None:
             for event in op_events:
                 self.trace.record(event, self.now)
@@ -298,7 +299,7 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
                 self.phase_eviction()  # 4
             self.controller_step()  # req: KS-BKT-3 (the controller's moves, with controller_moves: before the pass)
             self.dispatch_pass(heartbeat=True)  # 5, req: KS-GEN-8 (a tick's pass reads under either read_trigger)
-            self.persist_if_due(in_tick_phase_6=timers)  # 6
+            self.persist_if_due(in_tick_phase_6=timers, tick=True)  # 6
         elif self.timers_due():
             self.phase_eviction()  # best-effort has no timeouts, retries, poison or cursor (spec section 18)
         return self._end(run_pass=False)

@@ -8,7 +8,7 @@ from ks_reference.core import Core
 class Persistence(Core):
     """When the cursor is due for persistence, writing it (with the holes) to the store, and restart."""
 
-    def persistence_due(self, in_tick_phase_6: bool) -> bool:
+    def persistence_due(self, in_tick_phase_6: bool, tick: bool = False) -> bool:
         """True when section 14 says the cursor must be persisted now (KS-CUR-5)."""
         if not self.config.reliable:
             return False
@@ -16,10 +16,24 @@ class Persistence(Core):
         if not self.cursor_changed() and not (self.config.checkpoint_resume and self.cursor.changed):
             return False
         interval = self.config.persist_interval
+        if self.config.persist_trigger == "advance":
+            return self._advance_persistence_due(in_tick_phase_6, tick)
         if interval == 0:
             return True  # req: KS-CUR-5, KS-LIV-2 (0: at the end of every operation that changed it)
         # req: KS-CUR-5 (debounced: in phase 6, at least `persist_interval` ticks after the last persistence)
         return in_tick_phase_6 and (self.persisted_at is None or self.now - self.persisted_at >= interval)
+
+    def _advance_persistence_due(self, in_tick_phase_6: bool, tick: bool) -> bool:
+        """Danube's and Pulsar's debounce (KS-CUR-8): a write when the cursor moves and the interval has passed since
+        the last one, otherwise at the next such move or, with `persist_flush`, at the next flush tick."""
+        flush = self.config.persist_flush
+        if flush and self.now % flush == 0 and tick:
+            self.flush_owed = True  # the periodic flush of this tick (fired here, or at the next timed phase 6)
+        if flush and in_tick_phase_6 and self.flush_owed:
+            return True  # req: KS-CUR-8 (the flush writes what the debounce held back)
+        moved = self.cursor.position != self.position_at_begin
+        elapsed = self.persisted_at is None or self.now - self.persisted_at >= self.config.persist_interval
+        return moved and elapsed  # req: KS-CUR-8 (written on the move, once the interval has passed)
 
     def cursor_changed(self) -> bool:
         """True when the cursor (or, with `persist_ack_holes`, a hole) changed since the last persistence."""
@@ -44,6 +58,7 @@ class Persistence(Core):
             self.store.persist_cursor(position, chunks, self.now)
             self.persisted_position = position
             self.persisted_at = self.now
+            self.flush_owed = False
             self.emit("cursor_persisted", cursor=position, ranges=ranges)
         else:
             # Only checkpoints moved (checkpoint_resume): the cursor's record, and its debounce clock, stand.
@@ -64,9 +79,9 @@ class Persistence(Core):
                     # req: KS-BKT-6
                     self.emit("checkpoint", segment=segment, bucket=bucket, cursor=checkpoint)
 
-    def persist_if_due(self, in_tick_phase_6: bool) -> None:
-        """Phase 6 of a tick, or the end of any other operation."""
-        if self.persistence_due(in_tick_phase_6):
+    def persist_if_due(self, in_tick_phase_6: bool, tick: bool = False) -> None:
+        """Phase 6 of a tick (`tick`; `in_tick_phase_6` when its timers run), or the end of any other operation."""
+        if self.persistence_due(in_tick_phase_6, tick):
             self.persist()
 
     def on_restart(self) -> None:

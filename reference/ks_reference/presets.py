@@ -110,6 +110,9 @@ PRESETS: dict[str, Preset] = {
                 "lookahead_per_subscription": [3, 6, 0],
                 "max_unacked": [0, 2, 4],
                 "ack_by_id": [True],  # Pulsar acknowledges by message id, whichever consumer sends it
+                # Pulsar rate-limits mark-delete writes on each advance and flushes a pending one periodically
+                "persist_trigger": ["advance"],
+                "persist_flush": [2, 3],
             },
             capabilities=PULSAR_CAPABILITIES,
             differences=(
@@ -179,8 +182,15 @@ PRESETS: dict[str, Preset] = {
             "strict",
             "danube",
             # Danube reads its log at the heartbeat (KS-GEN-8) and measures its timers there, one tick late at most
-            # for a delivery made between two heartbeats (KS-GEN-9).
-            {"tick_order": ["danube"], "read_trigger": ["heartbeat"], "timer_slack": [1], "evict_after": [1, 2, 6]},
+            # for a delivery made between two heartbeats (KS-GEN-9); its engine writes the cursor on an advance once
+            # the flush interval has passed, else at the next advance (KS-CUR-8).
+            {
+                "tick_order": ["danube"],
+                "read_trigger": ["heartbeat"],
+                "timer_slack": [1],
+                "evict_after": [1, 2, 6],
+                "persist_trigger": ["advance"],
+            },
             capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")]},
             differences=(
                 "an evicted consumer's messages are delivered again (KS-MEM-1); the `danube_at_most_once` preset "

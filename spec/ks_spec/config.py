@@ -23,6 +23,7 @@ FLOW_CONTROLS = ("capacity", "permits")
 READ_BOUNDS = ("window", "lookahead")
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
 READ_TRIGGERS = ("every-op", "heartbeat")
+PERSIST_TRIGGERS = ("tick", "advance")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ FIELDS: tuple[Field, ...] = (
     Field("read_trigger", "every-op", choices=READ_TRIGGERS),
     Field("timer_slack", 0, minimum=0),
     Field("ack_by_id", False, boolean=True),
+    Field("persist_trigger", "tick", choices=PERSIST_TRIGGERS),
+    Field("persist_flush", 0, minimum=0),
     Field("bucket_budget", 4, minimum=1, only_selector="buckets"),
     Field("bucket_max", 1024, minimum=1, only_selector="buckets"),
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, only_selector="buckets"),
@@ -117,6 +120,10 @@ def config_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
             return "read_trigger", "'heartbeat' does not apply to the best-effort profile (it has no read step)"
         if full["ack_by_id"]:
             return "ack_by_id", "does not apply to the best-effort profile (an ack resolves nothing)"
+        if full["persist_trigger"] != "tick":
+            return "persist_trigger", "'advance' does not apply to the best-effort profile (it has no cursor)"
+    if full["persist_flush"] > 0 and full["persist_trigger"] != "advance":
+        return "persist_flush", f"only applies to persist_trigger 'advance', not '{full['persist_trigger']}'"
     if full["read_bound"] != "lookahead":
         for field in FIELDS:
             if field.lookahead_only and field.name in config:

@@ -121,6 +121,13 @@ DEPARTURES: tuple[Departure, ...] = (
         _equals(True),
     ),
     Departure(
+        "persist_trigger", "persist_trigger = advance", "timeliness", "KS-CUR-8", ("KS-CUR-5", "KS-LIV-2"),
+        "The cursor is written only when an ack moves it and the interval has passed since the last write: a crash "
+        "replays the acks since then, and without a periodic flush (persist_flush) the last acks before traffic "
+        "stops may never be written.",
+        _equals("advance"),
+    ),
+    Departure(
         "returns_as_failures", "returns_as_failures = true", "at-least-once", "KS-RTY-6", ("KS-RTY-7",),
         "A delivery that ends because its consumer left or was evicted uses up one of the message's retries, so "
         "deploys and crashed workers alone can poison a healthy message.",

@@ -62,10 +62,14 @@ class Mutant:
 
 WITHOUT_ZOMBIES: dict[str, Any] = {
     "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")],
-    "config_values": {k: v for k, v in CAPABILITIES["config_values"].items() if k != "ack_by_id"},
+    "config_values": {
+        k: v
+        for k, v in CAPABILITIES["config_values"].items()
+        if k not in ("ack_by_id", "persist_trigger", "persist_flush")
+    },
 }
 """What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
-and `ack_by_id` (KS-ACK-3), which change how Hypothesis draws every example; only the mutants that test them draw
+and `ack_by_id` (KS-ACK-3), nor the debounce options (KS-CUR-8), which change how Hypothesis draws every example; only the mutants that test them draw
 them, so every other mutant's search stays as it was tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
@@ -98,6 +102,13 @@ HEARTBEAT_READS: dict[str, Any] = {**BASE, "config_values": {"read_trigger": ["h
 """Danube's heartbeat reads (KS-GEN-8): only a tick's dispatch pass must read new messages."""
 SLACK_OF_ONE: dict[str, Any] = {**BASE, "config_values": {"timer_slack": [1]}}
 """Timers that may fire one tick late (KS-GEN-9)."""
+ON_ADVANCE: dict[str, Any] = {**BASE, "config_values": {"persist_trigger": ["advance"], "persist_interval": [1, 2]}}
+"""Danube's cursor writes (KS-CUR-8): on a move once the interval has passed, else at the next move."""
+FLUSHED: dict[str, Any] = {
+    **BASE,
+    "config_values": {"persist_trigger": ["advance"], "persist_interval": [2, 3], "persist_flush": [2]},
+}
+"""Pulsar's cursor writes (KS-CUR-8): rate-limited on each move, and a pending one flushed every other tick."""
 GROWING = ["publish", "add_consumer", "ack", "nack", "tick"]
 """Ops of a membership that only grows: joins to a busy membership are where selector stability shows."""
 
@@ -375,6 +386,11 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("persist_eagerly", "", bugs.PersistEagerly, warns="KS-CUR-7", **BASE),  # a SHOULD since spec 1.2
     # the unflushed tail is late (CUR-5) and, at quiescence, a stalled cursor (LIV-2)
     _mutant("cursor_tail_unflushed", "KS-CUR-5", bugs.CursorTailUnflushed, may="KS-LIV-2", **BASE),
+    # the debounces of Danube and Pulsar (KS-CUR-8, judged through persist-late): each declares its option and breaks
+    # the option's own rule
+    # writing at a tick that moved nothing is also early (KS-CUR-7, a SHOULD)
+    _mutant("advance_written_at_tick", "KS-CUR-5", bugs.AdvanceWrittenAtTick, may="KS-CUR-7", **ON_ADVANCE),
+    _mutant("flush_never_runs", "KS-CUR-5", bugs.FlushNeverRuns, may="KS-LIV-2", **FLUSHED),
     # isolation (section 15), the tick (section 3)
     # the pass that stops at a stuck key never reaches a message nobody accepts either (FLT-3)
     _mutant("head_of_line", "KS-ISO-1", bugs.HeadOfLine, may="KS-FLT-3", **BASE),

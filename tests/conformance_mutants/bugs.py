@@ -726,27 +726,47 @@ class HolesReread(Dispatcher):
 class PersistOnTickOnly(Dispatcher):
     """The cursor is persisted only on ticks, even when `persist_interval` is 0."""
 
-    def persist_if_due(self, in_tick_phase_6: bool) -> None:
+    def persist_if_due(self, in_tick_phase_6: bool, tick: bool = False) -> None:
         if in_tick_phase_6:  # breaks KS-CUR-5
-            super().persist_if_due(in_tick_phase_6)
+            super().persist_if_due(in_tick_phase_6, tick)
 
 
 class PersistEagerly(Dispatcher):
     """The cursor is persisted at the end of every op that changed it, whatever `persist_interval` says."""
 
-    def persistence_due(self, in_tick_phase_6: bool) -> bool:
+    def persistence_due(self, in_tick_phase_6: bool, tick: bool = False) -> bool:
         if self.config.persist_interval and self.cursor.position != self.persisted_position:
             return True  # breaks KS-CUR-7 (a cheap bug: it shows in almost every example that acks)
-        return super().persistence_due(in_tick_phase_6)
+        return super().persistence_due(in_tick_phase_6, tick)
 
 
 class CursorTailUnflushed(Dispatcher):
     """The cursor is persisted in batches of two offsets; a last odd offset is never flushed."""
 
-    def persistence_due(self, in_tick_phase_6: bool) -> bool:
+    def persistence_due(self, in_tick_phase_6: bool, tick: bool = False) -> bool:
         if self.cursor.position - self.persisted_position < 2 and not self.config.persist_ack_holes:
             return False  # breaks KS-LIV-2
-        return super().persistence_due(in_tick_phase_6)
+        return super().persistence_due(in_tick_phase_6, tick)
+
+
+class AdvanceWrittenAtTick(Dispatcher):
+    """Declares `persist_trigger = advance` but writes a moved cursor only in the next tick's phase 6 (a timer)."""
+
+    def persistence_due(self, in_tick_phase_6: bool, tick: bool = False) -> bool:
+        if not tick:
+            return False  # breaks KS-CUR-8 (the move that made it due is not written at its op's end)
+        return super().persistence_due(in_tick_phase_6, tick) or (
+            self.cursor.position != self.persisted_position
+            and (self.persisted_at is None or self.now - self.persisted_at >= self.config.persist_interval)
+        )
+
+
+class FlushNeverRuns(Dispatcher):
+    """Declares `persist_flush` but never runs the periodic flush: a move within the interval waits for the next."""
+
+    def persistence_due(self, in_tick_phase_6: bool, tick: bool = False) -> bool:
+        self.flush_owed = False  # breaks KS-CUR-8 (the flush tick passes and writes nothing)
+        return super().persistence_due(in_tick_phase_6, False) and self.cursor.position != self.position_at_begin
 
 
 # --- isolation and the tick -----------------------------------------------------------------------

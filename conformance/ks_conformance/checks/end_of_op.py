@@ -259,11 +259,13 @@ class EndOfOpChecks(CheckerState):
         if self.persisted_cursor > cursor or self.persisted_holes.intersect(self.unresolved):
             return  # ahead (a cursor or a hole past an unresolved offset), not late: cursor-skip reported it
         interval = self.persist_interval
-        if interval == 0:
+        if self.persist_on_advance:
+            due = self._advance_persistence_due(op, cursor)
+        elif interval == 0:
             due = True
         else:
             due = op.kind == "tick" and (self.persist_tick is None or self.now - self.persist_tick >= interval)
-        if due and self.timer_slack:
+        if due and self.timer_slack and not self.persist_on_advance:
             # req: KS-GEN-9 (with timer_slack = s, a persistence due at tick t may wait until phase 6 of tick t + s)
             if self.persist_due_since is None:
                 self.persist_due_since = self.now
@@ -285,8 +287,23 @@ class EndOfOpChecks(CheckerState):
                 self.last_resolution_seq,
                 op.seq,
                 self.timer_slack,
+                self.persist_flush if self.persist_on_advance else None,
             ),
         )
+
+    def _advance_persistence_due(self, op: OpState, cursor: int) -> bool:
+        """KS-CUR-8 (persist_trigger = advance): due in an op that moved the cursor once persist_interval ticks have
+        passed since the last persistence, or, with persist_flush, from a flush tick on (a timer: KS-GEN-9's slack)."""
+        flush = self.persist_flush
+        if flush and op.kind == "tick" and self.now % flush == 0:
+            self.flush_owed = True  # req: KS-CUR-8 (the periodic flush writes what the debounce held back)
+        if self.flush_owed:
+            if self.persist_due_since is None:
+                self.persist_due_since = self.now
+            if op.kind == "tick" and self.now >= self.persist_due_since + self.timer_slack:
+                return True
+        moved = cursor > op.cursor_at_start
+        return moved and (self.persist_tick is None or self.now - self.persist_tick >= self.persist_interval)
 
     def _check_idle(self, op: OpState) -> None:
         if self.idle_unjudged or not self._idle_heads:

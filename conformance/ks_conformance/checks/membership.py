@@ -221,6 +221,7 @@ class OpEventChecks(QuiescenceChecks):
             self.persist_seq = self.last_resolution_seq
         self.loaded = (self.persisted_cursor, BitMap(self.persisted_holes), self.persist_seq, seq)
         self.read_below = 0  # req: KS-GEN-8 (a restart reads again from the persisted cursor, at the next tick)
+        self.flush_owed = False  # a flush owed before the crash was volatile; the reloaded cursor is the stored one
         if self.config.get("checkpoint_resume"):
             self.loaded_checkpoints = dict(self.checkpoints)
         holes = self.persisted_holes

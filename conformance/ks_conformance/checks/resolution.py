@@ -462,7 +462,24 @@ class ResolutionChecks(DeliveryChecks):
                     explain.cursor_regress(cursor, self.persisted_cursor, self.persist_seq, seq),
                 )
         interval = int(self.config["persist_interval"])
-        if interval > 0:
+        if self.persist_on_advance:
+            # req: KS-CUR-7 (with persist_trigger = advance: only when KS-CUR-8 makes it due)
+            self._exercise("persist-early")
+            op = self.op
+            moved = op is not None and self.cursor() > op.cursor_at_start
+            elapsed = self.persist_tick is None or self.now - self.persist_tick >= interval
+            flush = self.persist_flush
+            flushing = (
+                bool(flush) and op is not None and op.kind == "tick" and (self.flush_owed or self.now % flush == 0)
+            )
+            if not (moved and elapsed) and not flushing:
+                self._report(
+                    "persist-early",
+                    seq,
+                    [self.persist_seq, seq],
+                    explain.persist_early(cursor, self.now, explain.persist_off_schedule(interval, flush), seq),
+                )
+        elif interval > 0:
             # req: KS-CUR-7
             self._exercise("persist-early")
             op = self.op
@@ -479,6 +496,7 @@ class ResolutionChecks(DeliveryChecks):
         self.persisted_holes = holes
         self.persist_seq = seq
         self.persist_tick = self.now
+        self.flush_owed = False
         if cursor == self.cursor() and (not self.config["persist_ack_holes"] or holes == self.resolved_above_cursor()):
             self.synced_version = self.state_version
         else:
