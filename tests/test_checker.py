@@ -1488,7 +1488,7 @@ def _idle_when_a_retry_is_later_than_the_slack(bad: bool) -> TraceBuilder:
     return t.deliver(0, "c1", attempt=2)
 
 
-# --- a cursor written on its advance (KS-CUR-8): Danube's and Pulsar's debounces ---------------------------------
+# --- a cursor written on its advance (KS-CUR-12): Danube's and Pulsar's debounces ---------------------------------
 
 
 def _two_acks_at_tick_0(t: TraceBuilder, persist_first: bool = True) -> TraceBuilder:
@@ -1504,13 +1504,13 @@ def _two_acks_at_tick_0(t: TraceBuilder, persist_first: bool = True) -> TraceBui
 
 @case("persist-late")
 def _advance_written_at_the_move(bad: bool) -> TraceBuilder:
-    """KS-CUR-8: with persist_trigger advance the first move (nothing persisted yet) is written at its own op."""
+    """KS-CUR-12: with persist_trigger advance the first move (nothing persisted yet) is written at its own op."""
     return _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=2), persist_first=not bad)
 
 
 @case("persist-late")
 def _advance_within_the_interval_waits_for_the_next_move(bad: bool) -> TraceBuilder:
-    """KS-CUR-8: a move within the interval may wait for the next move (advance); by the tick rule it is late."""
+    """KS-CUR-12: a move within the interval may wait for the next move (advance); by the tick rule it is late."""
     trigger = {} if bad else {"persist_trigger": "advance"}
     t = _two_acks_at_tick_0(owner(persist_interval=2, **trigger))
     return t.tick().tick().tick()
@@ -1518,7 +1518,7 @@ def _advance_within_the_interval_waits_for_the_next_move(bad: bool) -> TraceBuil
 
 @case("persist-late")
 def _advance_due_at_a_later_move(bad: bool) -> TraceBuilder:
-    """KS-CUR-8: the next move after the interval writes the cursor at once."""
+    """KS-CUR-12: the next move after the interval writes the cursor at once."""
     t = _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=2))
     t.tick().tick()
     t.deliver(t.publish("k"), "c1")
@@ -1528,7 +1528,7 @@ def _advance_due_at_a_later_move(bad: bool) -> TraceBuilder:
 
 @case("persist-late")
 def _flush_writes_what_the_debounce_held(bad: bool) -> TraceBuilder:
-    """KS-CUR-8: with persist_flush 2 a cursor still unpersisted is written in phase 6 of tick 2."""
+    """KS-CUR-12: with persist_flush 2 a cursor still unpersisted is written in phase 6 of tick 2."""
     t = _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=3, persist_flush=2))
     t.tick().tick()
     if not bad:
@@ -1538,7 +1538,7 @@ def _flush_writes_what_the_debounce_held(bad: bool) -> TraceBuilder:
 
 @case("persist-late")
 def _flush_may_wait_for_the_slack(bad: bool) -> TraceBuilder:
-    """KS-CUR-8, KS-GEN-9: with timer_slack 1 the flush due at tick 2 may come at tick 3, not later."""
+    """KS-CUR-12, KS-GEN-9: with timer_slack 1 the flush due at tick 2 may come at tick 3, not later."""
     t = _two_acks_at_tick_0(owner(persist_trigger="advance", persist_interval=5, persist_flush=2, timer_slack=1))
     t.tick().tick().tick()
     if not bad:

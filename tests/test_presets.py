@@ -256,7 +256,7 @@ def test_danube_reads_its_log_at_the_heartbeat_and_the_kit_accepts_it() -> None:
 
 
 def test_danube_writes_its_cursor_on_an_advance_and_the_kit_accepts_it() -> None:
-    """KS-CUR-8: the danube preset writes a moved cursor once its interval has passed, and otherwise leaves it for
+    """KS-CUR-12: the danube preset writes a moved cursor once its interval has passed, and otherwise leaves it for
     the next move; the trace is valid because the preset declares it, late by the timer rule otherwise."""
     preset = PRESETS["danube"]
     assert preset.config_values["persist_trigger"] == ["advance"]
@@ -297,6 +297,8 @@ class _RecordingPreset(presets.PresetAdapter):
     def __init__(self, name: str) -> None:
         super().__init__(PRESETS[name])
         self.examples: list[list[dict[str, Any]]] = []
+        self.accepted: list[dict[str, Any]] = []
+        """Every op the preset accepted, in order."""
 
     def reset(self, config: Any) -> dict[str, Any]:
         self.examples.append([])
@@ -305,6 +307,8 @@ class _RecordingPreset(presets.PresetAdapter):
     def op(self, op: Any) -> dict[str, Any]:
         response = super().op(op)
         self.examples[-1] += response.get("events", [])
+        if response.get("ok"):
+            self.accepted.append(dict(op))
         return response
 
 
@@ -332,15 +336,18 @@ def _slot_mate_holds(events: list[dict[str, Any]], selector: str) -> list[str]:
     return holds
 
 
-def test_the_kit_drives_pulsar_379_into_hash_granular_draining() -> None:
+def test_the_kit_drives_pulsar_379_into_hash_granular_draining_and_shared_consumer_names() -> None:
     # req: KS-DRN-3 (the kit's pool publishes a slot-mate of `a1` under draining by slot, so a conformance run of the
-    # preset shows a key waiting only for an unrelated key of its slot, and is judged conformant all the same)
+    # preset shows a key waiting only for an unrelated key of its slot, and is judged conformant all the same),
+    # KS-ASN-5 (Pulsar's consumer names need not be unique: the kit joins consumers under a member's name)
     adapter = _RecordingPreset("pulsar-379")
     overrides = {"rounds": 1, "coverage_rounds": 0, "examples_total": 120}
     result = run_suite(lambda: InProcessConnection(adapter, "pulsar-379"), settings_for("ci", 0, **overrides))
     assert not result.faults and result.verdict != "not-conformant"
     holds = [key for example in adapter.examples for key in _slot_mate_holds(example, "pulsar-consistent")]
     assert holds, "no key of the kit's examples waited for a slot-mate"
+    namesakes = [op for op in adapter.accepted if op["op"] == "add_consumer" and "hash_name" in op]
+    assert namesakes, "no consumer joined under a member's name"
 
 
 def test_the_pools_slot_mates_share_a1s_slot() -> None:

@@ -127,13 +127,35 @@ def test_timers_fire_at_the_heartbeat_within_the_slack(slack: int) -> None:
     assert h.anomalies() == []
 
 
+def test_members_may_share_a_hash_name_under_pulsar_consistent_and_get_their_own_name_index() -> None:
+    # req: KS-ASN-5 (Pulsar's consumer names need not be unique: the points hash the shared name with the smallest
+    # free name index), KS-GEN-4 (a hash name under a selector that hashes none is refused)
+    from ks_reference.selectors import PulsarConsistentSelector
+
+    h = Harness(profile="owner", selector="pulsar-consistent", points=8)
+    h.d.add_consumer("c1", 5, hash_name="x")
+    h.d.add_consumer("c2", 5, hash_name="x")
+    expected = PulsarConsistentSelector(8, names={"c1": "x", "c2": "x"})
+    expected.add("c1")
+    expected.add("c2")
+    assert h.d.selector.ranges() == expected.ranges()
+    assert h.d.selector.ranges()["c1"] != h.d.selector.ranges()["c2"]
+    assert [e.get("hash_name") for e in h.events if e["event"] == "consumer_added"] == ["x", "x"]
+    h.d.remove_consumer("c1")
+    h.d.add_consumer("c3", 5, hash_name="x")  # takes the free index 0 back: c1's points
+    assert h.d.selector.ranges()["c3"] == expected.ranges()["c1"]
+    with pytest.raises(Refusal) as refused:
+        Harness(selector="ring").d.add_consumer("c1", 5, hash_name="x")
+    assert refused.value.code == "invalid_argument"
+
+
 def _persisted(events: list[dict[str, object]]) -> list[tuple[int, int]]:
     return [(int(str(e["tick"])), int(str(e["cursor"]))) for e in events if e["event"] == "cursor_persisted"]
 
 
 @pytest.mark.parametrize("flush", [0, 2])
 def test_a_cursor_written_on_its_advance_waits_for_the_next_move_or_the_flush(flush: int) -> None:
-    # req: KS-CUR-8 (persist_trigger advance: written on a move once the interval has passed since the last write,
+    # req: KS-CUR-12 (persist_trigger advance: written on a move once the interval has passed since the last write,
     # a move within it waits for the next move or, with persist_flush, for the next tick that is a multiple of it)
     h = Harness(persist_trigger="advance", persist_interval=3, persist_flush=flush)
     h.d.add_consumer("c1", 5)

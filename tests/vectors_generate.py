@@ -58,7 +58,7 @@ KEPT_CONFIG = (
 )
 """Configuration fields a vector always states: what an adapter must declare to take it (a default poison policy
 would make a vector need `block` without saying so), and the heartbeat options it was found under (KS-GEN-8,
-KS-GEN-9: a late timer is the vector's point only next to the slack it exceeds), and the debounce options (KS-CUR-8:
+KS-GEN-9: a late timer is the vector's point only next to the slack it exceeds), and the debounce options (KS-CUR-12:
 a write is late only by the rule it was declared under)."""
 
 HANDMADE = {"KS-CFG-1", "KS-GEN-5"}
@@ -104,6 +104,7 @@ SITUATIONS: dict[str, str] = {
     "KS-CUR-5/cursor_tail_unflushed": "one-ack-then-quiescence",
     "KS-CUR-5/persist_on_tick_only": "ack-with-zero-persist-interval",
     "KS-CUR-5/advance_written_at_tick": "move-due-under-advance-trigger",
+    "KS-ACK-2/ack_by_consumer_name": "ack-from-a-namesake-of-the-holder",
     "KS-CUR-5/flush_never_runs": "move-held-until-flush-tick",
     "KS-CUR-7/persist_eagerly": "ack-within-persist-interval",
     "KS-DRN-1/no_draining": "join-while-key-outstanding",

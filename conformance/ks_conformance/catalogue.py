@@ -696,7 +696,7 @@ INDIRECT: dict[str, str] = {
     "except at the end of a tick, when every message of the read bound must have been read",
     "KS-GEN-9": "checked through missed-timeout, missed-eviction, persist-late and idle-while-ready (a retry made "
     "ready), each waiting timer_slack ticks more; a timer that fires early is judged by its own requirement",
-    "KS-CUR-8": "checked through persist-late and persist-early, whose due point under persist_trigger advance is an "
+    "KS-CUR-12": "checked through persist-late and persist-early, whose due point under persist_trigger advance is an "
     "op that moved the cursor once persist_interval ticks have passed, or a flush tick (persist_flush)",
     "KS-ASN-3": "statistical; tested on the reference's selectors, not judged per trace",
     "KS-ASN-4": "exact routing of a named selector; tested against published values by the reference's tests",

@@ -1178,13 +1178,13 @@ def persist_late(
     slack: int = 0,
     flush: int | None = None,
 ) -> Explained:
-    """KS-CUR-5, or KS-CUR-8 when `flush` is given (persist_trigger = advance; `flush` is persist_flush) (`holes`: the
+    """KS-CUR-5, or KS-CUR-12 when `flush` is given (persist_trigger = advance; `flush` is persist_flush) (`holes`: the
     resolved offsets above the cursor, None when ack holes are not persisted; `slack`: timer_slack, KS-GEN-9)."""
     what = f"the cursor is {cursor}" + (f" with holes {ranges_text(holes)}" if holes is not None else "")
     stored = f"{persisted}" + (f" with holes {ranges_text(persisted_holes)}" if holes is not None else "")
     requirement = "KS-CUR-5"
     if flush is not None:
-        requirement = "KS-CUR-5, KS-CUR-8"
+        requirement = "KS-CUR-5, KS-CUR-12"
         rule = (
             f"with persist_trigger = advance and persist_interval = {interval} it is persisted at the end of an op "
             f"that moved it once {_ticks(interval)} have passed since the last persistence"
@@ -1222,7 +1222,7 @@ def persist_too_soon(previous_tick: int, interval: int) -> str:
 
 
 def persist_off_schedule(interval: int, flush: int) -> str:
-    """Why a persist is early (KS-CUR-7) under persist_trigger = advance: KS-CUR-8 did not make it due."""
+    """Why a persist is early (KS-CUR-7) under persist_trigger = advance: KS-CUR-12 did not make it due."""
     flushing = f", or in phase 6 of a flush tick (persist_flush = {flush})" if flush else ""
     return (
         f"with persist_trigger = advance a persistence is due only in an op that moved the cursor at least "

@@ -177,6 +177,8 @@ class Session:
                 return "invalid_argument"
             if selector == "pulsar-sticky" and not self._ranges_fit(op.get("ranges")):
                 return "invalid_argument"
+            if "hash_name" in op and selector != "pulsar-consistent":
+                return "invalid_argument"  # req: KS-GEN-4 (only a selector that hashes consumer names takes one)
             return None
         if name in ("remove_consumer", "disconnect", "reconnect", "ack", "nack", "flow"):
             if op["consumer"] not in members:

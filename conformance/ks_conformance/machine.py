@@ -322,6 +322,12 @@ class KeySharedMachine(RuleBasedStateMachine):
                 return
             chosen = data.draw(st.sampled_from(slices), label="slice")
             op["ranges"] = [[chosen * SLICE, chosen * SLICE + SLICE - 1]]
+        if capabilities.shared_names and selector == "pulsar-consistent":
+            # req: KS-ASN-5 (a system name other members may share: Pulsar's consumer names need not be unique)
+            names = sorted({m.hash_name or m.name for m in self.session.checker.members.values()})
+            shared = data.draw(st.sampled_from([None, *names]), label="hash name")
+            if shared is not None:
+                op["hash_name"] = shared
         self.do(op)
 
     @precondition(
@@ -419,6 +425,12 @@ class KeySharedMachine(RuleBasedStateMachine):
         if self.ended and self.zombies_drawn() and data.draw(st.booleans(), label="from an ended delivery"):
             self.zombie_result(data, negative)
             return
+        namesakes = self.namesake_answers()
+        if len(namesakes) > 0 and data.draw(st.booleans(), label="a namesake's answer"):
+            # req: KS-ACK-2 (under a shared consumer name, an ack or nack is still the holder's alone)
+            consumer, offset = data.draw(st.sampled_from(namesakes), label="namesake delivery")
+            self.do({"op": "nack" if negative and self.able("nack") else "ack", "consumer": consumer, "offset": offset})
+            return
         consumer = data.draw(st.sampled_from(self.members()), label="member")
         published = len(self.session.checker.messages)
         offset = data.draw(st.integers(0, published), label="offset")  # `published` itself: never published
@@ -427,6 +439,21 @@ class KeySharedMachine(RuleBasedStateMachine):
             return
         kind = "nack" if negative and self.able("nack") else "ack"
         self.do({"op": kind, "consumer": consumer, "offset": offset})
+
+    def namesake_answers(self) -> list[tuple[str, int]]:
+        """(member, offset) for each outstanding delivery and each other member that shares its holder's hash name
+        (KS-ASN-5): empty unless the adapter declares shared names."""
+        if not self.capabilities.shared_names or self.session is None:
+            return []
+        members = list(self.session.checker.members.values())
+        answers = []
+        for holder, offset in self.outstanding():
+            incarnation = self.session.checker.members.get(holder)
+            if incarnation is None:
+                continue
+            name = incarnation.hash_name or holder
+            answers += [(m.name, offset) for m in members if m.name != holder and (m.hash_name or m.name) == name]
+        return sorted(answers)
 
     def zombie_result(
         self, data: st.DataObject, negative: bool, among: list[tuple[str, int, int]] | None = None

@@ -169,6 +169,8 @@ class Capabilities:
     """v2: True when deliveries and failures are counted durably, across restarts (KS-RTY-5)."""
     timers: bool = True
     """v2: False for a system with no behaviour driven by ticks: every timing field is 0, a tick has no effect."""
+    shared_names: bool = False
+    """v2: True when `add_consumer` takes a `hash_name` other members may share (pulsar-consistent, KS-ASN-5)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Capabilities:
@@ -232,6 +234,7 @@ class Capabilities:
             terminal_outcomes=_terminal_outcomes(data.get("terminal_outcomes")),
             durable_attempts=flag("durable_attempts", False),
             timers=timers,
+            shared_names=flag("shared_names", False),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -258,6 +261,7 @@ class Capabilities:
             "terminal_outcomes": dict(self.terminal_outcomes),
             "durable_attempts": self.durable_attempts,
             "timers": self.timers,
+            **({"shared_names": True} if self.shared_names else {}),
         }
 
     def declared(self) -> dict[str, Any]:

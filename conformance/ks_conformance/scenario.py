@@ -179,6 +179,8 @@ def unmet(scenario: Scenario, capabilities: Capabilities) -> list[str]:
         missing.append(f"poison policy {policy}")
     if any(s.op is not None and s.op.get("filters") for s in scenario.steps) and not capabilities.filters:
         missing.append("capability filters")
+    if any(s.op is not None and "hash_name" in s.op for s in scenario.steps) and not capabilities.shared_names:
+        missing.append("capability shared_names")
     settles = any(s.settle is not None for s in scenario.steps)
     if settles and config.get("flow_control") == "permits" and "flow" not in capabilities.ops:
         missing.append("op flow (a settle under permits grants them, spec/scenario-format.md section 3)")

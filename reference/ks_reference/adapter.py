@@ -45,6 +45,7 @@ CAPABILITIES: dict[str, Any] = {
     "stats": True,
     "batch": True,
     "deterministic": True,
+    "shared_names": True,
     # The options the kit draws only when declared (spec section 20): the reference has every value.
     "config_values": {
         "drain_granularity": list(DRAIN_GRANULARITIES),

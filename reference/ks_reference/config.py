@@ -168,7 +168,7 @@ class Config:
                     "persist_trigger", "'advance' does not apply to the best-effort profile (it has no cursor)"
                 )
         if config.persist_flush > 0 and config.persist_trigger != "advance":
-            # req: KS-CFG-1, KS-CUR-8 (the periodic flush backs up persistence on an advance only)
+            # req: KS-CFG-1, KS-CUR-12 (the periodic flush backs up persistence on an advance only)
             raise ConfigError(
                 "persist_flush", f"only applies to persist_trigger 'advance', not '{config.persist_trigger}'"
             )

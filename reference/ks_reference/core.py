@@ -55,6 +55,9 @@ class Member:
     """With `flow_control = "permits"`: grants since it joined minus deliveries since then (section 8)."""
     unacked_blocked: bool = False
     """With `max_unacked`: it reached the limit and has not yet come down to half of it (KS-FLW-1)."""
+    hash_name: str | None = None
+    """Under `pulsar-consistent`, the name its selector hashes when it is not the member's own (Pulsar's consumer
+    name, which several consumers may share, KS-ASN-5)."""
 
 
 @dataclass(eq=False)
@@ -121,10 +124,10 @@ class Core:
         self.persisted_at: int | None = snapshot.persisted_at
         self.position_at_begin = snapshot.cursor
         """The cursor when the current operation began: with `persist_trigger = advance`, only an operation that
-        moves it makes a persistence due (KS-CUR-8)."""
+        moves it makes a persistence due (KS-CUR-12)."""
         self.flush_owed = False
         """With `persist_flush`, a flush tick passed while the cursor was unpersisted: persist at the next timed
-        phase 6 (KS-CUR-8, KS-GEN-9)."""
+        phase 6 (KS-CUR-12, KS-GEN-9)."""
         self.read_position = snapshot.cursor
         self.selector = make_selector(
             self.config.selector, self.config.points, self.config.bucket_budget, self.config.partitions

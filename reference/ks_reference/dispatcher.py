@@ -185,10 +185,16 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         return texts, placements
 
     def add_consumer(
-        self, consumer: object, capacity: object, filters: object = None, ranges: object = None
+        self,
+        consumer: object,
+        capacity: object,
+        filters: object = None,
+        ranges: object = None,
+        hash_name: object = None,
     ) -> Outcome:
-        """A consumer joins with a capacity, optional glob filters and (pulsar-sticky only) slot ranges."""
-        member = self.check_join(consumer, capacity, filters, ranges)
+        """A consumer joins with a capacity, optional glob filters, (pulsar-sticky only) slot ranges and
+        (pulsar-consistent only) the name its selector hashes, which other members may share (KS-ASN-5)."""
+        member = self.check_join(consumer, capacity, filters, ranges, hash_name)
         op: Event = {
             "event": "consumer_added",
             "consumer": member.name,
@@ -197,6 +203,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         }
         if member.ranges:
             op["ranges"] = [[lo, hi] for lo, hi in member.ranges]
+        if member.hash_name is not None:
+            op["hash_name"] = member.hash_name
         self._begin(op)
         self.on_join(member)
         return self._end()
@@ -393,7 +401,9 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         if name == "publish":
             return self.publish(arg("key"), arg("offset", None))
         if name == "add_consumer":
-            return self.add_consumer(arg("consumer"), arg("capacity"), arg("filters", None), arg("ranges", None))
+            return self.add_consumer(
+                arg("consumer"), arg("capacity"), arg("filters", None), arg("ranges", None), arg("hash_name", None)
+            )
         if name == "remove_consumer":
             return self.remove_consumer(arg("consumer"))
         if name == "disconnect":

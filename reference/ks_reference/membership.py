@@ -12,7 +12,9 @@ from ks_reference.selectors import Range, SelectorRefusal
 class Membership(Core):
     """`add_consumer`, `remove_consumer`, `disconnect` and tick phase 4 (eviction)."""
 
-    def check_join(self, name: object, capacity: object, filters: object, ranges: object) -> Member:
+    def check_join(
+        self, name: object, capacity: object, filters: object, ranges: object, hash_name: object = None
+    ) -> Member:
         """Validate a join and build the new member, or refuse (KS-GEN-4); changes nothing."""
         if not isinstance(name, str) or not name:
             raise Refusal("invalid_argument", f"consumer must be a non-empty string, got {name!r}")
@@ -34,11 +36,21 @@ class Membership(Core):
             self.selector.check_add(name, range_list)
         except SelectorRefusal as refusal:
             raise Refusal("invalid_argument", str(refusal)) from None
+        if hash_name is not None:
+            if not isinstance(hash_name, str) or not hash_name:
+                raise Refusal("invalid_argument", f"hash_name must be a non-empty string, got {hash_name!r}")
+            if not self.selector.takes_hash_names:
+                # req: KS-GEN-4 (only a selector that hashes consumer names takes one)
+                raise Refusal("invalid_argument", f"selector '{self.selector.name}' does not hash consumer names")
         # req: KS-FLW-4 (under permits, the capacity is the first grant)
-        return Member(name, capacity, tuple(filter_list), tuple(range_list), permits=capacity)
+        member = Member(name, capacity, tuple(filter_list), tuple(range_list), permits=capacity)
+        member.hash_name = hash_name
+        return member
 
     def on_join(self, member: Member) -> None:
         """A new member (a new incarnation, even under a reused name: KS-GEN-3) joins the ring."""
+        if member.hash_name is not None:
+            self.selector.hash_as(member.name, member.hash_name)  # req: KS-ASN-5 (a name several members may share)
         self.selector.add(member.name, member.ranges)
         self.members[member.name] = member
         self.membership_changed()

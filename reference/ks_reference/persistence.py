@@ -24,16 +24,16 @@ class Persistence(Core):
         return in_tick_phase_6 and (self.persisted_at is None or self.now - self.persisted_at >= interval)
 
     def _advance_persistence_due(self, in_tick_phase_6: bool, tick: bool) -> bool:
-        """Danube's and Pulsar's debounce (KS-CUR-8): a write when the cursor moves and the interval has passed since
+        """Danube's and Pulsar's debounce (KS-CUR-12): a write when the cursor moves and the interval has passed since
         the last one, otherwise at the next such move or, with `persist_flush`, at the next flush tick."""
         flush = self.config.persist_flush
         if flush and self.now % flush == 0 and tick:
             self.flush_owed = True  # the periodic flush of this tick (fired here, or at the next timed phase 6)
         if flush and in_tick_phase_6 and self.flush_owed:
-            return True  # req: KS-CUR-8 (the flush writes what the debounce held back)
+            return True  # req: KS-CUR-12 (the flush writes what the debounce held back)
         moved = self.cursor.position != self.position_at_begin
         elapsed = self.persisted_at is None or self.now - self.persisted_at >= self.config.persist_interval
-        return moved and elapsed  # req: KS-CUR-8 (written on the move, once the interval has passed)
+        return moved and elapsed  # req: KS-CUR-12 (written on the move, once the interval has passed)
 
     def cursor_changed(self) -> bool:
         """True when the cursor (or, with `persist_ack_holes`, a hole) changed since the last persistence."""

@@ -183,7 +183,7 @@ PRESETS: dict[str, Preset] = {
             "danube",
             # Danube reads its log at the heartbeat (KS-GEN-8) and measures its timers there, one tick late at most
             # for a delivery made between two heartbeats (KS-GEN-9); its engine writes the cursor on an advance once
-            # the flush interval has passed, else at the next advance (KS-CUR-8).
+            # the flush interval has passed, else at the next advance (KS-CUR-12).
             {
                 "tick_order": ["danube"],
                 "read_trigger": ["heartbeat"],

@@ -44,6 +44,8 @@ class Selector(ABC):
     """The inclusive range of positions this selector maps keys to."""
     takes_filters: bool = True
     """False for selectors that cannot project onto eligible members (KS-FLT-5)."""
+    takes_hash_names: bool = False
+    """True for a selector that hashes consumer names, so a member may join under a name others share."""
 
     @abstractmethod
     def position(self, key: str) -> int:
@@ -56,6 +58,10 @@ class Selector(ABC):
     @abstractmethod
     def remove(self, member: str) -> None:
         """A member leaves."""
+
+    def hash_as(self, member: str, name: str) -> None:
+        """The next `add` of `member` hashes `name` instead of the member's own (only if `takes_hash_names`)."""
+        raise NotImplementedError(f"selector '{self.name}' hashes no consumer names")
 
     @abstractmethod
     def target(self, key: str, eligible: Collection[str] | None = None) -> str | None:
@@ -231,18 +237,28 @@ class PulsarConsistentSelector(PointRing):
     name = "pulsar-consistent"
     space = (1, 65535)
 
+    takes_hash_names = True
+
     def __init__(self, points: int = 100, names: dict[str, str] | None = None) -> None:
         super().__init__()
         self.points_per_member = points
         self._names = names if names is not None else {}
+        self._hash_names: dict[str, str] = {}
+        """The names members joined under (`hash_as`), for as long as they are members."""
         self._name_index: dict[str, int] = {}
+
+    def hash_as(self, member: str, name: str) -> None:
+        self._hash_names[member] = name
+
+    def _name_of(self, member: str) -> str:
+        return self._hash_names.get(member) or self._names.get(member, member)
 
     def position(self, key: str) -> int:
         return pulsar_consistent_slot(key)
 
     def point_positions(self, member: str) -> list[int]:
-        name = self._names.get(member, member)
-        used = {self._name_index[m] for m in self._name_index if self._names.get(m, m) == name}
+        name = self._name_of(member)
+        used = {self._name_index[m] for m in self._name_index if self._name_of(m) == name}
         index = next(i for i in range(len(used) + 1) if i not in used)  # smallest index not in use
         self._name_index[member] = index
         # req: KS-ASN-5
@@ -254,6 +270,7 @@ class PulsarConsistentSelector(PointRing):
     def remove(self, member: str) -> None:
         super().remove(member)
         self._name_index.pop(member, None)
+        self._hash_names.pop(member, None)
 
 
 class PulsarAutoSplitSelector(Selector):

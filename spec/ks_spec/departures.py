@@ -121,7 +121,7 @@ DEPARTURES: tuple[Departure, ...] = (
         _equals(True),
     ),
     Departure(
-        "persist_trigger", "persist_trigger = advance", "timeliness", "KS-CUR-8", ("KS-CUR-5", "KS-LIV-2"),
+        "persist_trigger", "persist_trigger = advance", "timeliness", "KS-CUR-12", ("KS-CUR-5", "KS-LIV-2"),
         "The cursor is written only when an ack moves it and the interval has passed since the last write: a crash "
         "replays the acks since then, and without a periodic flush (persist_flush) the last acks before traffic "
         "stops may never be written.",

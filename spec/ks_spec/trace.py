@@ -118,6 +118,7 @@ def columns() -> tuple[str, ...]:
         "capacity",
         "filters",
         "ranges",
+        "hash_name",
         "reason",
         "cursor",
         "hash",

@@ -62,6 +62,7 @@ class Mutant:
 
 WITHOUT_ZOMBIES: dict[str, Any] = {
     "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")],
+    "shared_names": False,
     "config_values": {
         k: v
         for k, v in CAPABILITIES["config_values"].items()
@@ -69,7 +70,8 @@ WITHOUT_ZOMBIES: dict[str, Any] = {
     },
 }
 """What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
-and `ack_by_id` (KS-ACK-3), nor the debounce options (KS-CUR-8), which change how Hypothesis draws every example; only the mutants that test them draw
+and `ack_by_id` (KS-ACK-3), nor the debounce options (KS-CUR-12) or shared consumer names (KS-ASN-5), which change how
+Hypothesis draws every example; only the mutants that test them draw
 them, so every other mutant's search stays as it was tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
@@ -103,12 +105,20 @@ HEARTBEAT_READS: dict[str, Any] = {**BASE, "config_values": {"read_trigger": ["h
 SLACK_OF_ONE: dict[str, Any] = {**BASE, "config_values": {"timer_slack": [1]}}
 """Timers that may fire one tick late (KS-GEN-9)."""
 ON_ADVANCE: dict[str, Any] = {**BASE, "config_values": {"persist_trigger": ["advance"], "persist_interval": [1, 2]}}
-"""Danube's cursor writes (KS-CUR-8): on a move once the interval has passed, else at the next move."""
+"""Danube's cursor writes (KS-CUR-12): on a move once the interval has passed, else at the next move."""
 FLUSHED: dict[str, Any] = {
     **BASE,
     "config_values": {"persist_trigger": ["advance"], "persist_interval": [2, 3], "persist_flush": [2]},
 }
-"""Pulsar's cursor writes (KS-CUR-8): rate-limited on each move, and a pending one flushed every other tick."""
+"""Pulsar's cursor writes (KS-CUR-12): rate-limited on each move, and a pending one flushed every other tick."""
+SHARED_NAMES: dict[str, Any] = {
+    **OWNER,
+    "selectors": ["pulsar-consistent"],
+    "poison_policies": ["drop"],
+    "config_values": {},
+    "shared_names": True,
+}
+"""Consumers joining under a name a member already has (pulsar-consistent, KS-ASN-5)."""
 GROWING = ["publish", "add_consumer", "ack", "nack", "tick"]
 """Ops of a membership that only grows: joins to a busy membership are where selector stability shows."""
 
@@ -190,6 +200,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("outstanding_parked", "KS-FLW-2", bugs.OutstandingParked, **PARKING),
     # acks, nacks, timeouts, retries (sections 9, 10)
     _mutant("stale_ack_accepted", "KS-ACK-2", bugs.StaleAckAccepted, **BASE),
+    # Pulsar's consumer names need not be unique (KS-ASN-5): an ack is still the holder's alone
+    _mutant("ack_by_consumer_name", "KS-ACK-2", bugs.AckByConsumerName, **SHARED_NAMES),
     _mutant("first_ack_lost", "KS-ACK-1", bugs.FirstAckLost, **BASE),
     _mutant("stale_nack_accepted", "KS-RTY-1", bugs.StaleNackAccepted, **BASE),
     # section 9: a result for a delivery that ended (KS-ACK-3), and the option ack_by_id's own rule
@@ -386,7 +398,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("persist_eagerly", "", bugs.PersistEagerly, warns="KS-CUR-7", **BASE),  # a SHOULD since spec 1.2
     # the unflushed tail is late (CUR-5) and, at quiescence, a stalled cursor (LIV-2)
     _mutant("cursor_tail_unflushed", "KS-CUR-5", bugs.CursorTailUnflushed, may="KS-LIV-2", **BASE),
-    # the debounces of Danube and Pulsar (KS-CUR-8, judged through persist-late): each declares its option and breaks
+    # the debounces of Danube and Pulsar (KS-CUR-12, judged through persist-late): each declares its option and breaks
     # the option's own rule
     # writing at a tick that moved nothing is also early (KS-CUR-7, a SHOULD)
     _mutant("advance_written_at_tick", "KS-CUR-5", bugs.AdvanceWrittenAtTick, may="KS-CUR-7", **ON_ADVANCE),

@@ -723,6 +723,19 @@ class HolesReread(Dispatcher):
             self.pending_counts[entry.key] += 1
 
 
+class AckByConsumerName(Dispatcher):
+    """Matches an ack to its delivery by the system's consumer name: a member sharing the holder's name acks for it."""
+
+    def on_ack(self, member: Member, offset: int) -> None:
+        message = self.messages.get(offset)
+        holder = message.holder if message is not None else None
+        if message is not None and message.state is MessageState.OUTSTANDING and holder is not None:
+            if holder is not member and (holder.hash_name or holder.name) == (member.hash_name or member.name):
+                self.resolve(message, "acked", "ack", consumer=member.name)  # breaks KS-ACK-2
+                return
+        super().on_ack(member, offset)
+
+
 class PersistOnTickOnly(Dispatcher):
     """The cursor is persisted only on ticks, even when `persist_interval` is 0."""
 
@@ -754,7 +767,7 @@ class AdvanceWrittenAtTick(Dispatcher):
 
     def persistence_due(self, in_tick_phase_6: bool, tick: bool = False) -> bool:
         if not tick:
-            return False  # breaks KS-CUR-8 (the move that made it due is not written at its op's end)
+            return False  # breaks KS-CUR-12 (the move that made it due is not written at its op's end)
         return super().persistence_due(in_tick_phase_6, tick) or (
             self.cursor.position != self.persisted_position
             and (self.persisted_at is None or self.now - self.persisted_at >= self.config.persist_interval)
@@ -765,7 +778,7 @@ class FlushNeverRuns(Dispatcher):
     """Declares `persist_flush` but never runs the periodic flush: a move within the interval waits for the next."""
 
     def persistence_due(self, in_tick_phase_6: bool, tick: bool = False) -> bool:
-        self.flush_owed = False  # breaks KS-CUR-8 (the flush tick passes and writes nothing)
+        self.flush_owed = False  # breaks KS-CUR-12 (the flush tick passes and writes nothing)
         return super().persistence_due(in_tick_phase_6, False) and self.cursor.position != self.position_at_begin
 
 
@@ -975,10 +988,12 @@ class DropsUncounted(Dispatcher):
 class DuplicateNameAccepted(Dispatcher):
     """A consumer joining under a name already in use replaces the member instead of being refused."""
 
-    def check_join(self, name: object, capacity: object, filters: object, ranges: object) -> Member:
+    def check_join(
+        self, name: object, capacity: object, filters: object, ranges: object, hash_name: object = None
+    ) -> Member:
         if isinstance(name, str) and name in self.members:
             self.on_leave(self.members[name])  # breaks KS-GEN-4
-        return super().check_join(name, capacity, filters, ranges)
+        return super().check_join(name, capacity, filters, ranges, hash_name)
 
 
 class LenientConfigAdapter(ReferenceAdapter):

@@ -292,11 +292,11 @@ class EndOfOpChecks(CheckerState):
         )
 
     def _advance_persistence_due(self, op: OpState, cursor: int) -> bool:
-        """KS-CUR-8 (persist_trigger = advance): due in an op that moved the cursor once persist_interval ticks have
+        """KS-CUR-12 (persist_trigger = advance): due in an op that moved the cursor once persist_interval ticks have
         passed since the last persistence, or, with persist_flush, from a flush tick on (a timer: KS-GEN-9's slack)."""
         flush = self.persist_flush
         if flush and op.kind == "tick" and self.now % flush == 0:
-            self.flush_owed = True  # req: KS-CUR-8 (the periodic flush writes what the debounce held back)
+            self.flush_owed = True  # req: KS-CUR-12 (the periodic flush writes what the debounce held back)
         if self.flush_owed:
             if self.persist_due_since is None:
                 self.persist_due_since = self.now

@@ -126,6 +126,8 @@ class OpEventChecks(QuiescenceChecks):
         )
         if self.permits:
             incarnation.permits = incarnation.capacity  # req: KS-FLW-4 (the capacity is the first grant)
+        if event.get("hash_name") is not None:
+            incarnation.hash_name = str(event["hash_name"])
         self.members[name] = incarnation
         self._phantoms.pop(name, None)
         self._new_epoch("join", incarnation, seq)

@@ -56,6 +56,8 @@ class Incarnation:
     ranges: tuple[tuple[int, int], ...]
     added_seq: int
     member: bool = True
+    hash_name: str | None = None
+    """The name its selector hashes when it is not `name` (pulsar-consistent; other members may share it)."""
     connected: bool = True
     disconnected_at: int = 0
     disconnected_seq: int | None = None

@@ -463,7 +463,7 @@ class ResolutionChecks(DeliveryChecks):
                 )
         interval = int(self.config["persist_interval"])
         if self.persist_on_advance:
-            # req: KS-CUR-7 (with persist_trigger = advance: only when KS-CUR-8 makes it due)
+            # req: KS-CUR-7 (with persist_trigger = advance: only when KS-CUR-12 makes it due)
             self._exercise("persist-early")
             op = self.op
             moved = op is not None and self.cursor() > op.cursor_at_start

@@ -152,7 +152,7 @@ class CheckerState:
         """With `timer_slack` set: the tick since which an unpersisted change has been due (KS-CUR-5, KS-GEN-9)."""
         self.flush_owed = False
         """With `persist_flush` set: a flush tick passed with the cursor unpersisted, so the next tick's phase 6 (within
-        timer_slack) must write it (KS-CUR-8)."""
+        timer_slack) must write it (KS-CUR-12)."""
         self.op: OpState | None = None
         self.op_count = 0
         self._expect_ack_class = False
@@ -218,8 +218,8 @@ class CheckerState:
         self.persist_on_advance = self.config["persist_trigger"] == "advance" and not self.best_effort
         self.persist_flush = int(self.config["persist_flush"]) if self.persist_on_advance else 0
         if self.persist_on_advance and not self.persist_flush:
-            # req: KS-LIV-2 (given up by a declared persist_trigger = advance without a flush: a last move within the
-            # interval stays unwritten until the cursor moves again, so an idle subscription's cursor may never catch up)
+            # req: KS-LIV-2 (given up by a declared persist_trigger = advance without a flush: a last move within
+            # the interval stays unwritten until the cursor moves again, so an idle cursor may never catch up)
             self._applies["cursor-stall"] = False
         self.slots_by_hash = self.config["drain_granularity"] == "hash" and self.config["selector"] in SLOT_SELECTORS
         self.idle_unjudged = self.best_effort or self.config["selector"] == "pulsar-sticky"
