@@ -287,6 +287,7 @@ def configs(
             ("read_trigger", profile != "best-effort"),
             ("timer_slack", True),
             ("ack_by_id", profile != "best-effort"),
+            ("layout", selector == "buckets"),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())

@@ -18,6 +18,7 @@ from ks_reference.config import (
     BUCKET_ASSIGNMENTS,
     DRAIN_GRANULARITIES,
     FLOW_CONTROLS,
+    LAYOUTS,
     POISON_POLICIES,
     PROFILES,
     READ_BOUNDS,
@@ -59,6 +60,7 @@ CAPABILITIES: dict[str, Any] = {
         "read_trigger": list(READ_TRIGGERS),
         "timer_slack": [0, 1, 2],
         "ack_by_id": [False, True],
+        "layout": list(LAYOUTS),
     },
 }
 
@@ -115,6 +117,8 @@ class ReferenceAdapter:
             response["placement"] = outcome.placement.as_dict()
         if outcome.placements is not None:
             response["placements"] = [placement.as_dict() for placement in outcome.placements]
+        if outcome.segments is not None:
+            response["segments"] = outcome.segments
         return response
 
     def stats(self) -> dict[str, Any]:

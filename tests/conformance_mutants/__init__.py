@@ -452,6 +452,34 @@ MUTANTS: tuple[Mutant, ...] = (
         poison_policies=["drop"],
         config_values={},
     ),
+    # layout = "reported" (KS-BKT-11): the split point is chosen by load, but the layout reported is the imposed
+    # midpoint, so keys between the two points are placed in a segment the reported layout does not route them to
+    # (BKT-1); the segments' owners and drains then differ from what the checker derives (BKT-3, BKT-5, ASN-1), a
+    # later split's midpoint is taken from the real parent, not the reported one (BKT-11), and a merge or split the
+    # reported layout refuses or allows is answered by the real one (GEN-4)
+    _mutant(
+        "reported_layout_misroutes",
+        "KS-BKT-1",
+        bugs.ReportedLayoutMisroutes,
+        may="KS-BKT-3 KS-BKT-5 KS-BKT-8 KS-BKT-11 KS-ASN-1 KS-ISO-1 KS-GEN-4",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+        config_values={"layout": ["reported"]},
+    ),
+    # the upper child reported from the split point itself: both children claim one slot (BKT-11); a key of that
+    # slot is then routed to the child the checker does not pick (BKT-1), and a merge of the real neighbours is not
+    # one of adjacent segments in the reported layout (GEN-4)
+    _mutant(
+        "reported_layout_invalid",
+        "KS-BKT-11",
+        bugs.ReportedLayoutInvalid,
+        may="KS-BKT-1 KS-BKT-3 KS-BKT-5 KS-ASN-1 KS-GEN-4",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+        config_values={"layout": ["reported"]},
+    ),
     # best-effort (section 18)
     # a best-effort message had its outcome: sending it again is both a redelivery and a duplicate
     _mutant("best_effort_redelivers", "KS-BEF-1 KS-RES-2", bugs.BestEffortRedelivers, profiles=["best-effort"], **RING),
