@@ -1354,8 +1354,19 @@ def _merged_range(bad: bool) -> TraceBuilder:
 
 @case("invalid-layout")
 def _reported_n_above_max(bad: bool) -> TraceBuilder:
+    """A merged segment's N is the dispatcher's choice within 1 .. bucket_max."""
     t = _reported(bucket_max=8)
-    t.seal(0).segment(1, 9 if bad else 8, 0, 0x7FFF, predecessor=0).segment(2, 1, 0x8000, 0xFFFF, predecessor=0)
+    t.seal(0).segment(1, 2, 0, 0x7FFF, predecessor=0).segment(2, 2, 0x8000, 0xFFFF, predecessor=0)
+    t.seal(1).seal(2).segment(3, 9 if bad else 8, 0, 0xFFFF, predecessor=1, second_predecessor=2)
+    t.publish("k", hash=0x10000, segment=3, bucket=0)
+    return t
+
+
+@case("invalid-layout")
+def _split_children_keep_half(bad: bool) -> TraceBuilder:
+    """The split point is the dispatcher's; a child's N is still max(1, N / 2) (spec section 17)."""
+    t = _reported()
+    t.seal(0).segment(1, 3 if bad else 2, 0, 0x0FFF, predecessor=0).segment(2, 2, 0x1000, 0xFFFF, predecessor=0)
     t.publish("k", hash=0x10000, segment=1, bucket=0)
     return t
 

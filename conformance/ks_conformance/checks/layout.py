@@ -28,8 +28,8 @@ def layout_problem(segments: Mapping[int, Segment], created: Sequence[int], maxi
 
     Each created segment needs 1 <= N <= `maximum` and sealed predecessors; one predecessor's children are one
     segment over its whole range (a rollover) or two that partition it, each non-empty (the split point strictly
-    inside); two predecessors are adjacent and their successor covers exactly both; and the active segments
-    partition the ring.
+    inside) and with max(1, N / 2) buckets; two predecessors are adjacent and their successor covers exactly both;
+    and the active segments partition the ring.
     """
     fresh = [segments[number] for number in created if number in segments]
     for segment in fresh:
@@ -94,8 +94,16 @@ def _children_problem(parents: list[Segment], made: list[Segment]) -> Finding | 
     if len(made) == 2:
         low, high = made
         middle = low.hi
+        half = max(1, parent.buckets // 2)
         if low.lo == parent.lo and high.hi == parent.hi and high.lo == middle + 1 and parent.lo <= middle < parent.hi:
-            return None
+            if low.buckets == high.buckets == half:
+                return None
+            return (
+                facts,
+                f"segments {low.number} and {high.number} must each have max(1, N / 2) = {half} buckets, as a split "
+                f"of segment {parent.number} gives its children",
+                witness,
+            )
         return (
             facts,
             (
