@@ -16,6 +16,11 @@
 (* controller may also move a bucket to another staying member at any      *)
 (* time, announcing the move; the move is a handoff like any other and     *)
 (* waits for the prior owner's entries of the bucket (KS-BKT-3, KS-BKT-4). *)
+(* With checkpoint_resume (MaxRestarts > 0) each bucket records a         *)
+(* checkpoint, an offset below which every entry of the bucket is         *)
+(* resolved (KS-BKT-6), and a restart resumes each bucket from its own    *)
+(* checkpoint: what it covers stays resolved, everything else of the      *)
+(* bucket is dispatched again (KS-BKT-9).                                  *)
 (*                                                                         *)
 (* The properties are stated over the history variable seen (set by a      *)
 (* delivery, read by no guard) and over the holders of outstanding         *)
@@ -39,6 +44,7 @@ CONSTANTS
     MaxMemberChanges, \* joins and leaves in one behaviour
     InitialMembers,   \* the members at the start, their buckets already handed to them
     MaxControllerMoves, \* controller_moves: bucket moves the controller may make in one behaviour (0: option off)
+    MaxRestarts,      \* checkpoint_resume: restarts in one behaviour (0: no restart, and no checkpoint is kept)
     NoOne,            \* a model value: no consumer
     Bug               \* "none", or the name of a deliberately broken variant
 
@@ -50,7 +56,7 @@ NoSeg == -1                 \* pred of segment 0; segOf/bucketOf of an unpublish
 ASSUME /\ Consumers \subseteq Nat /\ InitialMembers \subseteq Consumers
        /\ Layouts \subseteq {"rollover", "split", "merge"}
        /\ InitialN \in 1 .. NMax /\ RolloverN \in 1 .. NMax /\ Bug \in Bugs
-       /\ MaxLayoutChanges \in 0 .. 2 /\ MaxControllerMoves \in Nat
+       /\ MaxLayoutChanges \in 0 .. 2 /\ MaxControllerMoves \in Nat /\ MaxRestarts \in Nat
        /\ \A k \in Keys : HashHi[k] \in 0 .. 65535 /\ HashLo[k] \in 0 .. 65535
 
 Offsets == 0 .. (MaxMsgs - 1)
@@ -74,11 +80,12 @@ VARIABLES
     assigned,    \* assigned[s][b]: the consumer bucket b of segment s was handed to, else NoOne
     moved,       \* moved[s][b]: the member the controller moved bucket b of segment s to, NoOne if it did not
     announced,   \* history: announced[s][b], the controller's last announced move of b (read by no guard)
-    seen,        \* history: seen[o] once o was delivered (set by Deliver, read by no guard)
+    seen,        \* history: seen[o] once o was delivered since the last restart (set by Deliver, read by no guard)
+    ckpt,        \* ckpt[s][b]: the checkpoint of bucket b of segment s, durable (checkpoint_resume)
     spent        \* budgets used by the environment
 
 vars == <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, nseg, segN, pred, pred2, lo, hi,
-          sealed, assigned, moved, announced, seen, spent>>
+          sealed, assigned, moved, announced, seen, ckpt, spent>>
 
 -----------------------------------------------------------------------------
 (* Layout. *)
@@ -143,9 +150,11 @@ Init ==
     /\ moved = [s \in Segments |-> [b \in Buckets |-> NoOne]]
     /\ announced = [s \in Segments |-> [b \in Buckets |-> NoOne]]
     /\ seen = [o \in Offsets |-> FALSE]
-    /\ spent = [fail |-> 0, member |-> 0, layout |-> 0, move |-> 0]
+    /\ ckpt = [s \in Segments |-> [b \in Buckets |-> 0]]
+    /\ spent = [fail |-> 0, member |-> 0, layout |-> 0, move |-> 0, restart |-> 0]
 
-Layout == <<nseg, segN, pred, pred2, lo, hi, sealed>>
+\* The layout, with the checkpoints: the durable state a restart keeps.
+Layout == <<nseg, segN, pred, pred2, lo, hi, sealed, ckpt>>
 Moves == <<moved, announced>>
 \* A membership change ends every controller move: the policy places every bucket again (by position here).
 NoMoves == /\ moved' = [s \in Segments |-> [b \in Buckets |-> NoOne]]
@@ -229,7 +238,7 @@ Rollover(s) ==
        /\ assigned' = [assigned EXCEPT ![new] = Handed(n)]
     /\ sealed' = sealed \cup {s}
     /\ spent' = [spent EXCEPT !.layout = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2, Moves>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2, ckpt, Moves>>
 
 \* Split: seal active segment s, create two children over [lo, m] and [m + 1, hi], m = (lo + hi) \div 2,
 \* with max(1, N / 2) buckets each.
@@ -248,7 +257,7 @@ Split(s) ==
        /\ assigned' = [assigned EXCEPT ![a] = Handed(n), ![b] = Handed(n)]
     /\ sealed' = sealed \cup {s}
     /\ spent' = [spent EXCEPT !.layout = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2, Moves>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, pred2, ckpt, Moves>>
 
 \* Merge: seal two adjacent active segments a and b, create one successor over both ranges with
 \* min(N_a + N_b, N_max) buckets; both are its predecessors.
@@ -266,7 +275,7 @@ Merge(a, b) ==
        /\ assigned' = [assigned EXCEPT ![merged] = Handed(m)]
     /\ sealed' = sealed \cup {a, b}
     /\ spent' = [spent EXCEPT !.layout = @ + 1]
-    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, Moves>>
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, seen, ckpt, Moves>>
 
 \* controller_moves: the controller moves bucket b of segment s to c, a member that stays, with no
 \* join or leave, and announces it.  The move changes only the target: the bucket is handed to c by
@@ -282,6 +291,39 @@ ControllerMove(s, b, c) ==
     /\ spent' = [spent EXCEPT !.move = @ + 1]
     /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, Layout, seen>>
 
+\* checkpoint_resume: bucket b of segment s records its checkpoint, the first offset of the bucket that is
+\* not resolved (or the log's end when there is none): every entry of the bucket below it is resolved
+\* (KS-BKT-6).  A checkpoint may lag: the action may wait.
+Frontier(s, b) ==
+    LET open == {o \in OfBucket(s, b) : st[o] # "resolved"}
+    IN IF open = {} THEN published ELSE CHOOSE o \in open : \A p \in open : o <= p
+Checkpoint(s, b) ==
+    /\ MaxRestarts > 0
+    /\ Exists(s) /\ b < segN[s]
+    /\ ckpt[s][b] < Frontier(s, b)
+    /\ ckpt' = [ckpt EXCEPT ![s][b] = Frontier(s, b)]                  \* req: KS-BKT-6
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, st, holder, delivered, members, nseg, segN, pred, pred2, lo,
+                   hi, sealed, assigned, seen, spent, Moves>>
+
+\* checkpoint_resume: the dispatcher crashes and restarts.  Deliveries end and the volatile records go
+\* (delivered, the controller's moves); the layout and the checkpoints are durable.  Each bucket resumes
+\* from its own checkpoint: an entry below it stays resolved, every other published entry of the bucket
+\* is dispatched again (this model keeps no cursor or holes).  A bucket's assignment stays as it was; with
+\* no holder left, Handoff gives it to its target at once.  Resumes(o): o lies below its bucket's checkpoint.
+Resumes(o) == o < ckpt[segOf[o]][bucketOf[o]]
+Restart ==
+    /\ spent.restart < MaxRestarts
+    /\ st' = [o \in Offsets |->
+                IF st[o] = "unpublished" THEN "unpublished"
+                ELSE IF Resumes(o) THEN "resolved"                            \* req: KS-BKT-9
+                ELSE "pending"]
+    /\ holder' = [o \in Offsets |-> NoOne]
+    /\ delivered' = [o \in Offsets |-> FALSE]
+    /\ seen' = [o \in Offsets |-> FALSE]
+    /\ spent' = [spent EXCEPT !.restart = @ + 1]
+    /\ UNCHANGED <<published, keyOf, segOf, bucketOf, members, Layout, assigned>>
+    /\ NoMoves
+
 PublishAny == \E k \in Keys : Publish(k)
 HandoffAny == \E s \in Segments, b \in Buckets : Handoff(s, b)
 DeliverAny == \E o \in Offsets : Deliver(o)
@@ -293,12 +335,13 @@ RolloverAny == \E s \in Segments : Rollover(s)
 SplitAny == \E s \in Segments : Split(s)
 MergeAny == \E a, b \in Segments : Merge(a, b)
 ControllerMoveAny == \E s \in Segments, b \in Buckets, c \in Consumers : ControllerMove(s, b, c)
+CheckpointAny == \E s \in Segments, b \in Buckets : Checkpoint(s, b)
 
 AllResolved == \A o \in Offsets : st[o] # "pending" /\ st[o] # "outstanding"
 Done == AllResolved /\ published = MaxMsgs /\ UNCHANGED vars
 
 Next == PublishAny \/ HandoffAny \/ DeliverAny \/ AckAny \/ NackAny \/ JoinAny \/ LeaveAny
-        \/ RolloverAny \/ SplitAny \/ MergeAny \/ ControllerMoveAny \/ Done
+        \/ RolloverAny \/ SplitAny \/ MergeAny \/ ControllerMoveAny \/ CheckpointAny \/ Restart \/ Done
 
 \* The prior owner keeps acking, the dispatcher hands over and delivers, and a consumer comes back
 \* when none is left.  One weak-fairness condition over all of these suffices: each budget is
@@ -320,6 +363,7 @@ TypeOK ==
     /\ segN \in [Segments -> 0 .. NMax]
     /\ seen \in [Offsets -> BOOLEAN]
     /\ moved \in [Segments -> [Buckets -> members \cup {NoOne}]]
+    /\ ckpt \in [Segments -> [Buckets -> 0 .. MaxMsgs]]
 
 Delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
 
@@ -379,6 +423,19 @@ KS_ORD_3_RedeliveryFirst ==
 \* At most one consumer holds outstanding entries of a key.
 KS_DRN_1_OneHolderPerKey ==
     \A k \in Keys : Cardinality({holder[o] : o \in {p \in Offsets : keyOf[p] = k /\ st[p] = "outstanding"}}) <= 1
+
+\* An entry its bucket's checkpoint covers (the property's own reading of ckpt).
+BelowCheckpoint(o) == segOf[o] # NoSeg /\ o < ckpt[segOf[o]][bucketOf[o]]
+
+\* Every entry below its bucket's checkpoint is resolved.
+KS_BKT_6_CheckpointCoversResolved == \A o \in Offsets : BelowCheckpoint(o) => st[o] = "resolved"
+
+\* Nothing a bucket's checkpoint covers is delivered again, before or after a restart.
+KS_BKT_9_CheckpointedNotRedelivered == [][\A o \in Offsets : Delivered(o) => ~BelowCheckpoint(o)]_vars
+
+\* Over history: nothing above a bucket's checkpoint is skipped: an entry is resolved only if it was
+\* delivered since the last restart (and acked) or its bucket's checkpoint covers it.
+KS_BKT_9_NothingSkipped == \A o \in Offsets : st[o] = "resolved" => seen[o] \/ BelowCheckpoint(o)
 
 \* Liveness: eventually no bucket is withheld for good (moves are finite, so "every withheld bucket
 \* is eventually handed over" is "eventually none is").

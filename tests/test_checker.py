@@ -1318,6 +1318,81 @@ def _missing_outcome(bad: bool) -> TraceBuilder:
     return t
 
 
+def _reported(**config: object) -> TraceBuilder:
+    """A `buckets` trace whose split points and merged N are the dispatcher's (layout reported, KS-BKT-11)."""
+    return TraceBuilder(profile="owner", selector="buckets", bucket_budget=4, layout="reported", **config)
+
+
+@case("invalid-layout")
+def _split_children_overlap(bad: bool) -> TraceBuilder:
+    """A split off the midpoint is valid; children that both claim the split point are not."""
+    t = _reported().add("c1")
+    t.seal(0).segment(1, 2, 0, 0x2FFF, predecessor=0).segment(2, 2, 0x2FFF if bad else 0x3000, 0xFFFF, predecessor=0)
+    t.deliver(t.publish("k", hash=0x40000000, segment=2, bucket=0), "c1")  # routed by the reported split point
+    return t
+
+
+@case("invalid-layout")
+def _split_point_outside(bad: bool) -> TraceBuilder:
+    """The split point must lie strictly inside the parent: a child over the whole range and an empty one is no
+    split, nor is a lower child reaching past the parent."""
+    t = _reported()
+    t.seal(0).segment(1, 2, 0, 0xFFFF if bad else 0xFFFE, predecessor=0).segment(2, 2, 0xFFFF, 0xFFFF, predecessor=0)
+    t.publish("k", hash=0x10000, segment=1, bucket=0)
+    return t
+
+
+@case("invalid-layout")
+def _merged_range(bad: bool) -> TraceBuilder:
+    """A merged segment's N is the dispatcher's (1, not the imposed 2 + 2); its range must cover both parents."""
+    t = _reported()
+    t.seal(0).segment(1, 2, 0, 0x7FFF, predecessor=0).segment(2, 2, 0x8000, 0xFFFF, predecessor=0)
+    t.seal(1).seal(2).segment(3, 1, 0, 0xFFFE if bad else 0xFFFF, predecessor=1, second_predecessor=2)
+    t.publish("k", hash=0x10000, segment=3, bucket=0)
+    return t
+
+
+@case("invalid-layout")
+def _reported_n_above_max(bad: bool) -> TraceBuilder:
+    """A merged segment's N is the dispatcher's choice within 1 .. bucket_max."""
+    t = _reported(bucket_max=8)
+    t.seal(0).segment(1, 2, 0, 0x7FFF, predecessor=0).segment(2, 2, 0x8000, 0xFFFF, predecessor=0)
+    t.seal(1).seal(2).segment(3, 9 if bad else 8, 0, 0xFFFF, predecessor=1, second_predecessor=2)
+    t.publish("k", hash=0x10000, segment=3, bucket=0)
+    return t
+
+
+@case("invalid-layout")
+def _split_children_keep_half(bad: bool) -> TraceBuilder:
+    """The split point is the dispatcher's; a child's N is still max(1, N / 2) (spec section 17)."""
+    t = _reported()
+    t.seal(0).segment(1, 3 if bad else 2, 0, 0x0FFF, predecessor=0).segment(2, 2, 0x1000, 0xFFFF, predecessor=0)
+    t.publish("k", hash=0x10000, segment=1, bucket=0)
+    return t
+
+
+@case("invalid-layout")
+def _routed_before_reported(bad: bool) -> TraceBuilder:
+    """A segment is reported (segment_created) before anything is routed by it."""
+    t = _reported()
+    t.seal(0)
+    if bad:
+        t.publish("k", hash=0x10000, segment=1, bucket=0)
+    t.segment(1, 2, 0, 0x7FFF, predecessor=0).segment(2, 2, 0x8000, 0xFFFF, predecessor=0)
+    if not bad:
+        t.publish("k", hash=0x10000, segment=1, bucket=0)
+    return t
+
+
+def test_a_reported_split_point_is_the_layout_routing_is_judged_by() -> None:
+    """KS-BKT-1 against the reported layout: a key above the reported split point belongs to the upper child, so
+    placing it in the lower child (as the imposed midpoint would) is misrouted."""
+    t = _reported()
+    t.seal(0).segment(1, 2, 0, 0x2FFF, predecessor=0).segment(2, 2, 0x3000, 0xFFFF, predecessor=0)
+    t.publish("k", hash=0x40000000, segment=1, bucket=0)
+    assert [a.name for a in check_events(t.events).anomalies] == ["misrouted-bucket"]
+
+
 # --- 2.3 checked at a quiescent event ------------------------------------------------------------
 
 

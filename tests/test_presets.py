@@ -354,3 +354,45 @@ def test_the_pools_slot_mates_share_a1s_slot() -> None:
     # req: KS-DRN-3 (what makes the test above possible: each substitute key really is a slot-mate)
     for selector, mate in SLOT_MATES.items():
         assert mate not in KEYS and slot_of(selector, mate) == slot_of(selector, KEYS[0]), selector
+
+
+def test_pip_486_chooses_its_own_layout_and_the_kit_judges_it() -> None:
+    """KS-BKT-11: the pip-486 preset declares `layout = "reported"`; in a kit run its splits are made where the load
+    divides (not always at the midpoint) and its merges keep the larger N (not the imposed capped sum), and the kit
+    finds nothing wrong with routing, draining or handoffs judged against that layout."""
+    assert PRESETS["pip-486"].config_values["layout"] == ["reported"]
+    seen: list[tuple[dict[str, Any], dict[int, tuple[int, int, int]], list[dict[str, int]], int]] = []
+
+    def connect() -> InProcessConnection:
+        adapter = _adapter("pip-486")
+        inner = adapter.op
+
+        def op(request: dict[str, Any]) -> dict[str, Any]:
+            layout = adapter._dispatcher.layout if adapter._dispatcher is not None else None
+            parents = {n: (s.range_lo, s.range_hi, s.buckets) for n, s in (layout.segments if layout else {}).items()}
+            reply: dict[str, Any] = inner(request)
+            if reply.get("segments"):
+                seen.append((dict(request), parents, reply["segments"], adapter._dispatcher.config.bucket_max))
+            return reply
+
+        adapter.op = op
+        return InProcessConnection(adapter, "pip-486")
+
+    result = run_suite(connect, settings_for("ci", 0, rounds=1, coverage_rounds=0, examples_total=12))
+    assert not result.faults
+    assert result.anomalies == []
+    off_middle = [
+        children[0]["range_hi"]
+        for request, parents, children, _ in seen
+        if request["op"] == "split"
+        and children[0]["range_hi"] != sum(parents[request["segment"]][:2]) // 2
+        and children[1]["range_lo"] == children[0]["range_hi"] + 1
+    ]
+    merged_other = [
+        created[0]["buckets"]
+        for request, parents, created, maximum in seen
+        if request["op"] == "merge"
+        and created[0]["buckets"] != min(parents[request["lower"]][2] + parents[request["upper"]][2], maximum)
+    ]
+    assert off_middle, "no split of the run was made off the midpoint"
+    assert merged_other, "no merge of the run chose an N other than the imposed min(N_a + N_b, N_max)"

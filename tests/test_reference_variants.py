@@ -96,6 +96,39 @@ def test_split_halves_the_range_and_the_bucket_count() -> None:
         h.d.split(1, 3, 3)
 
 
+def test_a_reported_split_halves_the_unresolved_messages_and_a_merge_keeps_the_larger_n() -> None:
+    # req: KS-BKT-11 (layout reported: the reference chooses the split point by load and the merged N itself)
+    h = Harness(selector="buckets", profile="owner", bucket_budget=4, bucket_max=8, layout="reported")
+    keys = [f"k{i}" for i in range(40)]
+    highs = sorted(murmur3_32(key) >> 16 for key in keys)
+    for key in keys:
+        h.d.publish(key)  # nobody consumes: all 40 stay unresolved in segment 0
+    outcome = h.d.split(0, 1, 2)
+    middle = highs[19]  # the lower child ends at the slot holding the 20th of 40 messages
+    assert middle != 0x7FFF
+    assert outcome.segments == [
+        {"segment": 1, "buckets": 2, "range_lo": 0, "range_hi": middle},
+        {"segment": 2, "buckets": 2, "range_lo": middle + 1, "range_hi": 0xFFFF},
+    ]
+    h.d.rollover(1, 3, 3)
+    merged = h.d.merge(3, 2, 4).segments
+    assert merged == [{"segment": 4, "buckets": 3, "range_lo": 0, "range_hi": 0xFFFF}]  # max(3, 2), not min(5, 8)
+    assert h.d.split(4, 5, 6).segments is not None  # the merged segment holds no message of its own: the midpoint
+    assert [e["range_hi"] for e in h.events if e["event"] == "segment_created"][-2] == 0x7FFF
+    assert h.anomalies() == []
+
+
+def test_layout_needs_the_buckets_selector_and_is_recorded_only_when_reported() -> None:
+    # req: KS-CFG-1
+    with pytest.raises(ConfigError, match="layout"):
+        Config.parse({"selector": "ring", "layout": "imposed"})
+    with pytest.raises(ConfigError, match="layout"):
+        Config.parse({"selector": "buckets", "layout": "chosen"})
+    assert "layout" not in Config.parse({"selector": "buckets"}).as_dict()
+    assert Config.parse({"selector": "buckets", "layout": "reported"}).as_dict()["layout"] == "reported"
+    assert Harness(selector="buckets").d.split(0, 1, 2).segments is None  # imposed: nothing to report
+
+
 def test_checkpoints_follow_the_durable_cursor_per_bucket() -> None:
     # req: KS-BKT-6
     h = Harness(selector="buckets", profile="owner", bucket_budget=2)

@@ -172,6 +172,8 @@ SITUATIONS: dict[str, str] = {
     "KS-BKT-3/controller_moves_unannounced": "controller-move-unannounced",
     "KS-ISO-1/unacked_resumes_when_empty": "unacked-limit-resumes-at-half",
     "KS-ASN-1/out_of_order_per_message": "out-of-order-still-routes-by-key",
+    "KS-BKT-1/reported_layout_misroutes": "message-routed-by-reported-split-point",
+    "KS-BKT-11/reported_layout_invalid": "split-children-partition-the-parent",
 }
 """Every vector's file name, by what it comes from (`<requirement>/<mutant>`, or `KS-CFG-1/<refused field>` and
 `KS-GEN-5/one-pass-eight-keys` for the hand-made ones): the situation it tests, never a mutant's name

@@ -471,6 +471,18 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a first delivery of a message of a batch with other messages still to deliver",
     ),
     _kind(
+        "invalid-layout",
+        "KS-BKT-11",
+        _O,
+        "selector buckets with layout reported: an op whose segment_created events give a segment an N outside "
+        "1..bucket_max, give a split children that do not partition the parent's range at a point strictly inside "
+        "it or do not have max(1, N / 2) buckets each, give a merge a successor that does not cover exactly its two "
+        "adjacent predecessors, or leave the active segments not partitioning the ring; or a publish placed in a "
+        "segment no segment_created reported before it",
+        "the segment_created events (and their predecessors'), or the publish",
+        "a layout change or publish with layout reported",
+    ),
+    _kind(
         "missed-timeout",
         "KS-RTY-3",
         _O,

@@ -46,16 +46,19 @@ class Checker(ResolutionChecks):
     def begin_op(self, kind: str) -> None:
         """Open an op that has no op event (`ack`, `nack`): its ack-class effect will not open another."""
         self._close_op()
+        self._check_layout()
         self._open_op(kind, self.last_seq + 1)
         self._expect_ack_class = kind in ("ack", "nack")
 
     def end_op(self) -> None:
         """Close the open op and run the end-of-op checks (the harness calls this after every op)."""
         self._close_op()
+        self._check_layout()
 
     def finish(self) -> None:
         """Close the last op (call once, after the last event)."""
         self._close_op()
+        self._check_layout()
 
     def abandon(self) -> None:
         """Drop the open op without its end-of-op checks: the history was cut off in the middle of it."""
@@ -72,6 +75,8 @@ class Checker(ResolutionChecks):
         if kind not in self._handlers:
             self._handlers[kind] = getattr(self, f"_on_{kind}", None)
         handler = self._handlers[kind]
+        if (self.created_in_op and kind != "segment_created") or (self.layout_findings and kind not in LAYOUT_EVENTS):
+            self._check_layout()  # req: KS-BKT-11 (a layout change's segment events have ended; a seal begins the next)
         if kind in OP_EVENTS:
             self._close_op()
             self.now = int(event["tick"])
@@ -99,6 +104,10 @@ class Checker(ResolutionChecks):
             self._problem(seq, f"event kind {kind!r} is unknown to the checker")
             return
         handler(event)
+
+
+LAYOUT_EVENTS = ("segment_sealed", "segment_created")
+"""The op events of one layout change, which a reported layout is judged after (KS-BKT-11)."""
 
 
 def check_events(events: Iterable[Event]) -> Checker:

@@ -1088,6 +1088,15 @@ def entry_split_unfinished(entry: int, first: int, consumer: str, first_seq: int
     )
 
 
+def invalid_layout(facts: list[str], problem: str) -> Explained:
+    """KS-BKT-11: with `layout = "reported"`, a layout change the dispatcher reported is not a valid one."""
+    return (
+        ["layout = reported: the dispatcher chooses split points and merged N and reports them", *facts],
+        f"{problem}, but a reported layout must be a valid one (KS-BKT-11)",
+        {},
+    )
+
+
 def _ticks(count: int) -> str:
     """`count` ticks, in words ("1 tick", "2 ticks")."""
     return f"{count} tick" if count == 1 else f"{count} ticks"

@@ -26,7 +26,7 @@ from ks_conformance import settle as settling
 from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.checker import Checker, Event
 from ks_conformance.checks.records import Segment
-from ks_conformance.protocol import SYSTEM_FAULT, Capabilities, Connection, Outcome
+from ks_conformance.protocol import SYSTEM_FAULT, AdapterFault, Capabilities, Connection, Outcome
 
 FILTER_SELECTORS_REFUSED = ("pulsar-auto-split", "pulsar-sticky", "buckets", "partitions")
 SLOTS = 65536
@@ -380,6 +380,8 @@ class Session:
             return [{"event": "key_released", "key": op["key"]}]
         if name == "skip":
             return [{"event": "key_skipped", "key": op["key"]}]
+        if name in ("split", "merge") and self.config.get("layout") == "reported":
+            return self._reported_layout(op, outcome)
         if name == "merge":
             lower, upper = self.checker.segments[int(op["lower"])], self.checker.segments[int(op["upper"])]
             maximum = int(self.config.get("bucket_max", 1024))
@@ -403,6 +405,38 @@ class Session:
             _created(int(op["lower"]), buckets, segment.lo, middle, segment.number),
             _created(int(op["upper"]), buckets, middle + 1, segment.hi, segment.number),
         ]
+
+    def _reported_layout(self, op: dict[str, Any], outcome: Outcome) -> list[Event]:
+        """With `layout = "reported"`: a split's or merge's op events from the segments the reply reports; the
+        checker judges the layout (KS-BKT-11). A reply without them, or with other numbers, is malformed."""
+        if op["op"] == "split":
+            sealed, numbers = [int(op["segment"])], [int(op["lower"]), int(op["upper"])]
+        else:
+            sealed, numbers = [int(op["lower"]), int(op["upper"])], [int(op["successor"])]
+        reported = outcome.segments or []
+        fields = ("segment", "buckets", "range_lo", "range_hi")
+        if [r.get("segment") for r in reported] != numbers or not all(
+            isinstance(r.get(f), int) and not isinstance(r.get(f), bool) for r in reported for f in fields
+        ):
+            raise AdapterFault(
+                "malformed",
+                f"{_op_text(op)}: with layout 'reported' the reply must carry 'segments', one object with integer "
+                f"{', '.join(fields)} per segment created, numbered {numbers}; got {outcome.segments!r}",
+                request=op,
+            )
+        events: list[Event] = [{"event": "segment_sealed", "segment": number} for number in sealed]
+        for segment in reported:
+            created = _created(
+                int(segment["segment"]),
+                int(segment["buckets"]),
+                int(segment["range_lo"]),
+                int(segment["range_hi"]),
+                sealed[0],
+            )
+            if len(sealed) == 2:
+                created["second_predecessor"] = sealed[1]
+            events.append(created)
+        return events
 
     # --- stats (KS-OBS-1, KS-OBS-2, KS-BEF-2) ----------------------------------------------------
 

@@ -334,6 +334,8 @@ class Outcome:
     placement: dict[str, Any] | None = None
     placements: list[dict[str, Any]] | None = None
     """For `publish_entry`: each message's placement, in offset order."""
+    segments: list[dict[str, Any]] | None = None
+    """For `split` and `merge` with `layout = "reported"`: the segments created, as the dispatcher chose them."""
     code: str | None = None
     message: str = ""
     error_field: str | None = None
@@ -451,11 +453,15 @@ def interpret(response: Any, request: Mapping[str, Any], validate: bool) -> Outc
         not isinstance(placements, list) or not all(isinstance(p, Mapping) for p in placements)
     ):
         raise AdapterFault("malformed", f"{what}: field 'placements': expected a list of objects", request=request)
+    segments = response.get("segments")
+    if segments is not None and (not isinstance(segments, list) or not all(isinstance(s, Mapping) for s in segments)):
+        raise AdapterFault("malformed", f"{what}: field 'segments': expected a list of objects", request=request)
     return Outcome(
         "ok",
         events=[dict(e) for e in events],
         placement=dict(placement) if placement else None,
         placements=[dict(p) for p in placements] if placements is not None else None,
+        segments=[dict(s) for s in segments] if segments is not None else None,
     )
 
 

@@ -289,6 +289,7 @@ def configs(
             ("ack_by_id", profile != "best-effort"),
             ("persist_trigger", profile != "best-effort" and capabilities.cursor),
             ("persist_flush", profile != "best-effort" and capabilities.cursor),
+            ("layout", selector == "buckets"),
         ):
             if applies and name in declared:
                 config[name] = values(name, st.nothing())

@@ -190,6 +190,12 @@ def check_needs(
             "buckets" in selectors and "owner" in capabilities.profiles and "publish_entry" in ops,
             "the owner profile, selector buckets and op publish_entry",
         ),
+        "invalid-layout": need(
+            "buckets" in selectors and bool({"split", "merge"} & ops), "selector buckets and op split or merge"
+        )
+        or need(
+            "reported" in capabilities.config_values.get("layout", ()), "layout reported declared in config_values"
+        ),
         "checkpoint-resurrected": need("buckets" in selectors and "restart" in ops, "selector buckets and op restart")
         or need(
             True in capabilities.config_values.get("checkpoint_resume", ()),

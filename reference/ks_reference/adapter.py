@@ -18,6 +18,7 @@ from ks_reference.config import (
     BUCKET_ASSIGNMENTS,
     DRAIN_GRANULARITIES,
     FLOW_CONTROLS,
+    LAYOUTS,
     POISON_POLICIES,
     PROFILES,
     READ_BOUNDS,
@@ -62,6 +63,7 @@ CAPABILITIES: dict[str, Any] = {
         "ack_by_id": [False, True],
         "persist_trigger": ["tick", "advance"],
         "persist_flush": [0, 2, 3],
+        "layout": list(LAYOUTS),
     },
 }
 
@@ -118,6 +120,8 @@ class ReferenceAdapter:
             response["placement"] = outcome.placement.as_dict()
         if outcome.placements is not None:
             response["placements"] = [placement.as_dict() for placement in outcome.placements]
+        if outcome.segments is not None:
+            response["segments"] = outcome.segments
         return response
 
     def stats(self) -> dict[str, Any]:

@@ -366,12 +366,31 @@ class BucketLayout:
         if active.range_lo == active.range_hi:
             raise LayoutRefusal(f"segment {active.number} covers one slot and cannot be split")
 
-    def split(self, segment_number: object, lower: object, upper: object) -> tuple[Segment, Segment]:
-        """Seal a segment and create two children over its halves, each with max(1, N / 2) buckets."""
+    def load_split_point(self, segment_number: object) -> int | None:
+        """With `layout = "reported"`: the slot that halves the segment's unresolved messages (the lower child ends
+        at the first slot at which it holds half or more, kept below the range's last slot); None when it holds
+        none, so the split takes the midpoint (KS-BKT-11, PIP-468's split at a point chosen by load)."""
+        segment = self.segments.get(segment_number) if isinstance(segment_number, int) else None
+        counts = self.unresolved_high.get(segment.number, Counter()) if segment is not None else Counter()
+        total = sum(counts.values())
+        if segment is None or total == 0:
+            return None
+        running = 0
+        for high in sorted(counts):
+            running += counts[high]
+            if 2 * running >= total:
+                return min(high, segment.range_hi - 1)
+        return None  # unreachable: the running count reaches the total
+
+    def split(
+        self, segment_number: object, lower: object, upper: object, point: int | None = None
+    ) -> tuple[Segment, Segment]:
+        """Seal a segment and create two children over its halves, each with max(1, N / 2) buckets; `point`, when
+        given (layout reported), is the lower child's last slot instead of the midpoint."""
         self.check_split(segment_number, lower, upper)
         segment = self.segments[cast(int, segment_number)]
         segment.sealed = True
-        middle = (segment.range_lo + segment.range_hi) // 2
+        middle = (segment.range_lo + segment.range_hi) // 2 if point is None else point
         buckets = max(1, segment.buckets // 2)
         low_child = Segment(cast(int, lower), segment.range_lo, middle, buckets, segment.number)
         high_child = Segment(cast(int, upper), middle + 1, segment.range_hi, buckets, segment.number)
@@ -392,12 +411,14 @@ class BucketLayout:
                 "upper's)"
             )
 
-    def merge(self, lower: object, upper: object, successor: object) -> Segment:
-        """Seal two adjacent segments; one successor over both ranges with min(N_a + N_b, N_max) buckets."""
+    def merge(self, lower: object, upper: object, successor: object, larger: bool = False) -> Segment:
+        """Seal two adjacent segments; one successor over both ranges with min(N_a + N_b, N_max) buckets, or with
+        `larger` (layout reported, the reference's own choice) max(N_a, N_b): a merge, made when load falls, keeps
+        the widest fan-out either had without doubling it."""
         self.check_merge(lower, upper, successor)
         low, high = self.segments[cast(int, lower)], self.segments[cast(int, upper)]
         low.sealed = high.sealed = True
-        buckets = min(low.buckets + high.buckets, self.maximum)
+        buckets = max(low.buckets, high.buckets) if larger else min(low.buckets + high.buckets, self.maximum)
         created = Segment(
             cast(int, successor), low.range_lo, high.range_hi, buckets, low.number, second_predecessor=high.number
         )

@@ -13,7 +13,9 @@ SELECTORS = (
     "ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "buckets", "partitions", "any"
 )  # fmt: skip
 POISON_POLICIES = ("drop", "dead-letter", "block")
-BUCKET_FIELDS = ("bucket_budget", "bucket_max", "bucket_assignment", "checkpoint_resume", "controller_moves")
+BUCKET_FIELDS = (
+    "bucket_budget", "bucket_max", "bucket_assignment", "checkpoint_resume", "controller_moves", "layout"
+)  # fmt: skip
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
 DRAIN_GRANULARITIES = ("key", "hash")
 TICK_ORDERS = ("standard", "danube")
@@ -21,6 +23,7 @@ FLOW_CONTROLS = ("capacity", "permits")
 READ_BOUNDS = ("window", "lookahead")
 READ_TRIGGERS = ("every-op", "heartbeat")
 PERSIST_TRIGGERS = ("tick", "advance")
+LAYOUTS = ("imposed", "reported")
 LOOKAHEAD_FIELDS = ("lookahead_per_consumer", "lookahead_per_subscription")
 SLOT_SELECTORS = ("pulsar-consistent", "pulsar-auto-split", "pulsar-sticky")
 
@@ -43,6 +46,7 @@ OPTIONS_RECORDED_WHEN_SET: dict[str, Any] = {
     "ack_by_id": False,
     "persist_trigger": "tick",
     "persist_flush": 0,
+    "layout": "imposed",
 }
 """Options added after spec 1.6 (spec section 21.1), recorded in a trace's config event only when not at their
 default, so that every earlier trace of the reference replays byte for byte."""
@@ -84,6 +88,9 @@ class Config:
     bucket_assignment: str = "sorted"
     checkpoint_resume: bool = False
     controller_moves: bool = False
+    layout: str = "imposed"
+    """`imposed`: split points and merged N follow spec section 17; `reported`: the dispatcher chooses them
+    (KS-BKT-11)."""
     partitions: int = 4
 
     @classmethod
@@ -105,6 +112,7 @@ class Config:
         _choice(raw, "read_trigger", READ_TRIGGERS)
         _choice(raw, "persist_trigger", PERSIST_TRIGGERS)
         _choice(raw, "bucket_assignment", BUCKET_ASSIGNMENTS)
+        _choice(raw, "layout", LAYOUTS)
         for field in ("points", "window", "bucket_budget", "bucket_max", "partitions"):
             _integer(raw, field, minimum=1)
         for field in ("ack_timeout", "max_redeliveries", "backoff_base", "backoff_max", "evict_after"):

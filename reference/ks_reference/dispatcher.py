@@ -58,6 +58,8 @@ class Outcome:
     placement: Placement | None = None
     placements: list[Placement] | None = None
     """For `publish_entry`: each message's placement, in offset order."""
+    segments: list[dict[str, int]] | None = None
+    """For `split` and `merge` with `layout = "reported"`: the segments created, as the dispatcher chose them."""
 
 
 class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
@@ -350,26 +352,38 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
     def split(self, segment: object, lower: object, upper: object) -> Outcome:
         """Seal an active segment; two children over its lower and upper halves take new messages."""
         layout = self._layout()
+        reported = self.config.layout == "reported"
+        point = layout.load_split_point(segment) if reported else None  # req: KS-BKT-11 (a point chosen by load)
         try:
-            low, high = layout.split(segment, lower, upper)
+            low, high = layout.split(segment, lower, upper, point)
         except LayoutRefusal as refusal:
             raise Refusal("invalid_argument", str(refusal)) from None
         sealed = {"event": "segment_sealed", "segment": low.predecessor}
         self._begin(sealed, _segment_created(low), _segment_created(high))
         self.store.save_segments(layout.records())
-        return self._end()
+        return self._reported(self._end(), [low, high])
 
     def merge(self, lower: object, upper: object, successor: object) -> Outcome:
         """Seal two adjacent active segments; one successor over both ranges takes new messages."""
         layout = self._layout()
         try:
-            created = layout.merge(lower, upper, successor)
+            created = layout.merge(lower, upper, successor, larger=self.config.layout == "reported")
         except LayoutRefusal as refusal:
             raise Refusal("invalid_argument", str(refusal)) from None
         sealed = [{"event": "segment_sealed", "segment": number} for number in created.predecessors]
         self._begin(*sealed, _segment_created(created))
         self.store.save_segments(layout.records())
-        return self._end()
+        return self._reported(self._end(), [created])
+
+    def _reported(self, outcome: Outcome, created: list[Segment]) -> Outcome:
+        """With `layout = "reported"`, the segments a split or merge created go in its reply (KS-BKT-11)."""
+        if self.config.layout == "reported":
+            # req: KS-BKT-11 (the layout is reported before anything is routed by it)
+            outcome.segments = [
+                {key: value for key, value in _segment_created(segment).items() if key in _REPORTED}
+                for segment in created
+            ]
+        return outcome
 
     def _layout(self) -> BucketLayout:
         if self.layout is None:
@@ -438,6 +452,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
 
 
 _REQUIRED = object()
+_REPORTED = ("segment", "buckets", "range_lo", "range_hi")
+"""The fields of a created segment a `layout = "reported"` reply carries (adapter protocol, `segments`)."""
 
 
 def _is_int(value: object) -> bool:

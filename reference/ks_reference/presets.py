@@ -249,13 +249,19 @@ PRESETS: dict[str, Preset] = {
             "PIP-486: scalable topic Key-Shared consumption",
             "owner",
             "buckets",
-            {"bucket_assignment": ["sticky", "controller"], "checkpoint_resume": [True], "controller_moves": [True]},
+            {
+                "bucket_assignment": ["sticky", "controller"],
+                "checkpoint_resume": [True],
+                "controller_moves": [True],
+                "layout": ["reported"],
+            },
             capabilities={"filters": False},
             differences=(
                 "the controller evens the load by unresolved messages once per tick, moving one drained bucket at a "
                 "time; PIP-486 leaves its controller's policy (and its measure of load) to the implementation",
-                "the conformance kit chooses every split point and the merged segment's bucket count, where PIP-486 "
-                "leaves both to the implementation",
+                "a split is made at the hash that halves the segment's unresolved messages (the midpoint when it has "
+                "none) and a merged segment keeps the larger of its predecessors' bucket counts (layout reported); "
+                "PIP-468's controller measures load as throughput",
             ),
         ),
     )

@@ -24,6 +24,7 @@ READ_BOUNDS = ("window", "lookahead")
 BUCKET_ASSIGNMENTS = ("sorted", "sticky", "controller")
 READ_TRIGGERS = ("every-op", "heartbeat")
 PERSIST_TRIGGERS = ("tick", "advance")
+LAYOUTS = ("imposed", "reported")
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ FIELDS: tuple[Field, ...] = (
     Field("bucket_assignment", "sorted", choices=BUCKET_ASSIGNMENTS, only_selector="buckets"),
     Field("checkpoint_resume", False, boolean=True, only_selector="buckets"),
     Field("controller_moves", False, boolean=True, only_selector="buckets"),
+    Field("layout", "imposed", choices=LAYOUTS, only_selector="buckets"),
     Field("partitions", 4, minimum=1, only_selector="partitions"),
 )
 BY_NAME = {field.name: field for field in FIELDS}

@@ -66,7 +66,7 @@ WITHOUT_ZOMBIES: dict[str, Any] = {
     "config_values": {
         k: v
         for k, v in CAPABILITIES["config_values"].items()
-        if k not in ("ack_by_id", "persist_trigger", "persist_flush")
+        if k not in ("ack_by_id", "persist_trigger", "persist_flush", "layout")
     },
 }
 """What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
@@ -479,6 +479,34 @@ MUTANTS: tuple[Mutant, ...] = (
         **BUCKETS,
         poison_policies=["drop"],
         config_values={},
+    ),
+    # layout = "reported" (KS-BKT-11): the split point is chosen by load, but the layout reported is the imposed
+    # midpoint, so keys between the two points are placed in a segment the reported layout does not route them to
+    # (BKT-1); the segments' owners and drains then differ from what the checker derives (BKT-3, BKT-5, ASN-1), a
+    # later split's midpoint is taken from the real parent, not the reported one (BKT-11), and a merge or split the
+    # reported layout refuses or allows is answered by the real one (GEN-4)
+    _mutant(
+        "reported_layout_misroutes",
+        "KS-BKT-1",
+        bugs.ReportedLayoutMisroutes,
+        may="KS-BKT-3 KS-BKT-5 KS-BKT-8 KS-BKT-11 KS-ASN-1 KS-ISO-1 KS-GEN-4",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+        config_values={"layout": ["reported"]},
+    ),
+    # the upper child reported from the split point itself: both children claim one slot (BKT-11); a key of that
+    # slot is then routed to the child the checker does not pick (BKT-1), and a merge of the real neighbours is not
+    # one of adjacent segments in the reported layout (GEN-4)
+    _mutant(
+        "reported_layout_invalid",
+        "KS-BKT-11",
+        bugs.ReportedLayoutInvalid,
+        may="KS-BKT-1 KS-BKT-3 KS-BKT-5 KS-ASN-1 KS-GEN-4",
+        **OWNER,
+        **BUCKETS,
+        poison_policies=["drop"],
+        config_values={"layout": ["reported"]},
     ),
     # best-effort (section 18)
     # a best-effort message had its outcome: sending it again is both a redelivery and a duplicate

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ks_reference.adapter import ReferenceAdapter
-from ks_reference.buckets import BucketLayout, Placement
+from ks_reference.buckets import BucketLayout, Placement, Segment
 from ks_reference.core import Member, Message, MessageState
 from ks_reference.cursor import Cursor
 from ks_reference.dispatch import Decision
-from ks_reference.dispatcher import Dispatcher
+from ks_reference.dispatcher import Dispatcher, Outcome
 from ks_reference.filters import accepts
 from ks_reference.selectors import PartitionsSelector
 from ks_reference.store import MemoryStore
@@ -1320,3 +1320,25 @@ class NackSometimesBehindAdapter(ReferenceAdapter):
         if isinstance(self._dispatcher, NackSometimesBehind):
             self._dispatcher.rng = self.rng
         return answer
+
+
+class ReportedLayoutMisroutes(Dispatcher):
+    """It splits a segment where its load divides (layout reported), but reports the midpoint as the split point."""
+
+    def _reported(self, outcome: Outcome, created: list[Segment]) -> Outcome:
+        outcome = super()._reported(outcome, created)
+        if outcome.segments is not None and len(created) == 2:
+            lower, upper = outcome.segments
+            middle = (lower["range_lo"] + upper["range_hi"]) // 2  # breaks KS-BKT-1: routing follows the load point
+            lower["range_hi"], upper["range_lo"] = middle, middle + 1
+        return outcome
+
+
+class ReportedLayoutInvalid(Dispatcher):
+    """Its split reports the upper child from the split point itself, so both children claim that slot."""
+
+    def _reported(self, outcome: Outcome, created: list[Segment]) -> Outcome:
+        outcome = super()._reported(outcome, created)
+        if outcome.segments is not None and len(created) == 2:
+            outcome.segments[1]["range_lo"] -= 1  # breaks KS-BKT-11: the children overlap at the split point
+        return outcome

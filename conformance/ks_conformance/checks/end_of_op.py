@@ -15,6 +15,7 @@ from ks_spec.config import lookahead_limit
 from ks_spec.slots import SLOT_SELECTORS, slot_of
 
 from ks_conformance import explain
+from ks_conformance.checks.layout import layout_problem
 from ks_conformance.checks.records import Incarnation, Message, OpState
 from ks_conformance.checks.state import CheckerState, Event
 from ks_conformance.glob import accepts
@@ -56,6 +57,20 @@ class EndOfOpChecks(CheckerState):
                 self._note_heartbeat_read()
         self.op = None
         self._settle()
+
+    def _check_layout(self) -> None:
+        """KS-BKT-11: the layout the dispatcher reported is a valid one, and it routed nothing by a segment it had
+        not reported; judged once an op's segment events end (its first other event, or the op's end)."""
+        created, self.created_in_op = self.created_in_op, []
+        findings, self.layout_findings = self.layout_findings, []
+        if created:
+            self._exercise("invalid-layout")
+            found = layout_problem(self.segments, created, int(self.config["bucket_max"]))
+            if found is not None:
+                findings.insert(0, found)
+        for facts, problem, witness in findings[:1]:
+            # req: KS-BKT-11
+            self._report("invalid-layout", self.last_seq, witness, explain.invalid_layout(facts, problem))
 
     def _count_temptations(self) -> None:
         """Count the ordering checks as exercised when an op ends where a dispatcher could have broken them.

@@ -16,6 +16,7 @@ from ks_conformance import explain
 from ks_conformance.checks.quiescence import QuiescenceChecks
 from ks_conformance.checks.records import Incarnation, KeyState, Message, OrderedOffsets, Segment
 from ks_conformance.checks.state import SLOTS, Event
+from ks_conformance.explain import message_clause
 
 
 class OpEventChecks(QuiescenceChecks):
@@ -89,7 +90,13 @@ class OpEventChecks(QuiescenceChecks):
         self._exercise("misrouted-bucket")
         right = next((s for s in self.segments.values() if not s.sealed and s.lo <= high <= s.hi), None)
         segment = self.segments.get(message.segment)
-        if right is None:
+        if segment is None and self.layout_reported:
+            # req: KS-BKT-11 (a segment is reported before anything is routed by it)
+            self._exercise("invalid-layout")
+            facts = [message_clause(message.offset, message.key, seq) + f" placed in segment {message.segment}"]
+            problem = f"no segment_created reported segment {message.segment} before m{message.offset} was routed to it"
+            self.layout_findings.append((facts, problem, [seq]))
+        elif right is None:
             self._problem(seq, f"no active segment contains hash >> 16 = {high}")
         elif segment is not right:
             self._report(
@@ -299,6 +306,8 @@ class OpEventChecks(QuiescenceChecks):
             # A layout change re-routes keys (new N, new buckets) although membership is unchanged: for
             # KS-ASN-1 it starts a new routing epoch, as a membership change does (see the module doc).
             self._new_epoch("layout", None, int(event["seq"]))
+        if self.layout_reported:
+            self.created_in_op.append(number)
         self.segments[number] = Segment(
             number,
             int(event["buckets"]),

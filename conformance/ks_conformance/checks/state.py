@@ -130,6 +130,10 @@ class CheckerState:
         """What KS-BKT-10 found in the open op: reported when it closes (entry-split is an end-of-op check)."""
         self._continuing_batch = False
         """True while judging a delivery that continues `batch_run` (exempt from capacity and window, KS-BKT-10)."""
+        self.created_in_op: list[int] = []
+        """The segments created in the open op: with `layout = "reported"` their layout is judged when it closes."""
+        self.layout_findings: list[tuple[list[str], str, list[int]]] = []
+        """With `layout = "reported"`, publishes routed to a segment never reported, judged when the op closes."""
         self.loaded_checkpoints: dict[tuple[int, int], tuple[int, int]] = {}
         """With `checkpoint_resume`, the checkpoints the last restart resumed from (KS-BKT-9)."""
         self.bucket_last: dict[tuple[int, int], tuple[int, Incarnation, int]] = {}
@@ -204,6 +208,7 @@ class CheckerState:
         self.danube_ticks = self.config["tick_order"] == "danube"
         self.returns_as_failures = bool(self.config["returns_as_failures"]) and not self.best_effort
         self.controller_moves = self.buckets and bool(self.config["controller_moves"])
+        self.layout_reported = self.buckets and self.config["layout"] == "reported"
         self.max_unacked = 0 if self.best_effort else int(self.config["max_unacked"])
         self.permits = self.config["flow_control"] == "permits"
         self.lookahead = self.config["read_bound"] == "lookahead"

@@ -95,6 +95,7 @@ NOT_COMPUTED: dict[str, str] = {
     "checkpoint-skip": "selector buckets: left to the Python checker",
     "checkpoint-resurrected": "selector buckets: left to the Python checker",
     "entry-split": "selector buckets: left to the Python checker",
+    "invalid-layout": "selector buckets: left to the Python checker",
     "best-effort-redelivery": "left to the Python checker",
     "missed-timeout": "an end-of-op state check over all messages; globally sequential",
     "poison-ignored": "an end-of-op state check; globally sequential",
