@@ -319,3 +319,44 @@ def test_the_pools_slot_mates_share_a1s_slot() -> None:
     # req: KS-DRN-3 (what makes the test above possible: each substitute key really is a slot-mate)
     for selector, mate in SLOT_MATES.items():
         assert mate not in KEYS and slot_of(selector, mate) == slot_of(selector, KEYS[0]), selector
+
+
+class _RecordingOps(_RecordingPreset):
+    """A recording preset that also keeps each op it was sent, in order with the effects."""
+
+    def op(self, op: Any) -> dict[str, Any]:
+        response = super().op(op)
+        self.examples[-1].insert(len(self.examples[-1]) - len(response.get("events", [])), {"op": dict(op)})
+        return response
+
+
+def _overtaken_delays(example: list[dict[str, Any]]) -> list[int]:
+    """The offsets delivered while an earlier delayed message of their key was not yet delivered (KS-ORD-6)."""
+    waiting: dict[int, str] = {}  # delayed offset -> key, until its first delivery
+    found = []
+    for item in example:
+        op = item.get("op")
+        if op is not None:
+            if op["op"] == "publish_delayed":
+                waiting[int(op["offset"])] = str(op["key"])
+            continue
+        if item["event"] == "deliver":
+            offset = int(item["offset"])
+            if any(o < offset and key == item["key"] for o, key in waiting.items()):
+                found.append(offset)
+            waiting.pop(offset, None)
+    return found
+
+
+def test_the_kit_drives_pulsar_379_past_delayed_messages() -> None:
+    # req: KS-ORD-6 (the preset declares publish_delayed: a kit run shows a later message of a key delivered while an
+    # earlier delayed message of its key waits for its due tick, and is judged conformant all the same)
+    assert "publish_delayed" in _capabilities("pulsar-379").ops
+    assert "publish_delayed" not in _capabilities("pulsar-out-of-order").ops
+    adapter = _RecordingOps("pulsar-379")
+    overrides = {"rounds": 1, "coverage_rounds": 0, "examples_total": 120}
+    result = run_suite(lambda: InProcessConnection(adapter, "pulsar-379"), settings_for("ci", 0, **overrides))
+    assert not result.faults and result.verdict != "not-conformant"
+    assert not {r["id"] for r in result.requirements if r["status"] == "failed"}
+    overtaken = [offset for example in adapter.examples for offset in _overtaken_delays(example)]
+    assert overtaken, "no later message of a key went while an earlier delayed one of its key waited"

@@ -366,7 +366,7 @@ def without(steps: Sequence[Step], drop: Collection[int]) -> list[Step]:
     for index in sorted(drop):
         if index < len(steps):
             op = steps[index].op
-            if op is not None and op.get("op") == "publish" and steps[index].expect is None:
+            if op is not None and op.get("op") in ("publish", "publish_delayed") and steps[index].expect is None:
                 gone.append(int(op["offset"]))
     kept: list[Step] = []
     for index, step in enumerate(steps):
@@ -391,4 +391,8 @@ def _names(steps: Sequence[Step]) -> list[str]:
 
 def _keys(steps: Sequence[Step]) -> list[str]:
     """The keys the steps publish to, in order of first mention."""
-    return list(dict.fromkeys(str(s.op["key"]) for s in steps if s.op is not None and s.op.get("op") == "publish"))
+    return list(
+        dict.fromkeys(
+            str(s.op["key"]) for s in steps if s.op is not None and s.op.get("op") in ("publish", "publish_delayed")
+        )
+    )
