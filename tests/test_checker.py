@@ -1874,3 +1874,13 @@ def test_a_due_message_whose_key_has_a_later_one_outstanding_may_go_or_wait(deli
     if delivered:
         t.deliver(m, "c1")
     assert _anomaly_names(t) == []
+
+
+def test_a_due_message_behind_one_not_yet_due_is_reported_as_left_waiting() -> None:
+    """KS-ORD-7 before KS-ORD-6: a due delayed message idle behind a delayed one not yet due misses its own falling
+    due (what the mutant delayed_never_due does), so it is due-left-waiting, not blocked-behind-delayed."""
+    t = owner().add("c1")
+    t.publish_delayed("k", 5)
+    t.publish_delayed("k", 1)
+    t.tick()
+    assert _anomaly_names(t) == ["due-left-waiting"]

@@ -567,8 +567,8 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "blocked-behind-delayed",
         "KS-ORD-6",
         _O,
-        "where idle-while-ready would report m, had the earlier delayed messages of m's key not yet due been left "
-        "out (with timer_slack = s: fewer than s ticks past due counts as not yet due), and one was",
+        "where idle-while-ready would report m, an ordinary message, had the earlier delayed messages of m's key not "
+        "yet due been left out (with timer_slack = s: fewer than s ticks past due counts as not yet due), and one was",
         "the publish of the delayed message, the publish of m, the op",
         "an op ends with a later message of a key behind a delayed one of its key not yet due",
     ),
@@ -576,7 +576,8 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "due-left-waiting",
         "KS-ORD-7",
         _O,
-        "where idle-while-ready would report m, m a delayed message at least timer_slack ticks past its deliver_at",
+        "where idle-while-ready would report m (earlier delayed messages of its key not yet due left out), m a "
+        "delayed message at least timer_slack ticks past its deliver_at",
         "the publish of m, the op",
         "an op ends with a delayed message past its due tick undelivered",
     ),

@@ -188,7 +188,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("zombie_ack_accepted", "KS-ACK-3", bugs.ZombieAckAccepted, **ZOMBIES),
     # section 6: delayed delivery (KS-ORD-5 to KS-ORD-7)
     _mutant("delayed_delivered_early", "KS-ORD-5", bugs.DelayedDeliveredEarly, **DELAYED),
-    _mutant("delayed_blocks_key", "KS-ORD-6", bugs.DelayedBlocksKey, **DELAYED),
+    # a later message that is itself delayed and due waits too: due-left-waiting (KS-ORD-7)
+    _mutant("delayed_blocks_key", "KS-ORD-6", bugs.DelayedBlocksKey, may="KS-ORD-7", **DELAYED),
     # the message is never delivered: once due it holds its key's place, so a later first delivery is a reorder;
     # it stays unresolved at quiescence and the cursor stops at it
     _mutant("delayed_never_due", "KS-ORD-7", bugs.DelayedNeverDue, may="KS-ORD-1 KS-LIV-1 KS-LIV-2", **DELAYED),

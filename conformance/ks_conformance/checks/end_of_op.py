@@ -317,10 +317,10 @@ class EndOfOpChecks(CheckerState):
             if head is None or waiting is None:
                 continue
             message = self.messages[head]
-            if delayed_before is not None:
-                self._exercise("blocked-behind-delayed")
-            elif message.deliver_at is not None:
+            if message.deliver_at is not None:
                 self._exercise("due-left-waiting")
+            elif delayed_before is not None:
+                self._exercise("blocked-behind-delayed")
             if message.outstanding is not None or state.outstanding or state.blocked:
                 continue
             if any(self._may_still_retry(self.messages[o]) for o in state.awaiting):
@@ -396,9 +396,10 @@ class EndOfOpChecks(CheckerState):
         return None, skipped
 
     def _report_delay_wait(self, message: Message, delayed_before: int | None, seq: int) -> None:
-        """An idle message a delayed one explains: it waits behind a delayed message not yet due (KS-ORD-6), or it is
-        a delayed message past its due tick, and the slack, that nobody got (KS-ORD-7)."""
-        if delayed_before is not None:
+        """An idle message a delayed one explains: it is a delayed message past its due tick, and the slack, that
+        nobody got (KS-ORD-7), or an ordinary one waiting behind a delayed message not yet due (KS-ORD-6). A due
+        delayed message behind another not yet due is the first: its own falling due is the missing step."""
+        if delayed_before is not None and message.deliver_at is None:
             # req: KS-ORD-6
             delayed = self.messages[delayed_before]
             assert delayed.deliver_at is not None
