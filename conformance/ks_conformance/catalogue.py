@@ -570,7 +570,7 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "where idle-while-ready would report m, an ordinary message, had the earlier delayed messages of m's key not "
         "yet due been left out (with timer_slack = s: fewer than s ticks past due counts as not yet due), and one was",
         "the publish of the delayed message, the publish of m, the op",
-        "an op ends with a later message of a key behind a delayed one of its key not yet due",
+        "a message is published while an earlier delayed message of its key is not yet due",
     ),
     _kind(
         "due-left-waiting",
@@ -579,7 +579,7 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "where idle-while-ready would report m (earlier delayed messages of its key not yet due left out), m a "
         "delayed message at least timer_slack ticks past its deliver_at",
         "the publish of m, the op",
-        "an op ends with a delayed message past its due tick undelivered",
+        "an op ends with a delayed message unresolved and due (past its deliver_at and the slack)",
     ),
     # 2.3 checked at a quiescent event
     _kind(

@@ -51,6 +51,8 @@ class EndOfOpChecks(CheckerState):
         if op.kind not in ("config", "quiescent"):
             self._check_persistence(op)
             self._check_idle(op)
+            if self._delayed:
+                self._note_delays_due()
             self._count_temptations()
             if op.kind == "tick" and self.heartbeat_reads:
                 self._note_heartbeat_read()

@@ -178,7 +178,8 @@ class CheckerState:
         """True once a delayed message (`publish_delayed`) was published: only then do the ordering and idle checks
         look for messages not yet due (KS-ORD-6), so traces without delays are judged as before, as fast."""
         self._delayed: set[int] = set()
-        """Offsets of delayed messages that may still be unresolved (pruned as they resolve; see `delays_pending`)."""
+        """Offsets of delayed messages that may be unresolved and not yet surely due (pruned as they resolve or fall
+        due: `delays_pending`, `_note_delays_due`)."""
         self._phantoms: dict[str, Incarnation] = {}
         """Non-members that received deliveries, one per name until a member of that name joins."""
         self.declared: dict[str, Any] = {}
@@ -614,6 +615,17 @@ class CheckerState:
             elif self.not_due(message):
                 return True
         return False
+
+    def _note_delays_due(self) -> None:
+        """At the end of an op: every delayed message that is now surely due (past its due tick and the slack) and
+        unresolved is one KS-ORD-7 judges from here on, delivered in this op or not; it is then watched no more."""
+        for offset in sorted(self._delayed):
+            message = self.messages[offset]
+            if message.resolved:
+                self._delayed.discard(offset)
+            elif not self.not_due(message):
+                self._exercise("due-left-waiting")
+                self._delayed.discard(offset)
 
     def _refresh_head(self, key: str) -> None:
         """Keep the set of keys whose earliest unresolved message has no outstanding delivery (KS-ISO-1)."""
