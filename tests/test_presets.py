@@ -8,6 +8,7 @@ budgets, and drives presets' dispatchers directly to show the behaviour their se
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -264,10 +265,15 @@ def _config_event(config: dict[str, Any]) -> dict[str, Any]:
 
 
 class _RecordingPreset(presets.PresetAdapter):
-    """A preset whose every reset and op effect is kept, one trace per example, for reading what the kit drove."""
+    """A preset whose every reset and op effect is kept, one trace per example, for reading what the kit drove;
+    `without` leaves ops out of what it declares (the kit then draws none of them)."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(PRESETS[name])
+    def __init__(self, name: str, without: tuple[str, ...] = ()) -> None:
+        preset = PRESETS[name]
+        if without:
+            ops = [op for op in preset.declared_capabilities()["ops"] if op not in without]
+            preset = dataclasses.replace(preset, capabilities={**preset.capabilities, "ops": ops})
+        super().__init__(preset)
         self.examples: list[list[dict[str, Any]]] = []
 
     def reset(self, config: Any) -> dict[str, Any]:
@@ -307,7 +313,9 @@ def _slot_mate_holds(events: list[dict[str, Any]], selector: str) -> list[str]:
 def test_the_kit_drives_pulsar_379_into_hash_granular_draining() -> None:
     # req: KS-DRN-3 (the kit's pool publishes a slot-mate of `a1` under draining by slot, so a conformance run of the
     # preset shows a key waiting only for an unrelated key of its slot, and is judged conformant all the same)
-    adapter = _RecordingPreset("pulsar-379")
+    # (delayed messages left out: their draws would change the search this budget was tuned for, and they have a
+    # test of their own below)
+    adapter = _RecordingPreset("pulsar-379", without=("publish_delayed",))
     overrides = {"rounds": 1, "coverage_rounds": 0, "examples_total": 120}
     result = run_suite(lambda: InProcessConnection(adapter, "pulsar-379"), settings_for("ci", 0, **overrides))
     assert not result.faults and result.verdict != "not-conformant"
