@@ -1641,6 +1641,69 @@ def test_cursor_stall_is_not_judged_under_a_declared_advance_trigger_without_a_f
     assert "cursor-stall" in _anomaly_names(flushed)
 
 
+# --- delayed delivery (KS-ORD-5 to KS-ORD-7) ---
+
+
+@case("delivered-before-due")
+def _delivered_before_due(bad: bool) -> TraceBuilder:
+    """KS-ORD-5: a message due at tick 2 goes at tick 2, not at tick 1."""
+    t = owner().add("c1")
+    m = t.publish_delayed("k", 2)
+    t.tick(1 if bad else 2)
+    return t.deliver(m, "c1")
+
+
+@case("delivered-before-due")
+def _delivered_before_due_despite_the_slack(bad: bool) -> TraceBuilder:
+    """KS-GEN-9: the slack lets a delayed message go late, never early."""
+    t = owner(timer_slack=2).add("c1")
+    m = t.publish_delayed("k", 2)
+    t.tick(1 if bad else 4)
+    return t.deliver(m, "c1")
+
+
+@case("blocked-behind-delayed")
+def _blocked_behind_delayed(bad: bool) -> TraceBuilder:
+    """KS-ORD-6: a later message of the key goes while the delayed one waits (the kit's own example)."""
+    t = owner().add("c1")
+    t.publish_delayed("k", 3)
+    later = t.publish("k")
+    if not bad:
+        t.deliver(later, "c1")
+    return t
+
+
+@case("blocked-behind-delayed")
+def _blocked_behind_delayed_in_the_strict_profile(bad: bool) -> TraceBuilder:
+    """KS-ORD-6, strict: a message not yet due is not an earlier unresolved one (no strict-overlap either)."""
+    t = strict().add("c1")
+    t.publish_delayed("k", 2)
+    later = t.publish("k")
+    if not bad:
+        t.deliver(later, "c1")
+    return t
+
+
+@case("due-left-waiting")
+def _due_left_waiting(bad: bool) -> TraceBuilder:
+    """KS-ORD-7: due at tick 1, the message must go in tick 1's pass."""
+    t = owner().add("c1")
+    m = t.publish_delayed("k", 1)
+    t.tick()
+    if not bad:
+        t.deliver(m, "c1")
+    return t
+
+
+@case("due-left-waiting")
+def _due_left_waiting_beyond_the_slack(bad: bool) -> TraceBuilder:
+    """KS-ORD-7, KS-GEN-9: with timer_slack 1 a message due at tick 1 may wait until tick 2, not tick 3."""
+    t = owner(timer_slack=1).add("c1")
+    m = t.publish_delayed("k", 1)
+    t.tick(3 if bad else 2)
+    return t.deliver(m, "c1")
+
+
 def _anomaly_names(trace: TraceBuilder) -> list[str]:
     return [a.name for a in check_events(trace.events).anomalies]
 
@@ -1899,3 +1962,78 @@ def test_a_zombie_op_naming_the_outstanding_delivery_is_a_contradiction() -> Non
     checker = check_events(t.events)
     assert checker.verdict is Verdict.UNKNOWN
     assert "has not ended, or was never made" in checker.problems[0].message
+
+
+def test_a_message_not_yet_due_is_overtaken_without_a_reorder_and_delivered_after() -> None:
+    """KS-ORD-6: the later message goes first, the delayed one after it, once due: no ordering anomaly."""
+    t = owner().add("c1", capacity=2)
+    m = t.publish_delayed("k", 2)
+    later = t.publish("k")
+    t.deliver(later, "c1").ack(later, "c1")
+    t.tick(2).deliver(m, "c1").ack(m, "c1").persisted(2)
+    assert _anomaly_names(t) == []
+
+
+def test_the_strict_profile_delivers_a_due_message_while_a_later_one_is_outstanding() -> None:
+    """KS-ORD-6: in the strict profile a due message is not earlier than a message of its key delivered before it
+    fell due: its delivery while that one is outstanding is not strict-overlap."""
+    t = strict().add("c1", capacity=2)
+    m = t.publish_delayed("k", 1)
+    later = t.publish("k")
+    t.deliver(later, "c1").tick().deliver(m, "c1")
+    assert _anomaly_names(t) == []
+
+
+def test_once_due_the_key_order_applies_to_the_delayed_message() -> None:
+    """KS-ORD-6: past its due tick a delayed message holds its place: a later first delivery before it is a
+    key-reorder (and the op that left it idle is reported first)."""
+    t = owner().add("c1", capacity=2)
+    t.publish_delayed("k", 1)
+    t.tick()
+    t.deliver(t.publish("k"), "c1")
+    assert _anomaly_names(t) == ["due-left-waiting", "key-reorder"]
+
+
+def test_within_the_slack_a_later_message_may_still_overtake_a_due_one() -> None:
+    """KS-GEN-9: with timer_slack 1, at its due tick the dispatcher may not have seen the message fall due yet."""
+    t = owner(timer_slack=1).add("c1", capacity=2)
+    m = t.publish_delayed("k", 1)
+    t.tick()
+    t.deliver(t.publish("k"), "c1")
+    t.tick().deliver(m, "c1")
+    assert _anomaly_names(t) == []
+
+
+def test_a_delayed_message_holds_the_cursor() -> None:
+    """KS-CUR-1: a message not yet due is unresolved; a persisted cursor past it is cursor-skip."""
+    t = owner().add("c1")
+    t.publish_delayed("k", 5)
+    t.deliver(t.publish("j"), "c1").ack(1, "c1")
+    assert _anomaly_names(t.persisted(2)) == ["cursor-skip"]
+    clean = owner().add("c1")
+    clean.publish_delayed("k", 5)
+    clean.deliver(clean.publish("j"), "c1").ack(1, "c1").persisted(0, holes=[[1, 1]])
+    assert _anomaly_names(clean) == []
+
+
+@pytest.mark.parametrize("delivered", [True, False])
+def test_a_due_message_whose_key_has_a_later_one_outstanding_may_go_or_wait(delivered: bool) -> None:
+    """KS-ORD-7 asks of a due message what KS-ISO-1 asks of any: while a message of its key is outstanding (here the
+    later one, delivered before it fell due) it may go (owner) but need not."""
+    t = owner().add("c1", capacity=2)
+    m = t.publish_delayed("k", 1)
+    t.deliver(t.publish("k"), "c1")
+    t.tick()
+    if delivered:
+        t.deliver(m, "c1")
+    assert _anomaly_names(t) == []
+
+
+def test_a_due_message_behind_one_not_yet_due_is_reported_as_left_waiting() -> None:
+    """KS-ORD-7 before KS-ORD-6: a due delayed message idle behind a delayed one not yet due misses its own falling
+    due (what the mutant delayed_never_due does), so it is due-left-waiting, not blocked-behind-delayed."""
+    t = owner().add("c1")
+    t.publish_delayed("k", 5)
+    t.publish_delayed("k", 1)
+    t.tick()
+    assert _anomaly_names(t) == ["due-left-waiting"]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from ks_conformance.checker import check_events
 from ks_reference.config import ConfigError
 from ks_reference.core import Refusal
+from ks_reference.dispatcher import Outcome
+from ks_reference.store import SqliteStore
 from reference_support.harness import Harness
 
 
@@ -884,3 +887,70 @@ def test_single_bucket_segments_spread_over_the_members(policy: str) -> None:
     layout.members_changed(members)
     owners = [layout.owner_of((segment, 0), members) for segment in (3, 4, 5, 6)]
     assert set(owners) == set(members)
+
+
+# --- section 6: delayed delivery ---
+
+
+def _delivered(outcome: Outcome) -> list[int]:
+    return [int(e["offset"]) for e in outcome.events if e["event"] == "deliver"]
+
+
+@pytest.mark.parametrize("profile", ["strict", "owner"])
+def test_a_delayed_message_waits_for_its_due_tick_and_its_key_goes_on_without_it(profile: str) -> None:
+    # req: KS-ORD-5, KS-ORD-6, KS-ORD-7
+    h = _one_consumer(profile)
+    assert _delivered(h.d.publish_delayed("k", 2)) == []
+    assert _delivered(h.d.publish("k")) == [1]  # the later message of its key does not wait
+    assert _delivered(h.d.tick()) == []  # tick 1: not due
+    h.d.ack("c1", 1)
+    assert _delivered(h.d.tick()) == [0]  # tick 2: due, delivered in the tick's pass
+    h.d.ack("c1", 0)
+    assert h.anomalies() == []
+
+
+def test_a_delayed_message_counts_in_the_window_and_holds_the_cursor() -> None:
+    # req: KS-ORD-6 (read in offset order, counted in the window), KS-CUR-1
+    h = _one_consumer("owner", window=1)
+    h.d.publish_delayed("k", 1)
+    assert _delivered(h.d.publish("j")) == []  # the window holds the delayed message: m1 is not read yet
+    assert _delivered(h.d.tick()) == [0]
+    assert _delivered(h.d.ack("c1", 0)) == [1]
+    assert h.d.stats()["cursor"] == 1
+    assert h.anomalies() == []
+
+
+def test_a_due_message_falls_due_within_the_timer_slack() -> None:
+    # req: KS-ORD-7, KS-GEN-9 (the reference runs its timers at every (slack + 1)-th tick)
+    h = _one_consumer("owner", timer_slack=1)
+    h.d.publish_delayed("k", 1)
+    assert _delivered(h.d.tick()) == []  # tick 1 runs no timers
+    assert _delivered(h.d.tick()) == [0]
+    assert h.anomalies() == []
+
+
+def test_a_delay_survives_a_restart(tmp_path: Path) -> None:
+    # req: KS-ORD-5, KS-CUR-3 (the due tick is in the durable log)
+    store = SqliteStore(tmp_path / "store.db")
+    h = Harness(store, profile="owner")
+    h.d.publish_delayed("k", 3)
+    h.d.restart()
+    h.d.add_consumer("c1", 5)
+    assert _delivered(h.d.tick()) == []
+    assert h.d.log[0].deliver_at == 3
+    h.d.tick()
+    assert _delivered(h.d.tick()) == [0]
+    assert h.anomalies() == []
+
+
+@pytest.mark.parametrize(
+    ("config", "deliver_at"),
+    [({"profile": "best-effort"}, 1), ({"profile": "owner", "selector": "buckets"}, 1), ({"profile": "owner"}, -1)],
+)
+def test_publish_delayed_is_refused_where_it_is_not_specified(config: dict[str, object], deliver_at: int) -> None:
+    # req: KS-GEN-4 (spec section 6: delayed delivery is specified for strict and owner, selectors but buckets)
+    h = Harness(**config)
+    with pytest.raises(Refusal) as refused:
+        h.d.apply({"op": "publish_delayed", "offset": 0, "key": "k", "deliver_at": deliver_at})
+    assert refused.value.code == "invalid_argument"
+    assert h.d.log == []

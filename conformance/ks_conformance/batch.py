@@ -135,7 +135,7 @@ class BatchSession:
         """The offset the next publish must carry, counting the publishes not replayed yet."""
         offset = self.current.next_offset()
         for item in self._queued():
-            if item.op.get("op") == "publish" and item.op.get("offset") == offset:
+            if item.op.get("op") in ("publish", "publish_delayed") and item.op.get("offset") == offset:
                 offset += 1
         return offset
 

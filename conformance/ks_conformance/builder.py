@@ -63,6 +63,14 @@ class TraceBuilder:
         self.emit("publish", offset=offset, key=key, hash=hash, segment=segment, bucket=bucket, entry=entry)
         return offset
 
+    def publish_delayed(self, key: str, deliver_at: int) -> int:
+        """Publish the next offset with this key as a delayed message due at tick `deliver_at` (`publish_delayed`,
+        KS-ORD-5); return the offset."""
+        offset = len(self.keys)
+        self.keys.append(key)
+        self.emit("publish", offset=offset, key=key, deliver_at=deliver_at)
+        return offset
+
     def add(
         self,
         consumer: str,

@@ -459,6 +459,14 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "both events",
         "a best-effort publish",
     ),
+    _kind(
+        "delivered-before-due",
+        "KS-ORD-5",
+        _E,
+        "a delivery of a delayed message (a publish with deliver_at) at a tick before its deliver_at",
+        "the publish, the delivery",
+        "a delayed message is published with a due tick ahead",
+    ),
     # 2.2 checked at the end of each op
     _kind(
         "entry-split",
@@ -567,6 +575,24 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "best-effort: a publish op without an outcome (delivery, drop or filter) for its message",
         "the publish",
         "a best-effort publish",
+    ),
+    _kind(
+        "blocked-behind-delayed",
+        "KS-ORD-6",
+        _O,
+        "where idle-while-ready would report m, an ordinary message, had the earlier delayed messages of m's key not "
+        "yet due been left out (with timer_slack = s: fewer than s ticks past due counts as not yet due), and one was",
+        "the publish of the delayed message, the publish of m, the op",
+        "a message is published while an earlier delayed message of its key is not yet due",
+    ),
+    _kind(
+        "due-left-waiting",
+        "KS-ORD-7",
+        _O,
+        "where idle-while-ready would report m (earlier delayed messages of its key not yet due left out), m a "
+        "delayed message at least timer_slack ticks past its deliver_at",
+        "the publish of m, the op",
+        "an op ends with a delayed message unresolved and due (past its deliver_at and the slack)",
     ),
     # 2.3 checked at a quiescent event
     _kind(

@@ -1047,6 +1047,21 @@ def best_effort_redelivery_late(key: str, offset: int, pub: int, seq: int) -> Ex
     )
 
 
+def _delayed_clause(offset: int, key: str, pub: int, deliver_at: int) -> str:
+    """How a delayed message is named: its publish, with the due tick the producer asked for."""
+    return message_clause(offset, key, pub) + f", delayed: due at tick {deliver_at}"
+
+
+def delivered_before_due(key: str, offset: int, pub: int, deliver_at: int, now: int, seq: int) -> Explained:
+    """KS-ORD-5."""
+    return (
+        [_delayed_clause(offset, key, pub, deliver_at)],
+        f"m{offset} was delivered [seq {seq}] at tick {now}, before its due tick {deliver_at}, but a delayed "
+        "message must not be delivered before it is due (KS-ORD-5)",
+        {"offset": offset, "key": key, "deliver_at": deliver_at, "tick": now},
+    )
+
+
 # --- 2.2 checked at the end of each op -------------------------------------------------------------------
 
 
@@ -1327,6 +1342,31 @@ def missing_outcome(key: str, offset: int, pub: int) -> Explained:
         f"the op that published it ended without delivering, dropping or filtering m{offset}, but in "
         "best-effort each message's outcome happens at its publish (KS-BEF-1)",
         {"offset": offset},
+    )
+
+
+def blocked_behind_delayed(
+    key: str, offset: int, pub: int, delayed: int, delayed_pub: int, deliver_at: int, seq: int
+) -> Explained:
+    """KS-ORD-6 (`delayed`: the earlier message of the key, not yet due)."""
+    return (
+        [_delayed_clause(delayed, key, delayed_pub, deliver_at), message_clause(offset, key, pub)],
+        f"at the end of the op [seq {seq}] m{offset} is ready, within the read bound, and every member that could "
+        f"take it has room, yet it waits behind m{delayed}, which is not due yet; a message not yet due holds back "
+        "no later message of its key (KS-ORD-6)",
+        {"offset": offset, "key": key, "delayed": delayed, "deliver_at": deliver_at},
+    )
+
+
+def due_left_waiting(key: str, offset: int, pub: int, deliver_at: int, slack: int, now: int, seq: int) -> Explained:
+    """KS-ORD-7 (`slack`: the declared timer_slack, KS-GEN-9)."""
+    late = f" and the timer slack of {slack}" if slack else ""
+    return (
+        [_delayed_clause(offset, key, pub, deliver_at)],
+        f"at the end of the op [seq {seq}], at tick {now}, past its due tick{late}, m{offset} is ready, within the "
+        "read bound, and every member that could take it has room, yet it was not delivered; once due a delayed "
+        "message is as ready as any other (KS-ORD-7)",
+        {"offset": offset, "key": key, "deliver_at": deliver_at, "tick": now},
     )
 
 

@@ -163,6 +163,10 @@ class Session:
         members = self.checker.members
         if name == "publish":
             return None if op.get("offset") == len(self.checker.messages) else "invalid_argument"
+        if name == "publish_delayed":
+            if op.get("offset") != len(self.checker.messages):
+                return "invalid_argument"
+            return None if delay_form_problem(self.config) is None else "invalid_argument"
         if name == "publish_entry":
             if op.get("offset") != len(self.checker.messages):
                 return "invalid_argument"
@@ -335,6 +339,8 @@ class Session:
             if outcome.placement:
                 event.update({k: outcome.placement.get(k) for k in ("hash", "segment", "bucket")})
             return [event]
+        if name == "publish_delayed":
+            return [{"event": "publish", "offset": op["offset"], "key": op["key"], "deliver_at": op["deliver_at"]}]
         if name == "publish_entry":
             first = int(op["offset"])
             placements = outcome.placements or []
@@ -621,6 +627,15 @@ class Session:
         if not self.capabilities.cursor:
             return not checker.unresolved
         return not checker.unresolved and checker.persisted_cursor == len(checker.messages)
+
+
+def delay_form_problem(config: Mapping[str, Any]) -> str | None:
+    """Why spec section 6 refuses every `publish_delayed` under this configuration (None: delays are specified)."""
+    if config.get("profile") == "best-effort":
+        return "delayed delivery is not specified for the best-effort profile (its delivery is at once, KS-BEF-1)"
+    if config.get("selector") == "buckets":
+        return "delayed delivery is not specified with selector buckets"
+    return None
 
 
 def batch_form_problem(config: Mapping[str, Any]) -> str | None:

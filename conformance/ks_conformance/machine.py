@@ -30,7 +30,7 @@ from ks_spec.config import CONFIG_DEFAULTS
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.batch import AnySession, open_session
 from ks_conformance.checks.records import Delivery
-from ks_conformance.harness import UNBOUNDED_CAPACITY, batch_form_problem, place_key
+from ks_conformance.harness import UNBOUNDED_CAPACITY, batch_form_problem, delay_form_problem, place_key
 from ks_conformance.protocol import AdapterFault
 from ks_conformance.search import DRAWN_VALUES, RunContext, configs
 
@@ -131,6 +131,8 @@ class KeySharedMachine(RuleBasedStateMachine):
             return False
         if op == "flow":
             return session.config.get("flow_control") == "permits"
+        if op == "publish_delayed":
+            return delay_form_problem(session.config) is None
         return True
 
     @contextmanager
@@ -291,10 +293,19 @@ class KeySharedMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.able("publish") and bool(self.outstanding()))
     @rule(data=st.data())
     def publish_to_busy_key(self, data: st.DataObject) -> None:
-        """Publish to a key that has deliveries outstanding (draining, handoffs and queues need it)."""
+        """Publish to a key that has deliveries outstanding (draining, handoffs and queues need it); where delayed
+        delivery is declared, maybe a message due a few ticks ahead, then maybe a later one of its key that must not
+        wait for it (KS-ORD-5, KS-ORD-6). Drawn here, not as a rule of its own (see `ack`)."""
         assert self.session is not None
         _, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
-        self.publish(self.session.checker.messages[offset].key)
+        key = self.session.checker.messages[offset].key
+        if self.able("publish_delayed") and data.draw(st.booleans(), label="delayed"):
+            due = self.session.checker.now + data.draw(st.integers(0, 3), label="ticks until it is due")
+            self.do({"op": "publish_delayed", "offset": self.session.next_offset(), "key": key, "deliver_at": due})
+            if data.draw(st.booleans(), label="a later message of its key"):
+                self.publish(key)
+            return
+        self.publish(key)
 
     # --- membership ------------------------------------------------------------------------------
 

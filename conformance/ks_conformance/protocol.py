@@ -31,6 +31,7 @@ PROTOCOL_VERSIONS = (1, 2)
 ADAPTER_SCHEMA = paths.SCHEMA_DIR / "adapter-v2.schema.json"
 OPS = (
     "publish",
+    "publish_delayed",
     "add_consumer",
     "remove_consumer",
     "disconnect",

@@ -105,7 +105,8 @@ def drive(driver: Driver, order: str, seed: int) -> bool:
         if driver.halted() or driver.state._quiet() or "tick" not in ops:
             break
         driver.send([{"op": "tick"}])
-        idle = 0 if driver.state._progress() != before else idle + 1
+        # req: KS-ORD-7 (a delayed message not yet due is waited for, however far ahead its due tick is)
+        idle = 0 if driver.state._progress() != before or driver.state.checker.delays_pending() else idle + 1
         if idle > patience:
             break
     return not driver.halted()

@@ -98,6 +98,9 @@ def check_needs(
         or need(ended, no_ending)
         or need(True in forms("ack_by_id"), "ack_by_id = true (declared in config_values)"),
         "holder-nack-ignored": need("nack" in ops, "op nack"),
+        "delivered-before-due": need("publish_delayed" in ops and "tick" in ops, "op publish_delayed"),
+        "blocked-behind-delayed": need("publish_delayed" in ops and "tick" in ops, "op publish_delayed"),
+        "due-left-waiting": need("publish_delayed" in ops and "tick" in ops, "op publish_delayed"),
         "premature-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
         or need(positive("ack_timeout"), supported("ack_timeout")),
         "missed-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")

@@ -34,6 +34,8 @@ class MessageState(Enum):
     OUTSTANDING = "outstanding"
     RETRYING = "retrying"
     BLOCKED = "blocked"
+    DELAYED = "delayed"
+    """Read but not yet due (`publish_delayed`): it waits in the delayed-delivery tracker, off its key's order."""
 
 
 @dataclass(eq=False)
@@ -69,6 +71,8 @@ class Message:
     placement: Placement | None = None
     entry: int | None = None
     """The first offset of its batch (`publish_entry`), else None (spec section 17)."""
+    deliver_at: int | None = None
+    """A delayed message's due tick (`publish_delayed`, KS-ORD-5), else None."""
     state: MessageState = MessageState.PENDING
     attempts: int = 0
     """Deliveries since the last restart (KS-RTY-5)."""
@@ -139,6 +143,8 @@ class Core:
         self.pending_counts: Counter[str] = Counter()
         """Per key, how many of its messages are pending (keys the dispatch pass visits)."""
         self.retrying: set[int] = set()
+        self.delayed: set[int] = set()
+        """The delayed-delivery tracker: read messages not yet due (KS-ORD-5)."""
         self.key_holders: dict[str, Counter[Member]] = {}
         """Per key, its outstanding deliveries by holder (KS-DRN-1)."""
         self.blocked: dict[str, list[int]] = {}
@@ -280,6 +286,8 @@ class Core:
             self.pending_counts[message.key] += 1
         if state is MessageState.RETRYING:
             self.retrying.add(message.offset)
+        if state is MessageState.DELAYED:
+            self.delayed.add(message.offset)
 
     def _unindex(self, message: Message) -> None:
         if message.state is MessageState.PENDING:
@@ -288,6 +296,8 @@ class Core:
                 del self.pending_counts[message.key]
         elif message.state is MessageState.RETRYING:
             self.retrying.discard(message.offset)
+        elif message.state is MessageState.DELAYED:
+            self.delayed.discard(message.offset)
 
     def deliver(self, message: Message, member: Member) -> None:
         """Make a delivery: the message becomes outstanding at `member` with the next attempt number."""

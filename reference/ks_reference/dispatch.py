@@ -78,7 +78,7 @@ class DispatchPass(Core):
             if self.cursor.is_resolved(offset):
                 continue  # req: KS-CUR-4 (a persisted ack hole is not read again)
             entry = self.log[offset]
-            message = Message(offset, entry.key, entry=entry.entry)
+            message = Message(offset, entry.key, entry=entry.entry, deliver_at=entry.deliver_at)
             if self.layout is not None:
                 message.placement = placement_of(entry)
             self.messages[offset] = message
@@ -86,7 +86,20 @@ class DispatchPass(Core):
             if not self.is_parked(len(queue), message):
                 budget -= 1  # a read message is unresolved (window) and waits (look-ahead), unless parked (KS-ISO-4)
             queue.append(offset)
-            self.pending_counts[entry.key] += 1
+            if entry.deliver_at is not None and entry.deliver_at > self.now:
+                # req: KS-ORD-5 (not yet due: into the delayed-delivery tracker; it keeps its place in the window)
+                message.state = MessageState.DELAYED
+                self.delayed.add(offset)
+            else:
+                self.pending_counts[entry.key] += 1
+
+    def delays_due(self) -> None:
+        """Phase 3 (with the retries): every delayed message whose due tick has come becomes pending (KS-ORD-7)."""
+        for offset in sorted(self.delayed):
+            message = self.messages[offset]
+            if message.deliver_at is not None and message.deliver_at <= self.now:
+                # req: KS-ORD-7, KS-GEN-9 (due: as ready as any pending message; late by at most the slack)
+                self.set_state(message, MessageState.PENDING)
 
     def inside_batch(self, offset: int) -> bool:
         """True when `offset` belongs to a batch that began before it: a batch is read whole (spec section 17)."""
@@ -134,6 +147,8 @@ class DispatchPass(Core):
             state = self.messages[offset].state
             if state is MessageState.PENDING:
                 return offset
+            if state is MessageState.DELAYED:
+                continue  # req: KS-ORD-6 (a message not yet due holds back nothing of its key)
             if state is MessageState.OUTSTANDING and not strict:
                 continue
             return None
@@ -145,6 +160,8 @@ class DispatchPass(Core):
             message = self.messages.get(offset)
             if message is None:
                 continue  # resolved earlier in this loop
+            if message.state is MessageState.DELAYED:
+                continue  # req: KS-ORD-6 (not yet due: later messages of its key go without it)
             if message.state is MessageState.OUTSTANDING:
                 if self.config.profile == "strict":
                     return  # req: KS-ORD-2 (nothing of a key while an earlier one is unresolved)

@@ -47,6 +47,7 @@ OPS = (
     "split",
     "merge",
     "publish_entry",
+    "publish_delayed",
 )
 
 
@@ -129,6 +130,23 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             if self.layout is not None and placement is not None:
                 self.layout.on_resolve(placement)  # its outcome is final: it holds back no successor
         return self._end(placement=placement)
+
+    def publish_delayed(self, key: object, deliver_at: object, offset: object = None) -> Outcome:
+        """Append a message that must not be delivered before tick `deliver_at` (KS-ORD-5): Pulsar's `deliverAt`.
+        Specified for the strict and owner profiles with a selector other than `buckets` (spec section 6)."""
+        text = _text(key, "key")
+        expected = self.next_offset(offset)
+        if not isinstance(deliver_at, int) or isinstance(deliver_at, bool) or deliver_at < 0:
+            raise Refusal("invalid_argument", f"deliver_at must be a non-negative integer, got {deliver_at!r}")
+        if not self.config.reliable or self.layout is not None:
+            raise Refusal(
+                "invalid_argument", "publish_delayed needs the strict or owner profile and no selector buckets"
+            )
+        self._begin({"event": "publish", "offset": expected, "key": text, "deliver_at": deliver_at})
+        entry = LogEntry(text, deliver_at=deliver_at)
+        self.store.append(expected, entry)
+        self.log.append(entry)
+        return self._end()
 
     def publish_entry(self, keys: object, hash_min: object, hash_max: object, offset: object = None) -> Outcome:
         """Append a batch: one message per key at consecutive offsets, stamped with its effective `hashB` range and
@@ -303,6 +321,7 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             self.phase_poison()  # 2
             if timers:
                 self.phase_retry_ready()  # 3
+                self.delays_due()  # 3, req: KS-ORD-7 (delayed messages fall due with the retries)
             if self.config.tick_order == "danube":
                 self.deliver_step()  # req: KS-GEN-7 (Danube redelivers ready retries before it evicts)
             if timers:
@@ -446,6 +465,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             return self.split(arg("segment"), arg("lower"), arg("upper"))
         if name == "merge":
             return self.merge(arg("lower"), arg("upper"), arg("successor"))
+        if name == "publish_delayed":
+            return self.publish_delayed(arg("key"), arg("deliver_at"), arg("offset", None))
         if name == "publish_entry":
             return self.publish_entry(arg("keys"), arg("hash_min"), arg("hash_max"), op.get("offset"))
         raise Refusal("invalid_argument", f"unknown op {name!r} (known: {', '.join(OPS)})")

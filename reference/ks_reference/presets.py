@@ -57,11 +57,16 @@ class EvictionCountsAsAck(Dispatcher):
 
 PULSAR_CAPABILITIES: dict[str, Any] = {
     # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
-    "ops": [op for op in OPS if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")],
+    "ops": [
+        op
+        for op in OPS
+        if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry", "publish_delayed")
+    ],
     "filters": False,
     "poison_policies": ["dead-letter"],
 }
-"""What every Pulsar preset declares beside its configuration: no disconnect or layout ops, no filters, dead letters."""
+"""What every Pulsar preset declares beside its configuration: no disconnect or layout ops, no filters, dead letters.
+Delayed delivery (`publish_delayed`) is added by `pulsar-379` only, the preset of Pulsar's current dispatcher."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,8 @@ PRESETS: dict[str, Preset] = {
                 "persist_trigger": ["advance"],
                 "persist_flush": [2, 3],
             },
-            capabilities=PULSAR_CAPABILITIES,
+            # Pulsar delivers delayed messages (deliverAt, deliverAfter) on Key_Shared subscriptions (KS-ORD-5).
+            capabilities={**PULSAR_CAPABILITIES, "ops": [*PULSAR_CAPABILITIES["ops"], "publish_delayed"]},
             differences=(
                 "the look-ahead limit is checked before each message is read, where Pulsar checks it before reading a "
                 "batch of entries that may overshoot it (KS-FLW-5)",
@@ -191,7 +197,11 @@ PRESETS: dict[str, Preset] = {
                 "evict_after": [1, 2, 6],
                 "persist_trigger": ["advance"],
             },
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")]},
+            capabilities={
+                "ops": [
+                    op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry", "publish_delayed")
+                ]
+            },
             differences=(
                 "an evicted consumer's messages are delivered again (KS-MEM-1); the `danube_at_most_once` preset "
                 "reproduces Danube's at-most-once eviction instead",
@@ -206,7 +216,11 @@ PRESETS: dict[str, Preset] = {
             "strict",
             "danube",
             {"tick_order": ["danube"], "evict_after": [1, 2]},
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")]},
+            capabilities={
+                "ops": [
+                    op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry", "publish_delayed")
+                ]
+            },
             dispatcher=EvictionCountsAsAck,
             expected={
                 "KS-CUR-1": "Danube counts an evicted consumer's in-flight messages as acked (at-most-once) so that "
@@ -235,7 +249,9 @@ PRESETS: dict[str, Preset] = {
             "any",
             {"returns_as_failures": [True], "max_redeliveries": [0, 1, 2]},
             capabilities={
-                "ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")],
+                "ops": [
+                    op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry", "publish_delayed")
+                ],
                 "filters": False,
                 "poison_policies": ["dead-letter"],
             },

@@ -32,6 +32,8 @@ class LogEntry:
     bucket: int | None = None
     entry: int | None = None
     """The first offset of the batch it was published in (`publish_entry`), else None."""
+    deliver_at: int | None = None
+    """A delayed message's due tick (`publish_delayed`, KS-ORD-5), else None."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,7 @@ CREATE TABLE IF NOT EXISTS holes (chunk INTEGER PRIMARY KEY, bits BLOB NOT NULL)
 CREATE TABLE IF NOT EXISTS segments (
     number INTEGER PRIMARY KEY, range_lo INTEGER NOT NULL, range_hi INTEGER NOT NULL,
     buckets INTEGER NOT NULL, predecessor INTEGER, sealed INTEGER NOT NULL, second_predecessor INTEGER);
+CREATE TABLE IF NOT EXISTS delays (offset INTEGER PRIMARY KEY, deliver_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS checkpoints (
     segment INTEGER NOT NULL, bucket INTEGER NOT NULL, position INTEGER NOT NULL,
     PRIMARY KEY (segment, bucket));
@@ -232,10 +235,12 @@ class SqliteStore(Store):
 
     def load(self) -> Snapshot:
         snapshot = Snapshot()
+        # A delayed message's due tick lives in a table of its own, so stores written before 1.7 read unchanged.
         snapshot.log = [
-            LogEntry(key, hash_, segment, bucket, entry)
-            for key, hash_, segment, bucket, entry in self._db.execute(
-                "SELECT key, hash, segment, bucket, entry FROM log ORDER BY offset"
+            LogEntry(key, hash_, segment, bucket, entry, deliver_at)
+            for key, hash_, segment, bucket, entry, deliver_at in self._db.execute(
+                "SELECT key, hash, segment, bucket, entry, deliver_at FROM log LEFT JOIN delays USING (offset) "
+                "ORDER BY offset"
             )
         ]
         row = self._db.execute("SELECT position, persisted_at FROM cursor WHERE id = 1").fetchone()
@@ -263,6 +268,8 @@ class SqliteStore(Store):
                 "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?)",
                 (offset, entry.key, entry.hash, entry.segment, entry.bucket, entry.entry),
             )
+            if entry.deliver_at is not None:
+                self._db.execute("INSERT INTO delays VALUES (?, ?)", (offset, entry.deliver_at))
 
     def persist_cursor(self, position: int, chunks: dict[int, bytes | None], tick: int) -> None:
         with self._transaction():

@@ -130,6 +130,7 @@ def columns() -> tuple[str, ...]:
         "range_hi",
         "predecessor",
         "second_predecessor",
+        "deliver_at",
         "detail",
     ]
     known = set(_column_types()) | {"event"}

@@ -61,7 +61,7 @@ class Mutant:
 
 
 WITHOUT_ZOMBIES: dict[str, Any] = {
-    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")],
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "publish_delayed")],
     "shared_names": False,
     "config_values": {
         k: v
@@ -70,8 +70,8 @@ WITHOUT_ZOMBIES: dict[str, Any] = {
     },
 }
 """What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
-and `ack_by_id` (KS-ACK-3), nor the debounce options (KS-CUR-12) or shared consumer names (KS-ASN-5), which change how
-Hypothesis draws every example; only the mutants that test them draw
+and `ack_by_id` (KS-ACK-3), nor `publish_delayed` (KS-ORD-5), the debounce options (KS-CUR-12), the reported layout
+(KS-BKT-11) or shared consumer names (KS-ASN-5), which change how Hypothesis draws every example; only the mutants that test them draw
 them, so every other mutant's search stays as it was tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
@@ -80,8 +80,11 @@ BUCKETS = {"selectors": ["buckets"]}
 BASE: dict[str, Any] = {**OWNER, **RING, "poison_policies": ["drop"], "config_values": {}}
 """The slice most mutants are run with: one profile, one selector, one poison policy, and none of the options
 the reference declares (`tick_order` stays standard: Danube's order would spend examples most bugs do not need)."""
-ZOMBIES: dict[str, Any] = {**BASE, "ops": list(OPS)}
+ZOMBIES: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op != "publish_delayed"]}
 """The reference's ops, the zombie ops (KS-ACK-3) included: only the mutants that test them draw them."""
+DELAYED: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")]}
+"""The reference's ops with delayed delivery (`publish_delayed`, KS-ORD-5 to KS-ORD-7): only the mutants that test
+it draw it."""
 ACK_BY_ID: dict[str, Any] = {**ZOMBIES, "config_values": {"ack_by_id": [True]}}
 """Acknowledging by message id (spec section 20): a zombie ack of an unresolved message resolves it."""
 CHECKPOINTS: dict[str, Any] = {"checkpoint_resume": [True], "bucket_budget": [2, 4], "persist_interval": [0, 1]}
@@ -206,6 +209,13 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("stale_nack_accepted", "KS-RTY-1", bugs.StaleNackAccepted, **BASE),
     # section 9: a result for a delivery that ended (KS-ACK-3), and the option ack_by_id's own rule
     _mutant("zombie_ack_accepted", "KS-ACK-3", bugs.ZombieAckAccepted, **ZOMBIES),
+    # section 6: delayed delivery (KS-ORD-5 to KS-ORD-7)
+    _mutant("delayed_delivered_early", "KS-ORD-5", bugs.DelayedDeliveredEarly, **DELAYED),
+    # a later message that is itself delayed and due waits too: due-left-waiting (KS-ORD-7)
+    _mutant("delayed_blocks_key", "KS-ORD-6", bugs.DelayedBlocksKey, may="KS-ORD-7", **DELAYED),
+    # the message is never delivered: once due it holds its key's place, so a later first delivery is a reorder;
+    # it stays unresolved at quiescence and the cursor stops at it
+    _mutant("delayed_never_due", "KS-ORD-7", bugs.DelayedNeverDue, may="KS-ORD-1 KS-LIV-1 KS-LIV-2", **DELAYED),
     _mutant("ack_by_id_ignored", "KS-ACK-3", bugs.AckByIdIgnored, **ACK_BY_ID),
     _mutant(
         "ack_by_id_keeps_delivering",

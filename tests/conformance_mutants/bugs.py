@@ -1342,3 +1342,30 @@ class ReportedLayoutInvalid(Dispatcher):
         if outcome.segments is not None and len(created) == 2:
             outcome.segments[1]["range_lo"] -= 1  # breaks KS-BKT-11: the children overlap at the split point
         return outcome
+
+
+class DelayedDeliveredEarly(Dispatcher):
+    """A delayed message is dispatched as soon as it is read: the tracker ignores its due tick."""
+
+    def read_into_window(self) -> None:
+        super().read_into_window()
+        for offset in sorted(self.delayed):
+            self.set_state(self.messages[offset], MessageState.PENDING)  # breaks KS-ORD-5
+
+
+class DelayedBlocksKey(Dispatcher):
+    """A key's later messages wait behind its delayed message until that one falls due (kept in key order)."""
+
+    def first_candidate(self, key: str) -> int | None:
+        first = super().first_candidate(key)
+        queue = self.queues[key]
+        if first is not None and any(o < first and self.messages[o].state is MessageState.DELAYED for o in queue):
+            return None  # breaks KS-ORD-6
+        return first
+
+
+class DelayedNeverDue(Dispatcher):
+    """The delayed-delivery tracker never releases a message: once read, a delayed message waits for ever."""
+
+    def delays_due(self) -> None:
+        return  # breaks KS-ORD-7

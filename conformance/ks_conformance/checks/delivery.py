@@ -14,7 +14,7 @@ from ks_spec.slots import slot_of
 
 from ks_conformance import explain
 from ks_conformance.checks.buckets import BucketChecks
-from ks_conformance.checks.records import BatchRun, Delivery, Incarnation, KeyState, Message
+from ks_conformance.checks.records import BatchRun, Delivery, Incarnation, KeyState, Message, OrderedOffsets
 from ks_conformance.checks.state import STABLE_SELECTORS, Event
 from ks_conformance.glob import accepts
 
@@ -37,6 +37,8 @@ class DeliveryChecks(BucketChecks):
         self._continuing_batch = bool(
             anew and run is not None and run.consumer == name and run.expected and run.expected[0] == message.offset
         )
+        if message.deliver_at is not None:
+            self._check_due(message, seq)
         self._check_order(message, state, seq, first)
         self._check_exclusive(message, state, seq, incarnation or self._phantoms.get(name), name)
         self._check_reason(message, seq)
@@ -58,19 +60,46 @@ class DeliveryChecks(BucketChecks):
             self._phantoms[name] = incarnation
         self._record_delivery(message, state, incarnation, attempt, seq)
 
+    def _check_due(self, message: Message, seq: int) -> None:
+        """A delayed message is not delivered before its due tick (KS-ORD-5); late by the slack at most is the
+        idle checks' business (KS-ORD-7)."""
+        deliver_at = message.deliver_at
+        assert deliver_at is not None
+        if self.now < deliver_at:
+            # req: KS-ORD-5
+            self._report(
+                "delivered-before-due",
+                seq,
+                [message.publish_seq, seq],
+                explain.delivered_before_due(*message.facts, deliver_at, self.now, seq),
+            )
+
+    def _first_in_order(self, offsets: OrderedOffsets, before: int) -> int | None:
+        """The first of `offsets` below `before` that holds its place in its key's order (KS-ORD-6): a delayed
+        message not yet due is left out (an ordinary one always counts, so without delays this is `first()`)."""
+        if not self.delays_seen:
+            return offsets.first()
+        return next((o for o in takewhile(lambda o: o < before, offsets) if self.counts_for_order(o)), None)
+
     def _check_order(self, message: Message, state: KeyState, seq: int, first: bool) -> None:
         offset = message.offset
-        earliest_unresolved = state.unresolved.first()
+        # req: KS-ORD-6 (a delayed message not yet due is neither waited for nor overtaken by its key's later ones)
+        earliest_unresolved = self._first_in_order(state.unresolved, offset)
         has_earlier_unresolved = earliest_unresolved is not None and earliest_unresolved < offset
         if first and has_earlier_unresolved:
             # req: KS-ORD-1
             self._exercise("key-reorder")
             held_earlier = next(
-                (o for o in takewhile(lambda o: o < offset, state.unresolved) if self.messages[o].held), None
+                (
+                    o
+                    for o in takewhile(lambda o: o < offset, state.unresolved)
+                    if self.messages[o].held and self.counts_for_order(o)
+                ),
+                None,
             )
             if held_earlier is not None:
                 self._exercise("overtaken-hold")
-            earlier = state.undelivered.first()
+            earlier = self._first_in_order(state.undelivered, offset)
             if earlier is not None and earlier < offset:
                 previous = self.messages[earlier]
                 self._report(
@@ -81,7 +110,12 @@ class DeliveryChecks(BucketChecks):
                 )
                 # req: KS-FLW-3
                 held = next(
-                    (o for o in takewhile(lambda o: o < offset, state.undelivered) if self.messages[o].held), None
+                    (
+                        o
+                        for o in takewhile(lambda o: o < offset, state.undelivered)
+                        if self.messages[o].held and self.counts_for_order(o)
+                    ),
+                    None,
                 )
                 if held is not None:
                     overtaken = self.messages[held]

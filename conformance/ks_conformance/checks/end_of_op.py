@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ks_spec.config import lookahead_limit
 from ks_spec.slots import SLOT_SELECTORS, slot_of
@@ -52,6 +52,8 @@ class EndOfOpChecks(CheckerState):
         if op.kind not in ("config", "quiescent"):
             self._check_persistence(op)
             self._check_idle(op)
+            if self._delayed:
+                self._note_delays_due()
             self._count_temptations()
             if op.kind == "tick" and self.heartbeat_reads:
                 self._note_heartbeat_read()
@@ -341,10 +343,18 @@ class EndOfOpChecks(CheckerState):
         for key in sorted(self._idle_heads, key=lambda k: self._key(k).unresolved.first() or 0):
             state = self._key(key)
             head = state.unresolved.first()
+            delayed_before = None
+            if self.delays_seen and head is not None:
+                # req: KS-ORD-6 (the key's head is its first message that is due), KS-ORD-7
+                head, delayed_before = self._due_head(state.unresolved)
             waiting = None if head is None else within(head)
             if head is None or waiting is None:
                 continue
             message = self.messages[head]
+            if message.deliver_at is not None:
+                self._exercise("due-left-waiting")
+            elif delayed_before is not None:
+                self._exercise("blocked-behind-delayed")
             if message.outstanding is not None or state.outstanding or state.blocked:
                 continue
             if any(self._may_still_retry(self.messages[o]) for o in state.awaiting):
@@ -377,6 +387,9 @@ class EndOfOpChecks(CheckerState):
             if message.restored_seq is not None:
                 self._report_restart_skip(message, op.seq)
                 continue
+            if delayed_before is not None or message.deliver_at is not None:
+                self._report_delay_wait(message, delayed_before, op.seq)
+                continue
             # req: KS-ISO-1, KS-GEN-6, KS-ISO-2
             shown = [
                 (m.name, len(m.outstanding), m.capacity if m.permits is None else m.permits) for m in able or eligible
@@ -400,6 +413,47 @@ class EndOfOpChecks(CheckerState):
                     heartbeat=heartbeat,
                 ),
             )
+
+    def _due_head(self, unresolved: Iterable[int]) -> tuple[int | None, int | None]:
+        """(the key's first unresolved message that holds its place in its order, the first delayed one not yet due
+        before it) (KS-ORD-6). No head when a delayed message is past its due tick but within the slack: the
+        dispatcher may see it due or not yet, and either way it could be right to wait (KS-GEN-9)."""
+        skipped = None
+        for offset in unresolved:
+            message = self.messages[offset]
+            if message.outstanding is not None or not self.not_due(message):
+                return offset, skipped
+            if message.deliver_at is not None and self.now >= message.deliver_at:
+                return None, skipped  # due, perhaps not seen as due yet (timer_slack)
+            if skipped is None:
+                skipped = offset
+        return None, skipped
+
+    def _report_delay_wait(self, message: Message, delayed_before: int | None, seq: int) -> None:
+        """An idle message a delayed one explains: it is a delayed message past its due tick, and the slack, that
+        nobody got (KS-ORD-7), or an ordinary one waiting behind a delayed message not yet due (KS-ORD-6). A due
+        delayed message behind another not yet due is the first: its own falling due is the missing step."""
+        if delayed_before is not None and message.deliver_at is None:
+            # req: KS-ORD-6
+            delayed = self.messages[delayed_before]
+            assert delayed.deliver_at is not None
+            self._report(
+                "blocked-behind-delayed",
+                seq,
+                [delayed.publish_seq, message.publish_seq, seq],
+                explain.blocked_behind_delayed(
+                    *message.facts, delayed.offset, delayed.publish_seq, delayed.deliver_at, seq
+                ),
+            )
+            return
+        # req: KS-ORD-7
+        assert message.deliver_at is not None
+        self._report(
+            "due-left-waiting",
+            seq,
+            [message.publish_seq, seq],
+            explain.due_left_waiting(*message.facts, message.deliver_at, self.timer_slack, self.now, seq),
+        )
 
     def _may_still_retry(self, message: Message) -> bool:
         """True while a retrying message may still be waiting for its back-off: not ready yet, or (with

@@ -79,6 +79,17 @@ class OpEventChecks(QuiescenceChecks):
         if event.get("entry") is not None:
             message.entry = int(event["entry"])
             self.batches.setdefault(message.entry, []).append(offset)
+        if self.delays_seen and any(
+            self.messages[o].key == message.key and self.not_due(self.messages[o]) for o in self._delayed
+        ):
+            self._exercise("blocked-behind-delayed")  # a dispatcher could hold it behind that one (KS-ORD-6)
+        if event.get("deliver_at") is not None:
+            # req: KS-ORD-5, KS-ORD-6, KS-ORD-7 (a delayed message: judged from here on by its due tick)
+            message.deliver_at = int(event["deliver_at"])
+            self.delays_seen = True
+            self._delayed.add(offset)
+            if message.deliver_at > self.now:
+                self._exercise("delivered-before-due")
 
     def _publish_placement(self, message: Message, event: Event) -> None:
         seq = message.publish_seq

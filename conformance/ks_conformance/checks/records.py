@@ -99,6 +99,8 @@ class Message:
     bucket: int | None = None
     entry: int | None = None
     """The first offset of the batch it was published in (`publish_entry`), else None."""
+    deliver_at: int | None = None
+    """A delayed message's due tick (`publish_delayed`, KS-ORD-5), else None."""
     resolved: bool = False
     resolution_seq: int | None = None
     resolution: str | None = None

@@ -181,6 +181,12 @@ class CheckerState:
         """Outstanding deliveries per epoch they were made in: no op looks for deliveries of an earlier epoch
         (split-owner's situation) while there are none."""
         self._idle_reported: set[tuple[int, int]] = set()
+        self.delays_seen = False
+        """True once a delayed message (`publish_delayed`) was published: only then do the ordering and idle checks
+        look for messages not yet due (KS-ORD-6), so traces without delays are judged as before, as fast."""
+        self._delayed: set[int] = set()
+        """Offsets of delayed messages that may be unresolved and not yet surely due (pruned as they resolve or fall
+        due: `delays_pending`, `_note_delays_due`)."""
         self._phantoms: dict[str, Incarnation] = {}
         """Non-members that received deliveries, one per name until a member of that name joins."""
         self.declared: dict[str, Any] = {}
@@ -602,6 +608,38 @@ class CheckerState:
         self._blocked_keys = set()
         for key in self.keys:
             self._refresh_head(key)
+
+    def not_due(self, message: Message) -> bool:
+        """True while a delayed message may still wait for its due tick: before it, or (with `timer_slack = s`) less
+        than s ticks after it (KS-ORD-5, KS-GEN-9). Such a message has no place yet in its key's order (KS-ORD-6)."""
+        return message.deliver_at is not None and self.now < message.deliver_at + self.timer_slack
+
+    def counts_for_order(self, offset: int) -> bool:
+        """True if an unresolved message holds its place in its key's order (KS-ORD-6): it was delivered since the
+        last restart, or it is due (surely, the slack past)."""
+        message = self.messages[offset]
+        return message.delivered_since_restart or not self.not_due(message)
+
+    def delays_pending(self) -> bool:
+        """True while some unresolved delayed message is not surely due (a settle keeps waiting for it)."""
+        for offset in sorted(self._delayed):
+            message = self.messages[offset]
+            if message.resolved:
+                self._delayed.discard(offset)
+            elif self.not_due(message):
+                return True
+        return False
+
+    def _note_delays_due(self) -> None:
+        """At the end of an op: every delayed message that is now surely due (past its due tick and the slack) and
+        unresolved is one KS-ORD-7 judges from here on, delivered in this op or not; it is then watched no more."""
+        for offset in sorted(self._delayed):
+            message = self.messages[offset]
+            if message.resolved:
+                self._delayed.discard(offset)
+            elif not self.not_due(message):
+                self._exercise("due-left-waiting")
+                self._delayed.discard(offset)
 
     def _refresh_head(self, key: str) -> None:
         """Keep the set of keys whose earliest unresolved message has no outstanding delivery (KS-ISO-1)."""
