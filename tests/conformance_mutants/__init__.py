@@ -71,8 +71,8 @@ WITHOUT_ZOMBIES: dict[str, Any] = {
 }
 """What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
 and `ack_by_id` (KS-ACK-3), nor `publish_delayed` (KS-ORD-5), the debounce options (KS-CUR-12), the reported layout
-(KS-BKT-11) or shared consumer names (KS-ASN-5), which change how Hypothesis draws every example; only the mutants that test them draw
-them, so every other mutant's search stays as it was tuned."""
+(KS-BKT-11) or shared consumer names (KS-ASN-5), which change how Hypothesis draws every example; only the mutants
+that test them draw them, so every other mutant's search stays as it was tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
 RING = {"selectors": ["ring"]}
