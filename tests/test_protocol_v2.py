@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance_mutants import bugs
+from conformance_mutants import WITHOUT_ZOMBIES, bugs
 from ks_conformance.builder import TraceBuilder
 from ks_conformance.checker import Checker, check_events
 from ks_conformance.protocol import Capabilities, InProcessConnection
@@ -55,7 +55,9 @@ def _status(result: RunResult, identifier: str) -> dict[str, Any]:
     return next(r for r in result.requirements if r["id"] == identifier)
 
 
-BASE = {"profiles": ["owner"], "selectors": ["ring"], "poison_policies": ["drop"]}
+BASE = {**WITHOUT_ZOMBIES, "profiles": ["owner"], "selectors": ["ring"], "poison_policies": ["drop"]}
+"""The reference's ops and options as the mutants draw them (without the ones added since 1.6, which change the
+search that the short budget was tuned for)."""
 
 
 def test_no_key_affinity_is_conformant_and_skips_the_assignment_rules() -> None:
@@ -92,7 +94,7 @@ def test_declared_values_are_the_only_ones_drawn_and_a_check_that_needs_others_i
             return response
 
     values = {"backoff_base": [0], "backoff_max": [0], "evict_after": [1]}
-    result = _run(Recording(durable=False), **BASE, config_values=values)
+    result = _run(Recording(durable=False), **{**BASE, "config_values": values})
     drawn = [c for c in seen if "backoff_base" in c]
     assert drawn and all(c["backoff_base"] == 0 and c["backoff_max"] == 0 for c in drawn)
     assert all(c.get("evict_after", 1) == 1 for c in seen)
