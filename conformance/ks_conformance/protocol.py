@@ -44,6 +44,7 @@ OPS = (
     "release",
     "skip",
     "restart",
+    "seek",
     "rollover",
     "split",
     "merge",

@@ -137,6 +137,11 @@ def check_needs(
         "persist-late": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "restart-skip": need("restart" in ops, "op restart")
         or need(capabilities.cursor, "a persisted cursor (capability cursor): without one nothing is volatile"),
+        "seek-skip": need("seek" in ops, "op seek"),
+        "seek-resurrected": need("seek" in ops, "op seek"),
+        "seek-unpersisted": need("seek" in ops, "op seek")
+        or need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "seek-stale-ack": need("seek" in ops, "op seek"),
         "cursor-skip": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "cursor-regress": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "cursor-stall": need(capabilities.cursor, "a persisted cursor (capability cursor)"),

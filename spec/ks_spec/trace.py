@@ -42,6 +42,7 @@ OP_EVENTS = frozenset(
         "permits_granted",
         "tick",
         "restart",
+        "seek",
         "quiescent",
         "key_released",
         "key_skipped",

@@ -247,6 +247,19 @@ class EndOfOpChecks(CheckerState):
         if self.best_effort:
             return
         cursor = self.cursor()
+        if op.kind == "seek" and self.has_cursor and self.seek is not None:
+            # req: KS-CUR-10
+            self._exercise("seek-unpersisted")
+            holes = self.resolved_above_cursor() if self.persist_holes else None
+            if cursor != self.persisted_cursor or (holes is not None and holes != self.persisted_holes):
+                self.late_version = self.state_version
+                self._report(
+                    "seek-unpersisted",
+                    op.seq,
+                    [op.seq],
+                    explain.seek_unpersisted(self.seek[0], cursor, self.persisted_cursor, self.persist_seq, op.seq),
+                )
+                return
         if cursor > op.cursor_at_start or (op.resolved and self.persist_holes):
             self._exercise("persist-late")
         if self.state_version == self.synced_version:
@@ -503,6 +516,15 @@ class EndOfOpChecks(CheckerState):
         return False
 
     def _report_restart_skip(self, message: Message, seq: int) -> None:
+        if self.seek is not None and message.restored_seq == self.seek[1]:
+            # req: KS-CUR-8
+            self._report(
+                "seek-skip",
+                seq,
+                [message.publish_seq, self.seek[1], seq],
+                explain.seek_skip(*message.facts, self.seek[0], self.seek[1], seq),
+            )
+            return
         # req: KS-CUR-3
         restart = message.restored_seq
         persisted_before = self.loaded[2] if self.loaded is not None else None
