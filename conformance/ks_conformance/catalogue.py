@@ -560,7 +560,8 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "seek-unpersisted",
         "KS-CUR-10",
         _O,
-        "at the end of a seek op, the persisted cursor (or, with persist_ack_holes, the holes) differs from the cursor",
+        "at the end of a seek op, no cursor_persisted since the seek event, or the last one's cursor is below the "
+        "seek's target",
         "the seek",
         "a seek",
     ),

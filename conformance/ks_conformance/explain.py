@@ -1298,16 +1298,16 @@ def seek_skip(key: str, offset: int, pub: int, target: int, seek_seq: int, seq: 
     )
 
 
-def seek_unpersisted(target: int, cursor: int, persisted: int, persist_seq: int | None, seq: int) -> Explained:
-    """KS-CUR-10: at the end of a seek op the store does not hold the cursor."""
+def seek_unpersisted(target: int, persisted: int, persist_seq: int | None, seq: int) -> Explained:
+    """KS-CUR-10: at the end of a seek op the store does not hold the seek's cursor."""
     return (
         [
-            f"the seek at seq {seq} moved the cursor to {target}; it is {cursor} when the op ends",
-            f"the store holds cursor {persisted} (persisted at seq {persist_seq})",
+            f"the seek at seq {seq} moved the cursor to {target}",
+            f"when the op ends the store holds cursor {persisted} (persisted at seq {persist_seq})",
         ],
         "the seek was not persisted before the op returned, but a seek is durable once it returns: a crash right "
         "after it must resume from its target (KS-CUR-10)",
-        {"cursor": cursor},
+        {"cursor": target},
     )
 
 

@@ -181,7 +181,7 @@ PRESETS: dict[str, Preset] = {
             # Danube reads its log at the heartbeat (KS-GEN-8) and measures its timers there, one tick late at most
             # for a delivery made between two heartbeats (KS-GEN-9).
             {"tick_order": ["danube"], "read_trigger": ["heartbeat"], "timer_slack": [1], "evict_after": [1, 2, 6]},
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")]},
+            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry", "seek")]},
             differences=(
                 "an evicted consumer's messages are delivered again (KS-MEM-1); the `danube_at_most_once` preset "
                 "reproduces Danube's at-most-once eviction instead",
@@ -196,7 +196,7 @@ PRESETS: dict[str, Preset] = {
             "strict",
             "danube",
             {"tick_order": ["danube"], "evict_after": [1, 2]},
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")]},
+            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry", "seek")]},
             dispatcher=EvictionCountsAsAck,
             expected={
                 "KS-CUR-1": "Danube counts an evicted consumer's in-flight messages as acked (at-most-once) so that "
@@ -225,7 +225,7 @@ PRESETS: dict[str, Preset] = {
             "any",
             {"returns_as_failures": [True], "max_redeliveries": [0, 1, 2]},
             capabilities={
-                "ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry")],
+                "ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry", "seek")],
                 "filters": False,
                 "poison_policies": ["dead-letter"],
             },
@@ -240,7 +240,7 @@ PRESETS: dict[str, Preset] = {
             "owner",
             "buckets",
             {"bucket_assignment": ["sticky", "controller"], "checkpoint_resume": [True], "controller_moves": [True]},
-            capabilities={"filters": False},
+            capabilities={"filters": False, "ops": [op for op in OPS if op != "seek"]},
             differences=(
                 "the controller evens the load by unresolved messages once per tick, moving one drained bucket at a "
                 "time; PIP-486 leaves its controller's policy (and its measure of load) to the implementation",

@@ -61,12 +61,12 @@ class Mutant:
 
 
 WITHOUT_ZOMBIES: dict[str, Any] = {
-    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")],
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "seek")],
     "config_values": {k: v for k, v in CAPABILITIES["config_values"].items() if k != "ack_by_id"},
 }
 """What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
-and `ack_by_id` (KS-ACK-3), which change how Hypothesis draws every example; only the mutants that test them draw
-them, so every other mutant's search stays as it was tuned."""
+and `ack_by_id` (KS-ACK-3) and without `seek` (section 14), which change how Hypothesis draws every example; only
+the mutants that test them draw them, so every other mutant's search stays as it was tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
 RING = {"selectors": ["ring"]}
@@ -74,10 +74,14 @@ BUCKETS = {"selectors": ["buckets"]}
 BASE: dict[str, Any] = {**OWNER, **RING, "poison_policies": ["drop"], "config_values": {}}
 """The slice most mutants are run with: one profile, one selector, one poison policy, and none of the options
 the reference declares (`tick_order` stays standard: Danube's order would spend examples most bugs do not need)."""
-ZOMBIES: dict[str, Any] = {**BASE, "ops": list(OPS)}
+ZOMBIES: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op != "seek"]}
 """The reference's ops, the zombie ops (KS-ACK-3) included: only the mutants that test them draw them."""
 ACK_BY_ID: dict[str, Any] = {**ZOMBIES, "config_values": {"ack_by_id": [True]}}
 """Acknowledging by message id (spec section 20): a zombie ack of an unresolved message resolves it."""
+SEEK: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")]}
+"""The reference's ops with `seek` (section 14), without the zombie ops: only the mutants that test it draw it."""
+SEEK_DEBOUNCED: dict[str, Any] = {**SEEK, "config_values": {"persist_interval": [2, 3]}}
+"""A seek under a debounced cursor (`persist_interval` above 0): its own write must not wait (KS-CUR-10)."""
 CHECKPOINTS: dict[str, Any] = {"checkpoint_resume": [True], "bucket_budget": [2, 4], "persist_interval": [0, 1]}
 """Restarts that resume buckets from their checkpoints (spec section 17): more than one bucket, so that one can be
 checkpointed past a message of another that holds the cursor back."""
@@ -191,6 +195,32 @@ MUTANTS: tuple[Mutant, ...] = (
         # the message is acked again later, the cursor stays behind it, and the stats count it unresolved
         may="KS-RES-1 KS-CUR-5 KS-ISO-1 KS-OBS-1",
         **ACK_BY_ID,
+    ),
+    # section 14, seek: the replay, what is given up, the durable write and the fence of the deliveries it cut
+    _mutant(
+        "seek_keeps_acked",
+        "KS-CUR-8",
+        bugs.SeekKeepsAcked,
+        # the mutant's own cursor counts the skipped messages resolved: it persists past them
+        may="KS-CUR-1 KS-CUR-10 KS-CUR-5 KS-ISO-1 KS-LIV-2",
+        **SEEK,
+    ),
+    _mutant("seek_accepts_old_acks", "KS-CUR-11", bugs.SeekAcceptsOldAcks, **SEEK),
+    _mutant(
+        "seek_resurrects",
+        "KS-CUR-9",
+        bugs.SeekResurrects,
+        # a message kept below the target keeps its attempt count and counts as a hole below the cursor
+        may="KS-RTY-5 KS-RES-1 KS-RES-2 KS-CUR-1 KS-CUR-5 KS-ORD-1 KS-ORD-2 KS-DRN-1 KS-OBS-1 KS-ISO-1 KS-LIV-1",
+        **SEEK,
+    ),
+    _mutant(
+        "seek_not_persisted",
+        "KS-CUR-10",
+        bugs.SeekNotPersisted,
+        # a restart before the debounced write resumes from the old cursor (and forgets the holes it dropped)
+        may="KS-CUR-2 KS-CUR-4 KS-CUR-5 KS-CUR-9 KS-CUR-8 KS-CUR-3",
+        **SEEK_DEBOUNCED,
     ),
     # section 12: a disconnected member is still a member; its holder's ack resolves the message
     _mutant("disconnected_acks_ignored", "KS-ACK-1", bugs.DisconnectedAcksIgnored, **BASE),

@@ -250,14 +250,14 @@ class EndOfOpChecks(CheckerState):
         if op.kind == "seek" and self.has_cursor and self.seek is not None:
             # req: KS-CUR-10
             self._exercise("seek-unpersisted")
-            holes = self.resolved_above_cursor() if self.persist_holes else None
-            if cursor != self.persisted_cursor or (holes is not None and holes != self.persisted_holes):
+            target, seek_seq = self.seek
+            if self.persist_seq is None or self.persist_seq < seek_seq or self.persisted_cursor < target:
                 self.late_version = self.state_version
                 self._report(
                     "seek-unpersisted",
                     op.seq,
                     [op.seq],
-                    explain.seek_unpersisted(self.seek[0], cursor, self.persisted_cursor, self.persist_seq, op.seq),
+                    explain.seek_unpersisted(target, self.persisted_cursor, self.persist_seq, op.seq),
                 )
                 return
         if cursor > op.cursor_at_start or (op.resolved and self.persist_holes):
