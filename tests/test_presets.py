@@ -9,6 +9,7 @@ budgets, and drives presets' dispatchers directly to show the behaviour their se
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -373,6 +374,6 @@ def test_the_kit_drives_pulsar_379_into_a_backwards_seek_that_replays_acked_mess
     resumes = [
         example
         for example in adapter.examples
-        if any(a[0].get("op") == "restart" and b[0].get("op") == "seek" for a, b in zip(example, example[1:]))
+        if any(a[0].get("op") == "restart" and b[0].get("op") == "seek" for a, b in pairwise(example))
     ]
     assert resumes, "no example resumed from a checkpoint (a restart followed by a seek)"

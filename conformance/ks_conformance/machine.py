@@ -483,7 +483,9 @@ class KeySharedMachine(RuleBasedStateMachine):
             return delivery is not None and delivery.holder.name == consumer
 
         stale = [(c, o) for c, o in self.cut if c in members and not holds(c, o)]
-        if stale and data.draw(st.booleans(), label="a late result for a delivery the seek ended"):
+        if not stale:
+            return
+        if data.draw(st.booleans(), label="a late result for a delivery the seek ended"):
             consumer, offset = data.draw(st.sampled_from(stale), label="delivery the seek ended")
             kind = "nack" if negative and self.able("nack") else "ack"
             self.do({"op": kind, "consumer": consumer, "offset": offset})

@@ -142,7 +142,8 @@ def check_needs(
         or need(capabilities.cursor, "a persisted cursor (capability cursor): without one nothing is volatile"),
         "seek-skip": need(seeking, no_seek),
         "seek-resurrected": need(seeking, no_seek),
-        "seek-unpersisted": need(seeking, no_seek) or need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "seek-unpersisted": need(seeking, no_seek)
+        or need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "seek-stale-ack": need(seeking, no_seek) or need("ack" in ops, "op ack"),
         "cursor-skip": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "cursor-regress": need(capabilities.cursor, "a persisted cursor (capability cursor)"),

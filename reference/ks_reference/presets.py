@@ -55,6 +55,9 @@ class EvictionCountsAsAck(Dispatcher):
         super().on_leave(member)
 
 
+NOT_DANUBE = ("rollover", "split", "merge", "publish_entry", "seek")
+"""The ops the Danube and task-queue presets do not declare: no bucket layout, and no cursor reset (section 14)."""
+
 PULSAR_CAPABILITIES: dict[str, Any] = {
     # A dropped connection is a leave in Pulsar: there is no disconnected-member state.
     "ops": [op for op in OPS if op not in ("disconnect", "reconnect", "rollover", "split", "merge", "publish_entry")],
@@ -181,7 +184,7 @@ PRESETS: dict[str, Preset] = {
             # Danube reads its log at the heartbeat (KS-GEN-8) and measures its timers there, one tick late at most
             # for a delivery made between two heartbeats (KS-GEN-9).
             {"tick_order": ["danube"], "read_trigger": ["heartbeat"], "timer_slack": [1], "evict_after": [1, 2, 6]},
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry", "seek")]},
+            capabilities={"ops": [op for op in OPS if op not in NOT_DANUBE]},
             differences=(
                 "an evicted consumer's messages are delivered again (KS-MEM-1); the `danube_at_most_once` preset "
                 "reproduces Danube's at-most-once eviction instead",
@@ -196,7 +199,7 @@ PRESETS: dict[str, Preset] = {
             "strict",
             "danube",
             {"tick_order": ["danube"], "evict_after": [1, 2]},
-            capabilities={"ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry", "seek")]},
+            capabilities={"ops": [op for op in OPS if op not in NOT_DANUBE]},
             dispatcher=EvictionCountsAsAck,
             expected={
                 "KS-CUR-1": "Danube counts an evicted consumer's in-flight messages as acked (at-most-once) so that "
@@ -225,7 +228,7 @@ PRESETS: dict[str, Preset] = {
             "any",
             {"returns_as_failures": [True], "max_redeliveries": [0, 1, 2]},
             capabilities={
-                "ops": [op for op in OPS if op not in ("rollover", "split", "merge", "publish_entry", "seek")],
+                "ops": [op for op in OPS if op not in NOT_DANUBE],
                 "filters": False,
                 "poison_policies": ["dead-letter"],
             },
