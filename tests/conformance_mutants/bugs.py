@@ -350,8 +350,7 @@ class AckByIdKeepsDelivering(Dispatcher):
 
 
 class SeekKeepsAcked(Dispatcher):
-    """A backwards seek replays only what was unacknowledged: a message acked before the seek is not delivered
-    again."""
+    """A backwards seek replays only what was unacknowledged: what was acked before it is not delivered again."""
 
     def on_seek(self, target: int) -> None:
         acked = [offset for offset in range(target, len(self.log)) if self.cursor.is_resolved(offset)]
@@ -361,8 +360,9 @@ class SeekKeepsAcked(Dispatcher):
 
 
 class SeekAcceptsOldAcks(Dispatcher):
-    """After a seek, an ack from a consumer whose delivery the seek cut still resolves the replayed message, as an
-    ack by message id would."""
+    """After a seek, an ack from a consumer whose delivery the seek cut still resolves the replayed message.
+
+    As an ack by message id would: the consumer's old delivery is not fenced."""
 
     def on_seek(self, target: int) -> None:
         self.cut = {offset: message.holder.name for offset, message in self.messages.items() if message.holder}
@@ -378,8 +378,7 @@ class SeekAcceptsOldAcks(Dispatcher):
 
 
 class SeekResurrects(Dispatcher):
-    """A forwards seek moves the cursor but keeps the messages already read: those below the target are still
-    delivered."""
+    """A forwards seek moves the cursor but keeps the read messages below its target, which are still delivered."""
 
     def on_seek(self, target: int) -> None:
         kept = {offset: message for offset, message in self.messages.items() if offset < target}
