@@ -291,6 +291,8 @@ class SequenceRules:
                 return f"field 'offset': publish offsets are dense from 0; expected {self.next_offset}, got {offset}"
             self.next_offset += 1
         elif offset is not None and offset >= self.next_offset:
+            if kind == "seek" and offset == self.next_offset:
+                return None  # a seek may name the end of the log (spec section 14)
             if not (kind in ("ack_ignored", "nack_ignored") and event.get("reason") == "unknown-offset"):
                 return f"field 'offset': {offset} has not been published"
         return None
