@@ -10,6 +10,11 @@
 (* holder left or was evicted: never a resolution, KS-MEM-1).  History     *)
 (* variables record which acks happened and which deliveries failed, so    *)
 (* that the properties can tell an ack from any other way of resolving.    *)
+(* A seek (section 14) moves the cursor to a target: everything at or      *)
+(* after it is read again, acked or not, everything below it is given up   *)
+(* (resolved as "seeked"), and the target is persisted at once; a crash    *)
+(* followed by a seek below the persisted cursor is a checkpoint           *)
+(* consumer's resume.                                                      *)
 (*                                                                         *)
 (* Deliberately broken variants are selected by the constant Bug.          *)
 (***************************************************************************)
@@ -23,11 +28,12 @@ CONSTANTS
     MaxFailures,      \* nacks and timeouts in one behaviour
     MaxReturns,       \* deliveries returned by a leaving or evicted holder in one behaviour
     MaxCrashes,       \* restarts in one behaviour
+    MaxSeeks,         \* seeks in one behaviour
     Bug               \* "none", or the name of a deliberately broken variant
 
 Bugs == {"none", "CursorAtHighestAck", "RestartKeepsReadPosition", "HolesCapped"}
 
-ASSUME /\ N \in Nat \ {0} /\ Window \in Nat \ {0} /\ PersistInterval \in Nat
+ASSUME /\ N \in Nat \ {0} /\ Window \in Nat \ {0} /\ PersistInterval \in Nat /\ MaxSeeks \in Nat
        /\ PersistHoles \in BOOLEAN /\ Bug \in Bugs
 
 Offsets == 0 .. (N - 1)
@@ -43,12 +49,14 @@ VARIABLES
     acked,       \* history: acked[o] once o's holder acked it (kept across a crash only with the resolution)
     failEver,    \* history: failEver[o] once a delivery of o failed (kept across a crash only with the resolution)
     tickParity,  \* ghost: flips at every tick, so that properties can tell a tick step
-    spent        \* budgets used by the environment
+    spent,       \* budgets used by the environment
+    owed,        \* history: the offsets the last seek asked to replay, not delivered or resolved since
+    floor        \* history: the last seek's target (0 before any seek)
 
-vars == <<st, failed, readPos, pcur, pholes, since, how, acked, failEver, tickParity, spent>>
+vars == <<st, failed, readPos, pcur, pholes, since, how, acked, failEver, tickParity, spent, owed, floor>>
 
 \* States that differ only in tickParity behave alike: TLC's VIEW ignores it.
-View == <<st, failed, readPos, pcur, pholes, since, how, acked, failEver, spent>>
+View == <<st, failed, readPos, pcur, pholes, since, how, acked, failEver, spent, owed, floor>>
 
 -----------------------------------------------------------------------------
 Min(S) == CHOOSE x \in S : \A y \in S : x <= y
@@ -90,7 +98,9 @@ Init ==
     /\ acked = [o \in Offsets |-> FALSE]
     /\ failEver = [o \in Offsets |-> FALSE]
     /\ tickParity = FALSE
-    /\ spent = [fail |-> 0, return |-> 0, crash |-> 0]
+    /\ spent = [fail |-> 0, return |-> 0, crash |-> 0, seek |-> 0]
+    /\ owed = {}
+    /\ floor = 0
 
 \* The dispatch pass reads in offset order while the window has room; a persisted hole is not
 \* read again (it is already resolved) and is stepped over.
@@ -101,19 +111,21 @@ Read ==
        ELSE /\ Cardinality(InWindow) < Window                   \* req: KS-FLW-2
             /\ st' = [st EXCEPT ![readPos] = "pending"]
     /\ readPos' = readPos + 1
-    /\ UNCHANGED <<failed, pcur, pholes, since, how, acked, failEver, tickParity, spent>>
+    /\ UNCHANGED <<failed, pcur, pholes, since, how, acked, failEver, tickParity, spent, owed, floor>>
 
 Deliver(o) ==
     /\ st[o] = "pending"
     /\ st' = [st EXCEPT ![o] = "outstanding"]
-    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, how, acked, failEver, tickParity, spent>>
+    /\ owed' = owed \ {o}
+    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, how, acked, failEver, tickParity, spent, floor>>
 
 \* Resolve o by resolution r (section 13); the cursor counts every kind (KS-RES-3).
 Resolve(o, r) ==
     /\ st' = [st EXCEPT ![o] = "resolved"]
     /\ how' = [how EXCEPT ![o] = r]
+    /\ owed' = owed \ {o}
     /\ PersistAfterOp
-    /\ UNCHANGED <<failed, readPos, since, failEver, tickParity, spent>>
+    /\ UNCHANGED <<failed, readPos, since, failEver, tickParity, spent, floor>>
 
 \* The holder acks its outstanding delivery.
 Ack(o) ==
@@ -133,7 +145,7 @@ Fail(o) ==
     /\ failed' = [failed EXCEPT ![o] = TRUE]
     /\ failEver' = [failEver EXCEPT ![o] = TRUE]
     /\ spent' = [spent EXCEPT !.fail = @ + 1]
-    /\ UNCHANGED <<readPos, pcur, pholes, since, how, acked, tickParity>>
+    /\ UNCHANGED <<readPos, pcur, pholes, since, how, acked, tickParity, owed, floor>>
 
 \* The holder left or was evicted: the message is pending again, without a failure (KS-RTY-7).
 Return(o) ==
@@ -141,7 +153,7 @@ Return(o) ==
     /\ st[o] = "outstanding"
     /\ st' = [st EXCEPT ![o] = "pending"]                       \* req: KS-MEM-1
     /\ spent' = [spent EXCEPT !.return = @ + 1]
-    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, how, acked, failEver, tickParity>>
+    /\ UNCHANGED <<failed, readPos, pcur, pholes, since, how, acked, failEver, tickParity, owed, floor>>
 
 \* A tick: with persist_interval > 0 the changed cursor is persisted in phase 6 once at least
 \* persist_interval ticks have passed since the last persistence (KS-CUR-5).
@@ -155,7 +167,7 @@ Tick ==
                /\ since' = 0
           ELSE /\ UNCHANGED <<pcur, pholes>>
                /\ since' = IF since < PersistInterval THEN since + 1 ELSE since
-    /\ UNCHANGED <<st, failed, readPos, how, acked, failEver, spent>>
+    /\ UNCHANGED <<st, failed, readPos, how, acked, failEver, spent, owed, floor>>
 
 \* A crash and restart: the volatile state is lost; offsets below the persisted cursor and the
 \* persisted holes stay resolved, every other offset will be read again from the persisted cursor.
@@ -169,7 +181,27 @@ Crash ==
     /\ failed' = [o \in Offsets |-> FALSE]
     /\ readPos' = IF Bug = "RestartKeepsReadPosition" THEN readPos ELSE pcur                \* req: KS-CUR-3
     /\ spent' = [spent EXCEPT !.crash = @ + 1]
-    /\ UNCHANGED <<pcur, pholes, since, tickParity>>
+    /\ UNCHANGED <<pcur, pholes, since, tickParity, owed, floor>>
+
+\* A seek to offset t (section 14): every delivery ends (the deliveries are volatile state here);
+\* every offset at or after t is unresolved and read again, whatever it was, every unresolved
+\* offset below t is resolved as "seeked", and the target is persisted at once, without holes.
+\* After a Crash, a Seek below the persisted cursor is a checkpoint consumer's resume.
+Seek(t) ==
+    /\ spent.seek < MaxSeeks
+    /\ st' = [o \in Offsets |-> IF o < t THEN "resolved" ELSE "unread"]                   \* req: KS-CUR-8, KS-CUR-9
+    /\ how' = [o \in Offsets |-> IF o >= t THEN "" ELSE IF st[o] = "resolved" THEN how[o] ELSE "seeked"]
+    /\ acked' = [o \in Offsets |-> o < t /\ acked[o]]
+    /\ failEver' = [o \in Offsets |-> o < t /\ failEver[o]]
+    /\ failed' = [o \in Offsets |-> FALSE]
+    /\ readPos' = t                                                                     \* req: KS-CUR-8
+    /\ pcur' = t                                                                        \* req: KS-CUR-10
+    /\ pholes' = {}
+    /\ since' = 0
+    /\ owed' = {o \in Offsets : o >= t}
+    /\ floor' = t
+    /\ spent' = [spent EXCEPT !.seek = @ + 1]
+    /\ UNCHANGED tickParity
 
 ReadAny == Read
 DeliverAny == \E o \in Offsets : Deliver(o)
@@ -178,9 +210,10 @@ PoisonAny == \E o \in Offsets : Poison(o)
 FilterAny == \E o \in Offsets : Filter(o)
 FailAny == \E o \in Offsets : Fail(o)
 ReturnAny == \E o \in Offsets : Return(o)
+SeekAny == \E t \in 0 .. N : Seek(t)
 
 Next == ReadAny \/ DeliverAny \/ AckAny \/ PoisonAny \/ FilterAny \/ FailAny
-        \/ ReturnAny \/ Tick \/ Crash
+        \/ ReturnAny \/ Tick \/ Crash \/ SeekAny
 
 \* Quiescence: the dispatcher reads and delivers, consumers ack, the poison policy resolves what
 \* failed, and time advances.  Progress steps cannot go on for ever (each reads, delivers or
@@ -198,19 +231,23 @@ TypeOK ==
     /\ st \in [Offsets -> {"unread", "pending", "outstanding", "resolved"}]
     /\ readPos \in 0 .. N /\ pcur \in 0 .. N /\ pholes \subseteq Offsets
     /\ since \in 0 .. PersistInterval
-    /\ how \in [Offsets -> {"", "acked", "poisoned", "filtered"}]
+    /\ how \in [Offsets -> {"", "acked", "poisoned", "filtered", "seeked"}]
+    /\ owed \subseteq Offsets /\ floor \in 0 .. N
 
 Delivered(o) == st[o] # "outstanding" /\ st'[o] = "outstanding"
 Persisted == <<pcur', pholes'>> # <<pcur, pholes>>
 TickStep == tickParity' # tickParity
+SeekStep == spent'.seek # spent.seek
 
 \* Over history: o was resolved by a rule that allows it.  Acked: its holder acked it (a return or
 \* eviction is not an ack); poisoned: a delivery of it failed; filtered: always allowed here (keys
-\* and filters are KeySharedOrdering's, whose KS_FLT_3 and KS_FLT_4 check the filter rule).
+\* and filters are KeySharedOrdering's, whose KS_FLT_3 and KS_FLT_4 check the filter rule); seeked:
+\* given up by a seek whose target lies above it (over history: floor).
 Allowed(o) ==
     \/ how[o] = "acked" /\ acked[o]
     \/ how[o] = "poisoned" /\ failEver[o]
     \/ how[o] = "filtered"
+    \/ how[o] = "seeked" /\ o < floor
 
 \* Every offset below the persisted cursor, and every persisted hole, is resolved, by an allowed rule.
 KS_CUR_1_PersistedCursorSafe ==
@@ -220,8 +257,8 @@ KS_CUR_1_PersistedCursorSafe ==
 \* eviction, or a restart that trusted a cursor beyond it.
 KS_CUR_1_NothingLost == \A o \in Offsets : st[o] = "resolved" => Allowed(o)
 
-\* The persisted cursor never decreases.
-KS_CUR_2_PersistedCursorMonotone == [][pcur' >= pcur]_vars
+\* The persisted cursor never decreases, except in a seek's own write (KS-CUR-10).
+KS_CUR_2_PersistedCursorMonotone == [][pcur' >= pcur \/ SeekStep]_vars
 
 \* No offset below the read position is unread (a restart sets the read position to the persisted
 \* cursor, so every unresolved offset is read again).
@@ -232,7 +269,7 @@ KS_CUR_4_NoResurrection == [][\A o \in Offsets : Delivered(o) => o >= pcur /\ o 
 
 \* Debounced (KS-CUR-7, a SHOULD): the persisted values change only with interval 0 or at a tick with since + 1 >= interval.
 KS_CUR_7_PersistDebounced ==
-    [][Persisted => PersistInterval = 0 \/ (TickStep /\ since + 1 >= PersistInterval)]_vars
+    [][Persisted => PersistInterval = 0 \/ (TickStep /\ since + 1 >= PersistInterval) \/ SeekStep]_vars
 
 \* Timely: after a tick with interval > 0 and since + 1 >= interval, the persisted cursor and holes are
 \* those of the current state.
@@ -250,6 +287,17 @@ KS_CUR_6_AllHolesPersisted ==
 
 \* At most Window offsets are read and unresolved (pending or outstanding).
 KS_FLW_2_WindowBound == Cardinality({o \in Offsets : st[o] \in {"pending", "outstanding"}}) <= Window
+
+\* A seek replays: an offset at or after the last seek's target that has not been delivered or
+\* resolved since (history: owed) is unresolved.
+KS_CUR_8_SeekReplays == \A o \in owed : st[o] # "resolved"
+
+\* Nothing below the last seek's target (history: floor) is delivered after it.
+KS_CUR_9_NothingBelowSeek == [][\A o \in Offsets : Delivered(o) => o >= floor]_vars
+
+\* A seek is durable: no offset it still owes lies below the persisted cursor or in the persisted
+\* holes, so a crash after it replays what it asked for.
+KS_CUR_10_SeekDurable == \A o \in owed : o >= pcur /\ o \notin pholes
 
 \* Liveness: eventually the persisted cursor stays at the end of the log and every offset stays
 \* resolved by an allowed rule (Allowed).

@@ -589,6 +589,47 @@ def _zombie_ack_ignored_under_ack_by_id(bad: bool) -> TraceBuilder:
     return t.ack_ignored(0, "c2", reason="resolved")
 
 
+@case("seek-skip")
+def _seek_back_keeps_acked(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1").ack(0, "c1").persisted(1)
+    t.seek(0).persisted(0)
+    if bad:
+        return t
+    return t.deliver(0, "c1").ack(0, "c1").persisted(1)
+
+
+@case("seek-resurrected")
+def _seek_forward_delivers_below(bad: bool) -> TraceBuilder:
+    t = owner().add("c1", capacity=1)
+    t.deliver(t.publish("k"), "c1")
+    t.publish("k")
+    t.seek(1).persisted(1)
+    if bad:
+        return t.deliver(0, "c1")
+    return t.deliver(1, "c1")
+
+
+@case("seek-unpersisted")
+def _seek_not_persisted(bad: bool) -> TraceBuilder:
+    t = owner(persist_interval=3).add("c1")
+    t.deliver(t.publish("k"), "c1").deliver(t.publish("j"), "c1")
+    t.seek(1)
+    if not bad:
+        t.persisted(1)
+    return t.deliver(1, "c1")
+
+
+@case("seek-stale-ack")
+def _ack_of_a_delivery_the_seek_cut(bad: bool) -> TraceBuilder:
+    t = owner().add("c1")
+    t.deliver(t.publish("k"), "c1").disconnect("c1")
+    t.seek(0).persisted(0).held(0, "inactive", "c1")
+    if bad:
+        return t.ack(0, "c1").persisted(1)
+    return t.ack_ignored(0, "c1")
+
+
 @case("premature-timeout")
 def _premature_timeout(bad: bool) -> TraceBuilder:
     t = owner(ack_timeout=2).add("c1")

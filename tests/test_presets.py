@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -445,3 +446,60 @@ def test_the_kit_drives_pulsar_379_past_delayed_messages() -> None:
     assert not {r["id"] for r in result.requirements if r["status"] == "failed"}
     overtaken = [offset for example in adapter.examples for offset in _overtaken_delays(example)]
     assert overtaken, "no later message of a key went while an earlier delayed one of its key waited"
+
+
+class _OpRecordingPreset(presets.PresetAdapter):
+    """A preset whose every op and its effects are kept, one list per example: (op, effects)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(PRESETS[name])
+        self.examples: list[list[tuple[dict[str, Any], list[dict[str, Any]]]]] = []
+
+    def reset(self, config: Any) -> dict[str, Any]:
+        self.examples.append([])
+        return super().reset(config)
+
+    def op(self, op: Any) -> dict[str, Any]:
+        response = super().op(op)
+        if response.get("ok"):  # a refused op did nothing
+            self.examples[-1].append((dict(op), list(response.get("events", []))))
+        return response
+
+
+def _acked_and_replayed(example: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[int]:
+    """The offsets acked before a backwards seek (a target at or below them) and delivered again after it, before any
+    restart (which may deliver them again for its own reason, KS-CUR-3)."""
+    acked: set[int] = set()
+    replayed: list[int] = []
+    wanted: set[int] = set()
+    for op, effects in example:
+        if op.get("op") == "restart":
+            wanted = set()
+        if op.get("op") == "seek":
+            wanted = {offset for offset in acked if offset >= int(op["offset"])}
+            acked -= wanted
+        for event in effects:
+            if event["event"] == "ack":
+                acked.add(int(event["offset"]))
+            elif event["event"] == "deliver" and event["offset"] in wanted:
+                replayed.append(int(event["offset"]))
+                wanted.discard(event["offset"])
+    return replayed
+
+
+def test_the_kit_drives_pulsar_379_into_a_backwards_seek_that_replays_acked_messages() -> None:
+    # req: KS-CUR-8 (pulsar-379 declares seek: a conformance run of it seeks backwards and the messages acknowledged
+    # before the seek are delivered again, and a checkpoint consumer's resume, a restart then a seek, is drawn)
+    adapter = _OpRecordingPreset("pulsar-379")
+    overrides = {"rounds": 1, "coverage_rounds": 0, "examples_total": 120}
+    result = run_suite(lambda: InProcessConnection(adapter, "pulsar-379"), settings_for("ci", 0, **overrides))
+    assert not result.faults and result.verdict != "not-conformant"
+    assert "seek" in _capabilities("pulsar-379").ops
+    replayed = [offset for example in adapter.examples for offset in _acked_and_replayed(example)]
+    assert replayed, "no message acknowledged before a backwards seek was delivered again after it"
+    resumes = [
+        example
+        for example in adapter.examples
+        if any(a[0].get("op") == "restart" and b[0].get("op") == "seek" for a, b in pairwise(example))
+    ]
+    assert resumes, "no example resumed from a checkpoint (a restart followed by a seek)"

@@ -289,6 +289,88 @@ def test_a_zombie_op_naming_no_ended_delivery_is_refused() -> None:
     assert h.kinds(h.d.zombie_result("zombie_ack", "c1", 0, 1)) == ["ack_ignored"]
 
 
+# --- section 14, seek ---
+
+
+def _acked(h: Harness, *keys: str) -> None:
+    """Publish `keys` and ack every delivery they cause, and those the acks cause."""
+    events = h.publish(*keys)
+    while events:
+        event = events.pop(0)
+        if event["event"] == "deliver":
+            events += h.d.ack(event["consumer"], event["offset"]).events
+
+
+@pytest.mark.parametrize("profile", ["strict", "owner"])
+def test_a_backwards_seek_replays_acked_messages_in_key_order_with_fresh_attempts(profile: str) -> None:
+    # req: KS-CUR-8 (at and after the target everything is delivered again, acknowledged or not), KS-RTY-5
+    h = _one_consumer(profile=profile, persist_interval=3)
+    _acked(h, "a", "b", "a", "c")
+    h.d.tick()
+    h.d.tick()
+    h.d.tick()
+    assert h.d.stats()["persisted_cursor"] == 4
+    mark = h.mark()
+    outcome = h.d.seek(1)
+    assert h.kinds(outcome)[:2] == ["cursor_persisted", "deliver"]
+    assert outcome.events[0]["cursor"] == 1  # persisted within the op, backwards, whatever persist_interval says
+    assert sorted(offset for offset, _, attempt in h.deliveries(mark) if attempt == 1) == [1, 2, 3]
+    assert h.d.stats()["persisted_cursor"] == 1
+    assert h.anomalies() == []
+
+
+def test_a_forwards_seek_gives_up_what_is_below_it() -> None:
+    # req: KS-CUR-9 (below the target: resolved as seeked, never delivered again), KS-CUR-8 (the cut delivery ends)
+    h = _one_consumer(profile="owner", capacity=1)
+    h.publish("a", "b", "c")
+    assert h.deliveries() == [(0, "c1", 1)]
+    mark = h.mark()
+    h.d.seek(2)
+    assert h.deliveries(mark) == [(2, "c1", 1)]
+    assert [(e["event"], e["reason"]) for e in h.d.ack("c1", 0).events] == [("ack_ignored", "resolved")]
+    h.d.ack("c1", 2)
+    assert h.d.stats()["persisted_cursor"] == 3
+    assert h.anomalies() == []
+
+
+def test_an_ack_of_a_delivery_the_seek_ended_changes_nothing_even_by_id() -> None:
+    # req: KS-CUR-11 (the seek fences what was delivered before it, ack_by_id or not), KS-ACK-3 (zombie domain)
+    h = _one_consumer(profile="owner", capacity=1, ack_by_id=True)
+    _acked(h, "a")
+    h.publish("b")  # delivered to c1, attempt 1
+    h.d.seek(0)  # c1 gets m0 again; m1 waits for room
+    assert [(e["event"], e["reason"]) for e in h.d.ack("c1", 1).events] == [("ack_ignored", "not-holder")]
+    with pytest.raises(Refusal) as refused:
+        h.d.zombie_result("zombie_ack", "c1", 1, 1)  # a delivery made before the seek: outside the op's domain
+    assert refused.value.code == "invalid_argument"
+    h.d.ack("c1", 0)
+    assert (1, "c1", 1) in h.deliveries()[-1:]
+    assert h.anomalies() == []
+
+
+def test_a_checkpoint_consumer_resumes_by_a_restart_then_a_seek_to_its_older_checkpoint() -> None:
+    # req: KS-CUR-8, KS-CUR-10 (the resume of a stream processor: the store's cursor is past its own checkpoint)
+    h = _one_consumer(profile="owner")
+    _acked(h, "a", "b", "c", "d")
+    h.d.restart()
+    h.d.seek(1)  # the consumer's own checkpoint
+    mark = h.mark()
+    h.d.add_consumer("c1", 10)
+    assert sorted(offset for offset, _, _ in h.deliveries(mark)) == [1, 2, 3]
+    assert h.anomalies() == []
+
+
+def test_a_seek_is_refused_past_the_log_in_best_effort_and_with_buckets() -> None:
+    # req: KS-GEN-4 (section 14: a published offset or the end of the log; strict and owner, not buckets)
+    for config, offset in (({"profile": "owner"}, 2), ({"profile": "best-effort"}, 0), ({"selector": "buckets"}, 0)):
+        h = Harness(**config)
+        h.publish("k")
+        with pytest.raises(Refusal) as refused:
+            h.d.seek(offset)
+        assert refused.value.code == "invalid_argument"
+    assert _one_consumer().d.seek(0).events[0]["event"] == "cursor_persisted"  # the end of the log: nothing to replay
+
+
 def test_same_operations_same_events() -> None:
     # req: KS-GEN-5
     def run() -> list[dict[str, object]]:

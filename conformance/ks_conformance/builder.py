@@ -112,6 +112,10 @@ class TraceBuilder:
         """The dispatcher crashes and restarts."""
         return self.emit("restart")
 
+    def seek(self, offset: int) -> TraceBuilder:
+        """The cursor is reset to `offset` (section 14, KS-CUR-8): a replay backwards, a give-up forwards."""
+        return self.emit("seek", offset=offset)
+
     def quiescent(self) -> TraceBuilder:
         """The driver declares quiescence."""
         return self.emit("quiescent")

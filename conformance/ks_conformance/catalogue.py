@@ -115,6 +115,23 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "a delivery after a restart",
     ),
     _kind(
+        "seek-resurrected",
+        "KS-CUR-9",
+        _E,
+        "after a seek (and before the next restart), a delivery of an offset below its target",
+        "the seek, the delivery",
+        "a delivery after a seek",
+    ),
+    _kind(
+        "seek-stale-ack",
+        "KS-CUR-11",
+        _E,
+        "an ack or nack accepted from a member whose delivery of the message the last seek cut, while it holds no "
+        "delivery of it made since",
+        "the seek, the ack or nack",
+        "an ack or nack ignored from a member whose delivery the last seek cut",
+    ),
+    _kind(
         "filter-violation",
         "KS-FLT-2",
         _E,
@@ -550,6 +567,24 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "at the end of an op, a message in the window is undelivered although nothing allowed by the spec holds it",
         "the publish of m, the op",
         "an op ends with an undelivered message in the window",
+    ),
+    _kind(
+        "seek-skip",
+        "KS-CUR-8",
+        _O,
+        "at the end of an op (or at quiescence), a message resolved before a seek, at or after its target, is not "
+        "dispatched again although nothing holds it back",
+        "the publish of m, the seek, the op",
+        "a seek finds a message resolved at or after its target",
+    ),
+    _kind(
+        "seek-unpersisted",
+        "KS-CUR-10",
+        _O,
+        "at the end of a seek op, no cursor_persisted since the seek event, or the last one's cursor is below the "
+        "seek's target",
+        "the seek",
+        "a seek",
     ),
     _kind(
         "restart-skip",

@@ -202,6 +202,32 @@ def resurrected(
     )
 
 
+def seek_resurrected(
+    key: str, offset: int, pub: int, target: int, seek_seq: int, resolution: str | None, seq: int
+) -> Explained:
+    """KS-CUR-9: an offset below a seek's target delivered after the seek."""
+    given_up = "given up by it" if resolution == "seeked" else "resolved"
+    return (
+        [message_clause(offset, key, pub), f"the seek at seq {seek_seq} moved the cursor to {target}"],
+        f"m{offset} lies below the target ({given_up}), yet it was delivered [seq {seq}] after the seek, but a seek "
+        "gives up everything below its target (KS-CUR-9)",
+        {"offset": offset},
+    )
+
+
+def seek_stale_ack(key: str, offset: int, pub: int, consumer: str, seek_seq: int, what: str, seq: int) -> Explained:
+    """KS-CUR-11: a result for a delivery the seek cut was accepted."""
+    return (
+        [
+            message_clause(offset, key, pub),
+            f"{consumer} held a delivery of m{offset} that the seek at seq {seek_seq} ended, and holds none since",
+        ],
+        f"the {what} at seq {seq} from {consumer} was accepted, but a result for a delivery made before a seek "
+        "changes nothing: the replayed message waits for its new delivery's result (KS-CUR-11)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 def filter_violation(
     key: str, offset: int, pub: int, consumer: str, filters: Sequence[str], added_seq: int, seq: int
 ) -> Explained:
@@ -1302,6 +1328,32 @@ def idle_while_ready(
         f"the op at seq {seq} ended with m{offset} undelivered, but no rule allows holding it: a stuck key "
         "blocks only itself (KS-ISO-1)",
         {"offset": offset, "key": key},
+    )
+
+
+def seek_skip(key: str, offset: int, pub: int, target: int, seek_seq: int, seq: int) -> Explained:
+    """KS-CUR-8: a message the seek made unresolved again is not dispatched again."""
+    return (
+        [
+            message_clause(offset, key, pub) + f", resolved before the seek, at or after its target {target}",
+            f"the seek at seq {seek_seq} moved the cursor back to {target}",
+        ],
+        f"m{offset} was not dispatched again [seq {seq}] although nothing holds it back, but a seek replays every "
+        "message at or after its target, even one already acknowledged (KS-CUR-8)",
+        {"offset": offset, "key": key},
+    )
+
+
+def seek_unpersisted(target: int, persisted: int, persist_seq: int | None, seq: int) -> Explained:
+    """KS-CUR-10: at the end of a seek op the store does not hold the seek's cursor."""
+    return (
+        [
+            f"the seek at seq {seq} moved the cursor to {target}",
+            f"when the op ends the store holds cursor {persisted} (persisted at seq {persist_seq})",
+        ],
+        "the seek was not persisted before the op returned, but a seek is durable once it returns: a crash right "
+        "after it must resume from its target (KS-CUR-10)",
+        {"cursor": target},
     )
 
 

@@ -192,6 +192,13 @@ class Session:
             return None
         if name in ("zombie_ack", "zombie_nack"):
             return self._zombie_refusal(op)
+        if name == "seek":
+            # section 14: a published offset or the end of the log, in the strict and owner profiles without buckets
+            target = op.get("offset")
+            if not isinstance(target, int) or isinstance(target, bool) or not 0 <= target <= len(self.checker.messages):
+                return "invalid_argument"
+            reliable = self.config.get("profile", "strict") != "best-effort"
+            return None if reliable and self.config.get("selector") != "buckets" else "invalid_argument"
         if name in ("release", "skip"):
             state = self.checker.keys.get(str(op["key"]))
             return None if state is not None and state.blocked else "not_blocked"
@@ -382,6 +389,8 @@ class Session:
             ]
         if name in ("tick", "restart"):
             return [{"event": name}]
+        if name == "seek":
+            return [{"event": "seek", "offset": op["offset"]}]
         if name == "release":
             return [{"event": "key_released", "key": op["key"]}]
         if name == "skip":

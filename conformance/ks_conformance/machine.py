@@ -48,6 +48,8 @@ SLICE = 65536 // SLICES
 ORDERS = ("oldest", "newest", "shuffled")
 ENDING_OPS = ("tick", "remove_consumer")
 """The ops that end deliveries without a result from their holder: a timeout or eviction (tick), a leave."""
+SEEKS_DRAWN = 3
+"""How many seeks an example may draw (each replays up to the whole log)."""
 ENDED_KEPT = 6
 """How many ended deliveries the machine remembers for zombie ops (the most recent)."""
 REFUSAL_PROBES = (
@@ -110,6 +112,9 @@ class KeySharedMachine(RuleBasedStateMachine):
         eviction) since the last restart: what a zombie op may answer (KS-ACK-3)."""
         self.ended_total = 0
         """How many deliveries `ended` has ever taken in (it keeps the last few)."""
+        self.seeks = 0
+        self.cut: list[tuple[str, int]] = []
+        """(holder, offset) of the deliveries the last seek ended."""
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -127,12 +132,15 @@ class KeySharedMachine(RuleBasedStateMachine):
             "split",
             "zombie_ack",
             "zombie_nack",
+            "seek",
         ):
             return False
         if op == "flow":
             return session.config.get("flow_control") == "permits"
         if op == "publish_delayed":
             return delay_form_problem(session.config) is None
+        if op == "seek":
+            return session.config.get("selector") != "buckets"  # section 14: not with buckets
         return True
 
     @contextmanager
@@ -150,7 +158,7 @@ class KeySharedMachine(RuleBasedStateMachine):
         watched = self.outstanding_deliveries() if op["op"] in ENDING_OPS and self.zombies_drawn() else []
         with self.ending_the_run_on_fault():
             self.session.perform(op)
-        if op["op"] == "restart":
+        if op["op"] in ("restart", "seek"):
             self.ended.clear()  # attempt numbers start again: an (offset, attempt) names another delivery now
         for delivery in watched:
             if delivery.holder.outstanding.get(delivery.offset) is not delivery:
@@ -412,6 +420,11 @@ class KeySharedMachine(RuleBasedStateMachine):
         """The holder of a delivery acks it; under `flow_control = "permits"` it may then grant more permits, as a
         client refills its queue (a `flow` op of its own, spec section 8)."""
         consumer, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
+        if self.able("seek") and self.seeks < SEEKS_DRAWN and data.draw(st.booleans(), label="a seek first"):
+            # The ack may then answer a delivery the seek ended (KS-CUR-11), or the message's delivery since.
+            self.seek(data)
+            if consumer not in self.members():
+                return
         self.do({"op": "ack", "consumer": consumer, "offset": offset})
         # Not a rule of its own: a rule disabled in most configurations still changes how Hypothesis picks the
         # others, and it hid two deep mutants from every ci seed.
@@ -433,6 +446,10 @@ class KeySharedMachine(RuleBasedStateMachine):
         """A member acks or nacks a message it does not hold (stale, resolved, another's, unknown), or, where zombie
         ops are declared, a consumer whose delivery ended reports its result late."""
         assert self.session is not None
+        if self.able("seek") and self.seeks < SEEKS_DRAWN and data.draw(st.booleans(), label="a seek first"):
+            self.seek(data)
+            self.late_result_after_seek(data, negative)
+            return
         if self.ended and self.zombies_drawn() and data.draw(st.booleans(), label="from an ended delivery"):
             self.zombie_result(data, negative)
             return
@@ -465,6 +482,51 @@ class KeySharedMachine(RuleBasedStateMachine):
             name = incarnation.hash_name or holder
             answers += [(m.name, offset) for m in members if m.name != holder and (m.hash_name or m.name) == name]
         return sorted(answers)
+
+    def seek(self, data: st.DataObject) -> None:
+        """The cursor is reset (section 14): backwards (a replay, acknowledged messages included) or forwards; or a
+        consumer that keeps its own checkpoint resumes after a crash: a restart, then a seek to an offset at or below
+        the persisted cursor. Drawn within `ack` and `stale_answer`, not as a rule of its own (see `ack`), and only
+        where `seek` is declared."""
+        assert self.session is not None
+        checker = self.session.checker
+        if not checker.messages:
+            return
+        cursor, published = checker.cursor(), len(checker.messages)
+        kinds = ["backwards"] + (["forwards"] if cursor < published else [])
+        kinds += ["resume"] if self.able("restart") and self.restarts < 2 else []
+        kind = data.draw(st.sampled_from(kinds), label="seek")
+        if kind == "resume":
+            self.restart()
+            target = data.draw(st.integers(0, checker.persisted_cursor), label="checkpoint")
+        elif kind == "backwards":
+            # at or below the cursor: acknowledged messages come first in the replay
+            target = data.draw(st.integers(0, cursor), label="seek target")
+        else:
+            # past the cursor: unresolved messages are given up
+            target = data.draw(st.integers(cursor + 1, published), label="seek target")
+        self.cut = [(d.holder.name, d.offset) for d in self.outstanding_deliveries()]
+        self.do({"op": "seek", "offset": target})
+        self.seeks += 1
+
+    def late_result_after_seek(self, data: st.DataObject, negative: bool) -> None:
+        """A member whose delivery the last seek ended, and that holds none of that message now, answers it late
+        (KS-CUR-11)."""
+        assert self.session is not None
+        checker = self.session.checker
+        members = self.members()
+
+        def holds(consumer: str, offset: int) -> bool:
+            delivery = checker.messages[offset].outstanding
+            return delivery is not None and delivery.holder.name == consumer
+
+        stale = [(c, o) for c, o in self.cut if c in members and not holds(c, o)]
+        if not stale:
+            return
+        if data.draw(st.booleans(), label="a late result for a delivery the seek ended"):
+            consumer, offset = data.draw(st.sampled_from(stale), label="delivery the seek ended")
+            kind = "nack" if negative and self.able("nack") else "ack"
+            self.do({"op": kind, "consumer": consumer, "offset": offset})
 
     def zombie_result(
         self, data: st.DataObject, negative: bool, among: list[tuple[str, int, int]] | None = None

@@ -45,6 +45,7 @@ OPS = (
     "release",
     "skip",
     "restart",
+    "seek",
     "rollover",
     "split",
     "merge",

@@ -53,6 +53,7 @@ TRIGGERS: dict[str, str] = {
     "permits_granted": "flow",
     "tick": "tick",
     "restart": "restart",
+    "seek": "seek",
     "quiescent": "settle",
     "key_released": "release",
     "key_skipped": "skip",

@@ -80,6 +80,9 @@ def check_needs(
         or ("disconnect" in ops and positive("evict_after"))
         or (failures and positive("backoff_base") and capabilities.cursor and positive("persist_interval"))
     )
+    # A seek is drawn under a selector other than buckets (spec section 14).
+    seeking = "seek" in ops and bool(selectors - {"buckets"})
+    no_seek = "op seek and a selector other than buckets"
     # What ends a delivery without a result, so that a zombie op has something to answer (KS-ACK-3).
     zombie_ops = {"zombie_ack", "zombie_nack"} & set(ops)
     ended = (
@@ -140,6 +143,11 @@ def check_needs(
         "persist-late": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "restart-skip": need("restart" in ops, "op restart")
         or need(capabilities.cursor, "a persisted cursor (capability cursor): without one nothing is volatile"),
+        "seek-skip": need(seeking, no_seek),
+        "seek-resurrected": need(seeking, no_seek),
+        "seek-unpersisted": need(seeking, no_seek)
+        or need(capabilities.cursor, "a persisted cursor (capability cursor)"),
+        "seek-stale-ack": need(seeking, no_seek) or need("ack" in ops, "op ack"),
         "cursor-skip": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "cursor-regress": need(capabilities.cursor, "a persisted cursor (capability cursor)"),
         "cursor-stall": need(capabilities.cursor, "a persisted cursor (capability cursor)"),

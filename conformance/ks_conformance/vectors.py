@@ -35,7 +35,15 @@ STATUSES = ("failed", "error", "warning", "passed", "skipped")
 KIND_NEEDS: dict[str, tuple[str, str]] = {
     **{
         kind: ("cursor", "a persisted cursor (capability cursor)")
-        for kind in ("cursor-skip", "cursor-regress", "cursor-stall", "persist-early", "persist-late", "restart-skip")
+        for kind in (
+            "cursor-skip",
+            "cursor-regress",
+            "cursor-stall",
+            "persist-early",
+            "persist-late",
+            "restart-skip",
+            "seek-unpersisted",
+        )
     },
     "overtaken-hold": ("held_events", "held events (capability held_events)"),
     "drain-stuck": ("held_events", "held events (capability held_events)"),

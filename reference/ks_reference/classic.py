@@ -25,6 +25,11 @@ class RecentlyJoinedConsumers(Dispatcher):
         self.waiting_for_joiners: set[int] = set()
         """Offsets the last dispatch step held back for a recently joined target."""
 
+    def on_seek(self, target: int) -> None:
+        """A seek forgets the recently joined consumers: Pulsar disconnects every consumer of the subscription."""
+        super().on_seek(target)
+        self.joined_positions.clear()
+
     def last_sent_bound(self) -> int:
         """The first offset at or after the cursor that is unresolved and was never sent: PIP-282's last sent
         position plus one."""

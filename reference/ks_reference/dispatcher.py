@@ -43,6 +43,7 @@ OPS = (
     "release",
     "skip",
     "restart",
+    "seek",
     "rollover",
     "split",
     "merge",
@@ -357,6 +358,19 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         self.on_restart()
         return self._end()
 
+    def seek(self, offset: object) -> Outcome:
+        """Reset the subscription's cursor to `offset` (section 14, seek): replay from it, or give up what is below."""
+        target = _offset(offset)
+        if target > len(self.log):
+            # req: KS-GEN-4 (a seek names a published offset, or the end of the log)
+            raise Refusal("invalid_argument", f"offset {target} is past the end of the log ({len(self.log)})")
+        if not self.config.reliable or self.layout is not None:
+            # req: KS-GEN-4 (seek applies to the strict and owner profiles without buckets, section 14)
+            raise Refusal("invalid_argument", "seek applies to the strict and owner profiles without buckets")
+        self._begin({"event": "seek", "offset": target})
+        self.on_seek(target)
+        return self._end()
+
     def rollover(self, segment: object, successor: object, buckets: object) -> Outcome:
         """Seal an active segment; a successor over the same range with `buckets` buckets takes new messages."""
         layout = self._layout()
@@ -459,6 +473,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             return self.skip(arg("key"))
         if name == "restart":
             return self.restart()
+        if name == "seek":
+            return self.seek(arg("offset"))
         if name == "rollover":
             return self.rollover(arg("segment"), arg("successor"), arg("buckets"))
         if name == "split":

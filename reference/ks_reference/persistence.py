@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ks_reference.core import Core
+from ks_reference.cursor import CHUNK_BITS, Cursor
 
 
 class Persistence(Core):
@@ -89,3 +92,32 @@ class Persistence(Core):
         # req: KS-CUR-3
         self.store.reopen()
         self.load_from_store()
+
+    def on_seek(self, target: int) -> None:
+        """Move the cursor to `target`: every delivery ends, the members stay, and what is at or after `target` is
+        read again while what is below it counts as resolved (`seeked`); the new cursor is persisted at once."""
+        for member in self.members.values():
+            # req: KS-CUR-8 (every outstanding delivery ends with the seek; the members stay, with their permits)
+            member.outstanding.clear()
+            member.unacked_blocked = False
+        # req: KS-CUR-8 (retries, blocks, holds and draining are forgotten with the read messages: every key starts
+        # a new epoch with nothing outstanding)
+        self.messages = {}
+        self.queues = {}
+        self.pending_counts = Counter()
+        self.retrying = set()
+        self.key_holders = {}
+        self.blocked = {}
+        self.holds = {}
+        # req: KS-ACK-3 (a zombie op names a delivery made since the last restart or seek)
+        self.delivery_holders = {}
+        old_chunks = {offset >> CHUNK_BITS for offset in self.cursor.holes}
+        # req: KS-CUR-9, KS-CUR-10 (below the target: resolved as `seeked`; at or after it: unresolved, read again)
+        self.cursor = Cursor(target)
+        self.read_position = target
+        # req: KS-CUR-10 (the seek is durable when the op returns, whatever `persist_interval` says)
+        chunks: dict[int, bytes | None] = dict.fromkeys(old_chunks) if self.config.persist_ack_holes else {}
+        self.store.persist_cursor(target, chunks, self.now)
+        self.persisted_position = target
+        self.persisted_at = self.now
+        self.emit("cursor_persisted", cursor=target, ranges=[] if self.config.persist_ack_holes else None)

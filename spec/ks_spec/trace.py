@@ -42,6 +42,7 @@ OP_EVENTS = frozenset(
         "permits_granted",
         "tick",
         "restart",
+        "seek",
         "quiescent",
         "key_released",
         "key_skipped",
@@ -292,6 +293,8 @@ class SequenceRules:
                 return f"field 'offset': publish offsets are dense from 0; expected {self.next_offset}, got {offset}"
             self.next_offset += 1
         elif offset is not None and offset >= self.next_offset:
+            if kind == "seek" and offset == self.next_offset:
+                return None  # a seek may name the end of the log (spec section 14)
             if not (kind in ("ack_ignored", "nack_ignored") and event.get("reason") == "unknown-offset"):
                 return f"field 'offset': {offset} has not been published"
         return None

@@ -61,7 +61,7 @@ class Mutant:
 
 
 WITHOUT_ZOMBIES: dict[str, Any] = {
-    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "publish_delayed")],
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "publish_delayed", "seek")],
     "shared_names": False,
     "config_values": {
         k: v
@@ -69,10 +69,10 @@ WITHOUT_ZOMBIES: dict[str, Any] = {
         if k not in ("ack_by_id", "persist_trigger", "persist_flush", "layout")
     },
 }
-"""What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
-and `ack_by_id` (KS-ACK-3), nor `publish_delayed` (KS-ORD-5), the debounce options (KS-CUR-12), the reported layout
-(KS-BKT-11) or shared consumer names (KS-ASN-5), which change how Hypothesis draws every example; only the mutants
-that test them draw them, so every other mutant's search stays as it was tuned."""
+"""What a mutant declares unless its slice says otherwise: the reference's ops and options without those added
+since 1.6 (the zombie ops and `ack_by_id`, KS-ACK-3; `publish_delayed`, KS-ORD-5; `seek`, section 14; the debounce
+options, KS-CUR-12; the reported layout, KS-BKT-11; shared consumer names, KS-ASN-5), which change how Hypothesis
+draws every example; only the mutants that test them draw them, so every other mutant's search stays as tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
 RING = {"selectors": ["ring"]}
@@ -80,13 +80,17 @@ BUCKETS = {"selectors": ["buckets"]}
 BASE: dict[str, Any] = {**OWNER, **RING, "poison_policies": ["drop"], "config_values": {}}
 """The slice most mutants are run with: one profile, one selector, one poison policy, and none of the options
 the reference declares (`tick_order` stays standard: Danube's order would spend examples most bugs do not need)."""
-ZOMBIES: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op != "publish_delayed"]}
+ZOMBIES: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("publish_delayed", "seek")]}
 """The reference's ops, the zombie ops (KS-ACK-3) included: only the mutants that test them draw them."""
 DELAYED: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")]}
 """The reference's ops with delayed delivery (`publish_delayed`, KS-ORD-5 to KS-ORD-7): only the mutants that test
 it draw it."""
 ACK_BY_ID: dict[str, Any] = {**ZOMBIES, "config_values": {"ack_by_id": [True]}}
 """Acknowledging by message id (spec section 20): a zombie ack of an unresolved message resolves it."""
+SEEK: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")]}
+"""The reference's ops with `seek` (section 14), without the zombie ops: only the mutants that test it draw it."""
+SEEK_DEBOUNCED: dict[str, Any] = {**SEEK, "config_values": {"persist_interval": [2, 3]}}
+"""A seek under a debounced cursor (`persist_interval` above 0): its own write must not wait (KS-CUR-10)."""
 CHECKPOINTS: dict[str, Any] = {"checkpoint_resume": [True], "bucket_budget": [2, 4], "persist_interval": [0, 1]}
 """Restarts that resume buckets from their checkpoints (spec section 17): more than one bucket, so that one can be
 checkpointed past a message of another that holds the cursor back."""
@@ -224,6 +228,35 @@ MUTANTS: tuple[Mutant, ...] = (
         # the message is acked again later, the cursor stays behind it, and the stats count it unresolved
         may="KS-RES-1 KS-CUR-5 KS-ISO-1 KS-OBS-1",
         **ACK_BY_ID,
+    ),
+    # section 14, seek: the replay, what is given up, the durable write and the fence of the deliveries it cut
+    _mutant(
+        "seek_keeps_acked",
+        "KS-CUR-8",
+        bugs.SeekKeepsAcked,
+        # the mutant's own cursor counts the skipped messages resolved: it persists past them
+        may="KS-CUR-1 KS-CUR-3 KS-CUR-10 KS-CUR-5 KS-ISO-1 KS-LIV-1 KS-LIV-2 KS-FLW-2 KS-FLT-3 KS-ORD-1 KS-ORD-2 "
+        "KS-OBS-1",
+        **SEEK,
+    ),
+    _mutant("seek_accepts_old_acks", "KS-CUR-11", bugs.SeekAcceptsOldAcks, **SEEK),
+    _mutant(
+        "seek_resurrects",
+        "KS-CUR-9",
+        bugs.SeekResurrects,
+        # a message kept below the target keeps its attempt count and counts as a hole below the cursor
+        may="KS-RTY-5 KS-RES-1 KS-RES-2 KS-CUR-1 KS-CUR-3 KS-CUR-5 KS-ORD-1 KS-ORD-2 KS-DRN-1 KS-OBS-1 KS-ISO-1 "
+        "KS-LIV-1 KS-FLT-3",
+        **SEEK,
+    ),
+    _mutant(
+        "seek_not_persisted",
+        "KS-CUR-10",
+        bugs.SeekNotPersisted,
+        # a restart before the debounced write resumes from the old cursor: the replay the checker expects never
+        # comes (or what the seek gave up comes back), and the late write moves the persisted cursor backwards
+        may="KS-CUR-2 KS-CUR-3 KS-CUR-4 KS-CUR-5 KS-CUR-8 KS-CUR-9 KS-ORD-1 KS-ISO-1 KS-LIV-1 KS-FLT-3 KS-OBS-1",
+        **SEEK_DEBOUNCED,
     ),
     # section 12: a disconnected member is still a member; its holder's ack resolves the message
     _mutant("disconnected_acks_ignored", "KS-ACK-1", bugs.DisconnectedAcksIgnored, **BASE),

@@ -349,6 +349,75 @@ class AckByIdKeepsDelivering(Dispatcher):
         super().on_zombie(op, consumer, offset)
 
 
+class SeekKeepsAcked(Dispatcher):
+    """A backwards seek replays only what was unacknowledged: what was acked before it is not delivered again."""
+
+    def on_seek(self, target: int) -> None:
+        acked = [offset for offset in range(target, len(self.log)) if self.cursor.is_resolved(offset)]
+        super().on_seek(target)
+        for offset in acked:
+            self.cursor.resolve(offset)  # breaks KS-CUR-8 (the replay skips what was acked)
+
+
+class SeekAcceptsOldAcks(Dispatcher):
+    """After a seek, an ack from a consumer whose delivery the seek cut still resolves the replayed message.
+
+    As an ack by message id would: the consumer's old delivery is not fenced."""
+
+    def on_seek(self, target: int) -> None:
+        self.cut = {offset: message.holder.name for offset, message in self.messages.items() if message.holder}
+        super().on_seek(target)
+
+    def on_ack(self, member: Member, offset: int) -> None:
+        message = self.messages.get(offset)
+        cut = getattr(self, "cut", {})
+        if message is not None and message.holder is not member and cut.get(offset) == member.name:
+            self.resolve(message, "acked", "ack", consumer=member.name)  # breaks KS-CUR-11
+            return
+        super().on_ack(member, offset)
+
+
+class SeekResurrects(Dispatcher):
+    """A forwards seek moves the cursor but keeps the read messages below its target, which are still delivered."""
+
+    def on_seek(self, target: int) -> None:
+        kept = {offset: message for offset, message in self.messages.items() if offset < target}
+        queues = {key: [o for o in offsets if o < target] for key, offsets in self.queues.items()}
+        super().on_seek(target)
+        for offset, message in kept.items():
+            # breaks KS-CUR-9 (the read messages below the target stay in the window)
+            message.holder = None
+            message.state = MessageState.PENDING
+            message.held = None
+            self.messages[offset] = message
+            self.pending_counts[message.key] += 1
+        for key, offsets in queues.items():
+            if offsets:
+                self.queues[key] = offsets
+
+
+class SeekNotPersisted(Dispatcher):
+    """A seek moves the cursor in memory and leaves the write to the next debounced persistence."""
+
+    def on_seek(self, target: int) -> None:
+        if self.config.persist_interval == 0:
+            super().on_seek(target)
+            return
+        persisted = (self.persisted_position, self.persisted_at)
+        old_chunks = {offset >> 16 for offset in self.cursor.holes}
+        store = self.store
+        self.store = MemoryStore()  # the seek's own write goes nowhere
+        try:
+            super().on_seek(target)
+        finally:
+            self.store = store
+        # breaks KS-CUR-10 (the store still holds the old cursor until the debounced write: a crash loses the seek)
+        self._effects.pop()
+        self.persisted_position, self.persisted_at = persisted
+        self.cursor.changed = True
+        self.cursor.dirty_chunks = old_chunks | {target >> 16}
+
+
 class FirstAckLost(Dispatcher):
     """The first ack of every redelivered message is lost (reported as not from the holder)."""
 

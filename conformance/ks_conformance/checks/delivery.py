@@ -181,6 +181,18 @@ class DeliveryChecks(BucketChecks):
             )
 
     def _check_reason(self, message: Message, seq: int) -> None:
+        if self.seek is not None:
+            # req: KS-CUR-9
+            self._exercise("seek-resurrected")
+            target, seek_seq = self.seek
+            if message.offset < target:
+                self._report(
+                    "seek-resurrected",
+                    seq,
+                    [seek_seq, seq],
+                    explain.seek_resurrected(*message.facts, target, seek_seq, message.resolution, seq),
+                )
+                return
         # req: KS-RES-2
         if message.delivered_ever:
             self._exercise("duplicate")

@@ -264,6 +264,19 @@ class EndOfOpChecks(CheckerState):
         if self.best_effort:
             return
         cursor = self.cursor()
+        if op.kind == "seek" and self.has_cursor and self.seek is not None:
+            # req: KS-CUR-10
+            self._exercise("seek-unpersisted")
+            target, seek_seq = self.seek
+            if self.persist_seq is None or self.persist_seq < seek_seq or self.persisted_cursor < target:
+                self.late_version = self.state_version
+                self._report(
+                    "seek-unpersisted",
+                    op.seq,
+                    [op.seq],
+                    explain.seek_unpersisted(target, self.persisted_cursor, self.persist_seq, op.seq),
+                )
+                return
         if cursor > op.cursor_at_start or (op.resolved and self.persist_holes):
             self._exercise("persist-late")
         if self.state_version == self.synced_version:
@@ -589,6 +602,15 @@ class EndOfOpChecks(CheckerState):
         return False
 
     def _report_restart_skip(self, message: Message, seq: int) -> None:
+        if self.seek is not None and message.restored_seq == self.seek[1]:
+            # req: KS-CUR-8
+            self._report(
+                "seek-skip",
+                seq,
+                [message.publish_seq, self.seek[1], seq],
+                explain.seek_skip(*message.facts, self.seek[0], self.seek[1], seq),
+            )
+            return
         # req: KS-CUR-3
         restart = message.restored_seq
         persisted_before = self.loaded[2] if self.loaded is not None else None

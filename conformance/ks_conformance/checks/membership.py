@@ -240,6 +240,8 @@ class OpEventChecks(QuiescenceChecks):
             self.persisted_holes = self.resolved_above_cursor()
             self.persist_seq = self.last_resolution_seq
         self.loaded = (self.persisted_cursor, BitMap(self.persisted_holes), self.persist_seq, seq)
+        self.seek = None  # the restart loads a cursor at or past the last seek's target (KS-CUR-10)
+        self.seek_holders = {}
         self.read_below = 0  # req: KS-GEN-8 (a restart reads again from the persisted cursor, at the next tick)
         self.flush_owed = False  # a flush owed before the crash was volatile; the reloaded cursor is the stored one
         if self.config.get("checkpoint_resume"):
@@ -267,6 +269,53 @@ class OpEventChecks(QuiescenceChecks):
         self.state_version += 1
         self._rebuild_indexes()
         self._new_epoch("restart", None, seq)
+
+    def _on_seek(self, event: Event) -> None:
+        """A seek: every delivery ends, the members stay, the cursor becomes the target (section 14, KS-CUR-8..11)."""
+        seq = int(event["seq"])
+        target = int(event["offset"])
+        if not 0 <= target <= len(self.messages):
+            self._problem(seq, f"seek names offset {target}, past the end of the log ({len(self.messages)})")
+            return
+        holders: dict[int, set[str]] = {}
+        for incarnation in self.members.values():
+            for offset in list(incarnation.outstanding):
+                holders.setdefault(offset, set()).add(incarnation.name)
+                message = self.messages[offset]
+                self._end_delivery(message)
+                self._refresh_head(message.key)
+            incarnation.outstanding.clear()
+            incarnation.unacked_blocked_seq = None
+        self.seek_holders = holders
+        self.restarts += 1  # a zombie op names a delivery made since the last restart or seek (KS-ACK-3)
+        self.seek = (target, seq)
+        self.loaded = None  # what a restart loaded is superseded: the seek's target is the store's cursor now
+        self.loaded_checkpoints = {}
+        self.read_below = 0  # req: KS-GEN-8 (reading starts again at the target, at the next read)
+        self.messages.restarted(target)
+        for message in self.messages.live_messages():
+            self._reset_volatile(message)
+            if message.offset >= target and message.resolved:
+                # req: KS-CUR-8 (resolved before the seek, at or after its target: it must be dispatched again)
+                self._exercise("seek-skip")
+                message.resolved = False
+                message.resolution = None
+                message.resolution_seq = None
+                message.restored_seq = seq
+                self.unresolved.add(message.offset)
+            elif message.offset < target and not message.resolved:
+                # req: KS-CUR-9, KS-RES-1 (given up by the seek: resolved as `seeked`, recorded by the seek event)
+                message.resolved = True
+                message.resolution = "seeked"
+                message.resolution_seq = seq
+                message.restored_seq = None
+                self.unresolved.discard(message.offset)
+                self.last_resolution_seq = seq
+        self.state_version += 1
+        disconnected = dict(self._disconnected)
+        self._rebuild_indexes()
+        self._disconnected = disconnected  # the members stay, and so do their eviction clocks (KS-MEM-2)
+        self._new_epoch("seek", None, seq)
 
     def _checkpointed(self, message: Message) -> tuple[int, int] | None:
         """With `checkpoint_resume`, the loaded checkpoint (position, seq) of the message's bucket when the message

@@ -108,6 +108,15 @@ class ResolutionChecks(DeliveryChecks):
             return
         if holds:
             self._exercise("holder-ack-ignored")
+        elif name in self.seek_holders.get(message.offset, ()):
+            # req: KS-CUR-11
+            self._exercise("seek-stale-ack")
+            self._report(
+                "seek-stale-ack",
+                seq,
+                [self.seek[1] if self.seek is not None else None, seq],
+                explain.seek_stale_ack(*message.facts, name, self.seek[1] if self.seek is not None else 0, "ack", seq),
+            )
         else:
             # req: KS-ACK-2, KS-GEN-3
             self._exercise("stale-ack-accepted")
@@ -148,6 +157,8 @@ class ResolutionChecks(DeliveryChecks):
             )
         else:
             self._exercise(f"stale-{what}-accepted")
+            if str(event["consumer"]) in self.seek_holders.get(message.offset, ()):
+                self._exercise("seek-stale-ack")
 
     def _on_nack(self, event: Event) -> None:
         message = self._message_of(event)
@@ -159,6 +170,15 @@ class ResolutionChecks(DeliveryChecks):
         delivery = message.outstanding
         if delivery is not None and incarnation is not None and delivery.holder is incarnation:
             self._exercise("holder-nack-ignored")
+        elif name in self.seek_holders.get(message.offset, ()):
+            # req: KS-CUR-11
+            self._exercise("seek-stale-ack")
+            self._report(
+                "seek-stale-ack",
+                seq,
+                [self.seek[1] if self.seek is not None else None, seq],
+                explain.seek_stale_ack(*message.facts, name, self.seek[1] if self.seek is not None else 0, "nack", seq),
+            )
         else:
             # req: KS-RTY-1
             self._exercise("stale-nack-accepted")
@@ -451,10 +471,12 @@ class ResolutionChecks(DeliveryChecks):
                     [skipped.publish_seq, seq],
                     explain.cursor_skip(*skipped.facts, cursor, cursor > smallest, seq),
                 )
+        op = self.op
+        seeking = op is not None and op.kind == "seek" and self.seek is not None
         if self.persist_seq is not None:
             # req: KS-CUR-2
             self._exercise("cursor-regress")
-            if cursor < self.persisted_cursor:
+            if cursor < self.persisted_cursor and not (seeking and self.seek is not None and cursor >= self.seek[0]):
                 self._report(
                     "cursor-regress",
                     seq,
@@ -462,7 +484,7 @@ class ResolutionChecks(DeliveryChecks):
                     explain.cursor_regress(cursor, self.persisted_cursor, self.persist_seq, seq),
                 )
         interval = int(self.config["persist_interval"])
-        if self.persist_on_advance:
+        if self.persist_on_advance and not seeking:  # req: KS-CUR-10 (a seek's persistence is not debounced)
             # req: KS-CUR-7 (with persist_trigger = advance: only when KS-CUR-12 makes it due)
             self._exercise("persist-early")
             op = self.op
@@ -479,10 +501,9 @@ class ResolutionChecks(DeliveryChecks):
                     [self.persist_seq, seq],
                     explain.persist_early(cursor, self.now, explain.persist_off_schedule(interval, flush), seq),
                 )
-        elif interval > 0:
+        elif interval > 0 and not seeking:
             # req: KS-CUR-7
             self._exercise("persist-early")
-            op = self.op
             why = ""
             if op is None or op.kind != "tick":
                 why = explain.persist_outside_tick(interval)

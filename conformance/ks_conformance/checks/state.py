@@ -43,7 +43,9 @@ STABLE_SELECTORS = frozenset(
 )
 """The selectors KS-ASN-2 holds to: a membership change moves a key only to a joiner or away from a leaver
 (under `partitions` only away from a leaver, KS-ASN-11)."""
-CURSOR_KINDS = frozenset({"cursor-skip", "cursor-regress", "persist-early", "persist-late", "cursor-stall"})
+CURSOR_KINDS = frozenset(
+    {"cursor-skip", "cursor-regress", "persist-early", "persist-late", "cursor-stall", "seek-unpersisted"}
+)
 """Anomalies about the persisted cursor: they do not apply to a system declared without one (`cursor: false`)."""
 AFFINITY_KINDS = frozenset({"key-moved", "unstable-assignment"})
 """Anomalies about where a selector sends a key: they do not apply to selector `any` (no key affinity)."""
@@ -113,6 +115,10 @@ class CheckerState:
         self.persist_tick: int | None = None
         self.loaded: tuple[int, BitMap, int | None, int] | None = None
         """After a restart: (persisted cursor, persisted holes, their seq, the restart's seq)."""
+        self.seek: tuple[int, int] | None = None
+        """After a seek, until the next restart: (its target, its seq) (KS-CUR-9)."""
+        self.seek_holders: dict[int, set[str]] = {}
+        """Per offset, the consumers whose delivery of it the last seek cut (KS-CUR-11)."""
         self.state_version = 0
         self.synced_version = 0
         self.late_version = -1
@@ -193,7 +199,8 @@ class CheckerState:
         """What the implementation declared beyond the config (the config event's `declared`: cursor, outcomes)."""
         self.explicit_ops = False
         self.restarts = 0
-        """How many restarts the trace has had: a message's `ended` deliveries count only within the same one."""
+        """How many restarts and seeks the trace has had: a message's `ended` deliveries count only within the same
+        one."""
         """True when the driver marks every op (the harness): an ack-class effect then never opens an op."""
         self._applies: dict[str, bool] = {}
         self._configure()
