@@ -164,7 +164,13 @@ PRESETS: dict[str, Preset] = {
             },
             # Without seek: a replay waiting behind a recent joiner would show PIP-379's stall as seek-skip instead of
             # the idle-while-ready the preset documents (and the kit's draws for its findings would change).
-            capabilities={**PULSAR_CAPABILITIES, "ops": [op for op in PULSAR_CAPABILITIES["ops"] if op != "seek"]},
+            # no seek, and no shared consumer names: its documented findings are the point of this preset, and both
+            # would change the search that finds them (seek: a replay waiting behind a joiner shows as seek-skip)
+            capabilities={
+                **PULSAR_CAPABILITIES,
+                "ops": [op for op in PULSAR_CAPABILITIES["ops"] if op != "seek"],
+                "shared_names": False,
+            },
             dispatcher=RecentlyJoinedConsumers,
             expected={
                 "KS-ISO-1": "PIP-379 (motivation, item 4): while a recent joiner waits for the mark-delete position, "
