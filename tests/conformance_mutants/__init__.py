@@ -61,12 +61,12 @@ class Mutant:
 
 
 WITHOUT_ZOMBIES: dict[str, Any] = {
-    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")],
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "extend")],
     "config_values": {k: v for k, v in CAPABILITIES["config_values"].items() if k != "ack_by_id"},
 }
 """What a mutant declares unless its slice says otherwise: the reference's ops and options without the zombie ops
-and `ack_by_id` (KS-ACK-3), which change how Hypothesis draws every example; only the mutants that test them draw
-them, so every other mutant's search stays as it was tuned."""
+and `ack_by_id` (KS-ACK-3), and without `extend` (KS-RTY-8), which change how Hypothesis draws every example; only
+the mutants that test them draw them, so every other mutant's search stays as it was tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
 RING = {"selectors": ["ring"]}
@@ -74,8 +74,10 @@ BUCKETS = {"selectors": ["buckets"]}
 BASE: dict[str, Any] = {**OWNER, **RING, "poison_policies": ["drop"], "config_values": {}}
 """The slice most mutants are run with: one profile, one selector, one poison policy, and none of the options
 the reference declares (`tick_order` stays standard: Danube's order would spend examples most bugs do not need)."""
-ZOMBIES: dict[str, Any] = {**BASE, "ops": list(OPS)}
+ZOMBIES: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op != "extend"]}
 """The reference's ops, the zombie ops (KS-ACK-3) included: only the mutants that test them draw them."""
+EXTENSIONS: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")]}
+"""The reference's ops with `extend` (KS-RTY-8), without the zombie ops: only the extension mutants draw it."""
 ACK_BY_ID: dict[str, Any] = {**ZOMBIES, "config_values": {"ack_by_id": [True]}}
 """Acknowledging by message id (spec section 20): a zombie ack of an unresolved message resolves it."""
 CHECKPOINTS: dict[str, Any] = {"checkpoint_resume": [True], "bucket_budget": [2, 4], "persist_interval": [0, 1]}
@@ -192,6 +194,10 @@ MUTANTS: tuple[Mutant, ...] = (
         may="KS-RES-1 KS-CUR-5 KS-ISO-1 KS-OBS-1",
         **ACK_BY_ID,
     ),
+    # section 10.1: extending a delivery's deadline (KS-RTY-8) and fencing the extensions of anyone else (KS-RTY-9);
+    # an extension applied by message id moves the holder's real deadline, which the checker keeps: missed-timeout
+    _mutant("extend_ignored", "KS-RTY-8", bugs.ExtendIgnored, **EXTENSIONS),
+    _mutant("extend_by_zombie", "KS-RTY-9", bugs.ExtendByZombie, may="KS-RTY-3", **EXTENSIONS),
     # section 12: a disconnected member is still a member; its holder's ack resolves the message
     _mutant("disconnected_acks_ignored", "KS-ACK-1", bugs.DisconnectedAcksIgnored, **BASE),
     _mutant(
