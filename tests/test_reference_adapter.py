@@ -31,7 +31,7 @@ def test_start_declares_every_op_and_capability(adapter: Any) -> None:
     assert started["implementation"]["name"] == "keyshared-reference"
     assert set(started["capabilities"]["ops"]) == {
         "publish", "add_consumer", "remove_consumer", "disconnect", "reconnect", "flow", "ack", "nack", "zombie_ack",
-        "zombie_nack", "tick", "release", "skip", "restart", "rollover", "split", "merge", "publish_entry",
+        "zombie_nack", "extend", "tick", "release", "skip", "restart", "rollover", "split", "merge", "publish_entry",
     }  # fmt: skip
     assert started["capabilities"] is CAPABILITIES
 

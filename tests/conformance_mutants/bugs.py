@@ -362,8 +362,12 @@ class ExtendIgnored(Dispatcher):
 
 
 class ExtendByZombie(Dispatcher):
-    """Applies an extension to the message's current delivery whoever sends it: a worker whose lease ended (or any
-    other consumer) keeps the new holder's delivery alive."""
+    """Applies an extension to the message's current delivery whoever sends it, a worker whose lease ended included.
+
+    The zombie (or any other consumer) keeps the new holder's delivery alive.
+
+    Fencing only the names whose delivery of the message ended (a narrower zombie bug) is not found within the ci
+    budget: under a ring the timed-out worker gets its message back unless the membership changed in between."""
 
     def on_extend(self, member: Member, offset: int, ticks: int) -> None:
         message = self.messages.get(offset)
