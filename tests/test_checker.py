@@ -630,6 +630,55 @@ def _ack_of_a_delivery_the_seek_cut(bad: bool) -> TraceBuilder:
     return t.ack_ignored(0, "c1")
 
 
+@case("extended-timeout-early")
+def _extended_timeout_early(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=2).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.tick()
+    t.extend(0, "c1", 3).extended(0, "c1")  # tick 1: the deadline moves from 2 to 4
+    t.tick(2)
+    if not bad:
+        t.tick()
+    return t.timeout(0, "c1")
+
+
+@case("extension-lost")
+def _extension_ignored_for_the_holder(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=2).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.extend(0, "c1", 3)
+    return t.extend_ignored(0, "c1", reason="not-holder") if bad else t.extended(0, "c1")
+
+
+@case("extension-lost")
+def _extension_unanswered(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=2).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.extend(0, "c1", 3)
+    if not bad:
+        t.extended(0, "c1")
+    return t.tick()
+
+
+@case("zombie-extension")
+def _extension_by_a_timed_out_consumer(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=1, backoff_base=2, backoff_max=2).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.tick().timeout(0, "c1")  # the message is retrying: nobody holds it
+    t.extend(0, "c1", 5)
+    return t.extended(0, "c1") if bad else t.extend_ignored(0, "c1", reason="ended")
+
+
+@case("zombie-extension")
+def _extension_by_another_member(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=2).add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.extend(0, "c2", 5)
+    if bad:
+        return t.extended(0, "c2")
+    return t.extend_ignored(0, "c2").tick(2).timeout(0, "c1")  # at c1's own deadline: c2's extension moved nothing
+
+
 @case("premature-timeout")
 def _premature_timeout(bad: bool) -> TraceBuilder:
     t = owner(ack_timeout=2).add("c1")
@@ -1122,6 +1171,28 @@ def _missed_timeout(bad: bool) -> TraceBuilder:
     t = owner(ack_timeout=1).add("c1")
     t.deliver(t.publish("k"), "c1")
     t.tick()
+    if not bad:
+        t.timeout(0, "c1")
+    return t
+
+
+@case("extended-timeout-missed")
+def _extended_timeout_missed(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=3).add("c1")
+    t.deliver(t.publish("k"), "c1")
+    t.extend(0, "c1", 2).extended(0, "c1")  # tick 0: the deadline moves from 3 to 2 (it replaces, from now)
+    t.tick(2)
+    if not bad:
+        t.timeout(0, "c1")
+    return t
+
+
+@case("missed-timeout")
+def _missed_timeout_after_an_ignored_extension(bad: bool) -> TraceBuilder:
+    t = owner(ack_timeout=2).add("c1").add("c2")
+    t.deliver(t.publish("k"), "c1")
+    t.extend(0, "c2", 5).extend_ignored(0, "c2")  # another member's extension moves nobody's deadline (KS-RTY-9)
+    t.tick(2)
     if not bad:
         t.timeout(0, "c1")
     return t

@@ -503,3 +503,20 @@ def test_the_kit_drives_pulsar_379_into_a_backwards_seek_that_replays_acked_mess
         if any(a[0].get("op") == "restart" and b[0].get("op") == "seek" for a, b in pairwise(example))
     ]
     assert resumes, "no example resumed from a checkpoint (a restart followed by a seek)"
+
+
+def test_the_task_queues_workers_renew_their_leases_and_a_renewal_moves_a_timeout() -> None:
+    # req: KS-RTY-8, KS-RTY-9 (the task-queue preset declares extend: a kit run applies extensions, times a
+    # delivery out at the deadline an extension moved, and fences the extensions of consumers that do not hold it)
+    assert "extend" in _capabilities("task-queue").ops
+    assert all("extend" not in _capabilities(name).ops for name in PRESETS if name != "task-queue")
+    result = run_suite(
+        lambda: InProcessConnection(_adapter("task-queue"), "task-queue"),
+        settings_for("ci", 0, rounds=1, coverage_rounds=0, examples_total=60),
+    )
+    assert not result.faults
+    assert [line["id"] for line in result.requirements if line["status"] == "failed"] == []
+    # a timeout of a delivery whose deadline an extension moved away from delivery + ack_timeout, judged there
+    assert result.exercised.get("extended-timeout-early", 0) > 0
+    assert result.exercised.get("extension-lost", 0) > 0  # extensions from the holder, each applied
+    assert result.exercised.get("zombie-extension", 0) > 0  # extensions from others, each ignored

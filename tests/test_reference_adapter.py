@@ -31,8 +31,8 @@ def test_start_declares_every_op_and_capability(adapter: Any) -> None:
     assert started["implementation"]["name"] == "keyshared-reference"
     assert set(started["capabilities"]["ops"]) == {
         "publish", "add_consumer", "remove_consumer", "disconnect", "reconnect", "flow", "ack", "nack", "zombie_ack",
-        "zombie_nack", "tick", "release", "skip", "restart", "seek", "rollover", "split", "merge", "publish_entry",
-        "publish_delayed",
+        "zombie_nack", "extend", "tick", "release", "skip", "restart", "seek", "rollover", "split", "merge",
+        "publish_entry", "publish_delayed",
     }  # fmt: skip
     assert started["capabilities"] is CAPABILITIES
 

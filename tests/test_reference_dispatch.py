@@ -611,6 +611,69 @@ def test_timeouts_happen_exactly_on_time() -> None:
     assert h.anomalies() == []
 
 
+def test_an_extension_from_the_holder_moves_its_timeout_from_now() -> None:
+    # req: KS-RTY-8 (the deadline becomes now + ticks, replacing the old one, longer or shorter)
+    h = _one_consumer(ack_timeout=3)
+    h.publish("k")
+    h.d.tick()  # tick 1: the old deadline is tick 3
+    assert [(e["event"], e["consumer"]) for e in h.d.extend("c1", 0, 4).events] == [("extended", "c1")]
+    ticks = [h.d.now + 1]
+    while "timeout" not in h.kinds(h.d.tick()):
+        ticks.append(h.d.now + 1)
+    assert h.d.now == 5  # 1 + 4, not 3 and not 3 + 4
+    h.d.tick()  # the back-off of the default config is 0: delivered again at once, attempt 2
+    extended_at = h.d.now
+    h.d.extend("c1", 0, 1)  # shorter than what is left of ack_timeout: it replaces the deadline all the same
+    assert "timeout" in h.kinds(h.d.tick()) and h.d.now == extended_at + 1
+    assert h.anomalies() == []
+
+
+def test_an_extension_from_a_consumer_that_does_not_hold_the_delivery_changes_nothing() -> None:
+    # req: KS-RTY-9 (a timed-out holder, another member, a resolved message: recorded, nobody's deadline moves)
+    h = Harness(profile="owner", ack_timeout=2, backoff_base=1, backoff_max=1)
+    h.d.add_consumer("c1", 5)
+    h.publish("k")
+    h.d.tick()
+    h.d.tick()  # tick 2: c1's delivery times out; the message is retrying (back-off 1)
+    assert [(e["event"], e["reason"]) for e in h.d.extend("c1", 0, 5).events] == [("extend_ignored", "ended")]
+    h.d.add_consumer("c2", 5)
+    h.d.tick()  # tick 3: delivered again, attempt 2
+    holder = h.deliveries()[-1][1]
+    other = "c2" if holder == "c1" else "c1"
+    reason = "ended" if other == "c1" else "not-holder"
+    assert [(e["event"], e["reason"]) for e in h.d.extend(other, 0, 9).events] == [("extend_ignored", reason)]
+    h.d.tick()
+    assert "timeout" in h.kinds(h.d.tick()) and h.d.now == 5  # at 3 + ack_timeout: the ignored extension moved nothing
+    h.d.tick()
+    h.d.tick()
+    holder = h.deliveries()[-1][1]
+    h.d.ack(holder, 0)
+    assert [(e["event"], e["reason"]) for e in h.d.extend(holder, 0, 1).events] == [("extend_ignored", "resolved")]
+    assert h.anomalies() == []
+
+
+def test_extend_outside_its_domain_is_refused() -> None:
+    # req: KS-GEN-4 (no timeouts to move, ticks < 1, an offset never published: invalid_argument; a non-member:
+    # unknown_consumer)
+    h = _one_consumer(ack_timeout=0)
+    h.publish("k")
+    with pytest.raises(Refusal) as refused:
+        h.d.extend("c1", 0, 2)
+    assert refused.value.code == "invalid_argument"
+    h = _one_consumer(ack_timeout=3)
+    h.publish("k")
+    for consumer, offset, ticks, code in (
+        ("c1", 0, 0, "invalid_argument"),
+        ("c1", 0, True, "invalid_argument"),
+        ("c1", 1, 2, "invalid_argument"),
+        ("gone", 0, 2, "unknown_consumer"),
+    ):
+        with pytest.raises(Refusal) as refused:
+            h.d.extend(consumer, offset, ticks)
+        assert refused.value.code == code
+    assert h.anomalies() == []
+
+
 def test_no_timeouts_when_disabled() -> None:
     h = _one_consumer(ack_timeout=0)
     h.publish("k")

@@ -176,6 +176,8 @@ SITUATIONS: dict[str, str] = {
     "KS-RTY-6/retry_forever": "failures-past-max-redeliveries",
     "KS-RTY-7/returns_count_as_failures": "returns-are-not-failures",
     "KS-RTY-6/declared_returns_uncounted": "declared-returns-are-failures",
+    "KS-RTY-8/extend_ignored": "extension-moves-the-deadline",
+    "KS-RTY-9/extend_by_zombie": "extension-from-a-non-holder",
     "KS-BKT-3/controller_moves_unannounced": "controller-move-unannounced",
     "KS-ISO-1/unacked_resumes_when_empty": "unacked-limit-resumes-at-half",
     "KS-ASN-1/out_of_order_per_message": "out-of-order-still-routes-by-key",

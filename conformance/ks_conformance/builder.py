@@ -102,6 +102,11 @@ class TraceBuilder:
         """A `zombie_ack` or `zombie_nack`: `consumer`'s late result for its ended delivery of `offset` (KS-ACK-3)."""
         return self.emit(kind, offset=offset, key=self._key(offset), consumer=consumer, attempt=attempt)
 
+    def extend(self, offset: int, consumer: str, ticks: int) -> TraceBuilder:
+        """An `extend` op: `consumer` asks for `ticks` more ticks for its delivery of `offset` (KS-RTY-8; the
+        trace's `capacity` column carries the ticks)."""
+        return self.emit("extend", offset=offset, key=self._key(offset), consumer=consumer, capacity=ticks)
+
     def tick(self, count: int = 1) -> TraceBuilder:
         """Advance time by `count` ticks, one `tick` event each."""
         for _ in range(count):
@@ -179,6 +184,14 @@ class TraceBuilder:
         """An ignored nack."""
         key = self._key(offset) if offset < len(self.keys) else None
         return self.emit("nack_ignored", offset=offset, consumer=consumer, reason=reason, key=key)
+
+    def extended(self, offset: int, consumer: str, attempt: int = 1) -> TraceBuilder:
+        """An applied extension: the delivery times out at the op's tick plus its ticks (KS-RTY-8)."""
+        return self.emit("extended", offset=offset, key=self._key(offset), consumer=consumer, attempt=attempt)
+
+    def extend_ignored(self, offset: int, consumer: str, reason: str = "not-holder") -> TraceBuilder:
+        """An ignored extension (KS-RTY-9)."""
+        return self.emit("extend_ignored", offset=offset, key=self._key(offset), consumer=consumer, reason=reason)
 
     def timeout(self, offset: int, consumer: str, attempt: int = 1) -> TraceBuilder:
         """A delivery times out."""

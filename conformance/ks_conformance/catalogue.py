@@ -268,9 +268,25 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "KS-RTY-2",
         _E,
         "a timeout of a delivery that is not outstanding at that consumer, or at a tick before its delivery tick + "
-        "ack_timeout, or with ack_timeout 0",
+        "ack_timeout, or with ack_timeout 0 (a delivery an extension moved is judged by extended-timeout-early)",
         "the delivery, the timeout",
         "a timeout",
+    ),
+    _kind(
+        "extended-timeout-early",
+        "KS-RTY-8",
+        _E,
+        "a timeout of a delivery whose deadline an extended event moved to tick D, at a tick before D",
+        "the delivery, the extended event, the timeout",
+        "a timeout of an extended delivery",
+    ),
+    _kind(
+        "zombie-extension",
+        "KS-RTY-9",
+        _E,
+        "an extended event answering an extend op whose consumer does not hold the offset's outstanding delivery",
+        "the extend op, the extended event",
+        "an extend from a consumer that does not hold the delivery",
     ),
     _kind(
         "double-resolution",
@@ -512,9 +528,27 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "KS-RTY-3",
         _O,
         "after phase 1 of tick t, a delivery made at tick d is still outstanding with ack_timeout > 0 and "
-        "d + ack_timeout <= t",
+        "d + ack_timeout <= t (a delivery an extension moved is judged by extended-timeout-missed)",
         "the delivery, the tick",
         "a delivery is outstanding when its timeout is due",
+    ),
+    _kind(
+        "extended-timeout-missed",
+        "KS-RTY-8",
+        _O,
+        "after phase 1 of tick t, a delivery whose deadline an extended event moved to tick D is still outstanding "
+        "and D + timer_slack <= t",
+        "the delivery, the extended event, the tick",
+        "an extended delivery is outstanding when its new deadline is due",
+    ),
+    _kind(
+        "extension-lost",
+        "KS-RTY-8",
+        _O,
+        "at the end of an extend op from the consumer that holds the offset's outstanding delivery, no extended "
+        "event answered it (an extend_ignored did, or nothing)",
+        "the delivery, the extend op, the extend_ignored",
+        "an extend from the holder",
     ),
     _kind(
         "poison-ignored",

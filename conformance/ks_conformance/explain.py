@@ -511,6 +511,11 @@ def timeout_not_due(tick: int, timeout: int) -> str:
     return f"it was delivered at tick {tick} and the ack timeout is {timeout}: no timeout before tick {tick + timeout}"
 
 
+def _extension_clause(offset: int, consumer: str, delivery_seq: int, extended_seq: int | None, deadline: int) -> str:
+    moved = f"an extension [seq {extended_seq}] moved" if extended_seq is not None else "an extension moved"
+    return f"m{offset} was delivered to {consumer} [seq {delivery_seq}], and {moved} its timeout to tick {deadline}"
+
+
 def premature_timeout(
     key: str,
     offset: int,
@@ -529,6 +534,51 @@ def premature_timeout(
             + (f", delivered to {holder} at seq {delivery_seq}" if holder is not None else "")
         ],
         f"it timed out at {consumer} at tick {now} [seq {seq}], but {why} (KS-RTY-2)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
+def extended_timeout_early(
+    key: str,
+    offset: int,
+    pub: int,
+    consumer: str,
+    delivery_seq: int,
+    extended_seq: int | None,
+    deadline: int,
+    now: int,
+    seq: int,
+) -> Explained:
+    """KS-RTY-8, a timeout before the deadline an extension set."""
+    return (
+        [message_clause(offset, key, pub), _extension_clause(offset, consumer, delivery_seq, extended_seq, deadline)],
+        f"it timed out at tick {now} [seq {seq}], but an extended delivery must not time out before its new "
+        "deadline (KS-RTY-8)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
+def zombie_extension(
+    key: str,
+    offset: int,
+    pub: int,
+    consumer: str,
+    op_seq: int,
+    holder: str | None,
+    holder_seq: int | None,
+    seq: int,
+) -> Explained:
+    """KS-RTY-9, an extension applied for a consumer that does not hold the delivery (`holder`: who does, or None)."""
+    held_by = f"{holder} [seq {holder_seq}]" if holder is not None else "nobody"
+    return (
+        [
+            message_clause(offset, key, pub),
+            f"{consumer} asks for more time with extend [seq {op_seq}], but m{offset}'s outstanding delivery is held "
+            f"by {held_by}",
+        ],
+        f"the extension was applied (extended [seq {seq}]), but an extension from a consumer that does not hold "
+        "the delivery must change nothing and be recorded as extend_ignored: applied, it keeps another consumer's "
+        "delivery alive past its deadline (KS-RTY-9)",
         {"offset": offset, "consumer": consumer},
     )
 
@@ -1158,6 +1208,45 @@ def missed_timeout(
         ],
         f"d is still outstanding after phase 1 of tick {now} [seq {seq}], but a delivery times out {deadline} {rule}",
         {"offset": offset, "consumer": holder},
+    )
+
+
+def extended_timeout_missed(
+    offset: int,
+    holder: str,
+    delivery_seq: int,
+    extended_seq: int | None,
+    deadline: int,
+    now: int,
+    seq: int,
+    slack: int = 0,
+) -> Explained:
+    """KS-RTY-8, an extended delivery still outstanding after phase 1 of the tick its new deadline (plus slack) is."""
+    given = [f"timer_slack = {slack}"] if slack else []
+    when = f"when tick {deadline} begins" if not slack else f"by tick {deadline + slack} at the latest"
+    rule = "(KS-RTY-8)" if not slack else "(KS-RTY-8, KS-GEN-9)"
+    return (
+        [_extension_clause(offset, holder, delivery_seq, extended_seq, deadline), *given],
+        f"the delivery is still outstanding after phase 1 of tick {now} [seq {seq}], but an extended delivery "
+        f"times out at its new deadline, {when} {rule}",
+        {"offset": offset, "consumer": holder},
+    )
+
+
+def extension_lost(
+    key: str, offset: int, pub: int, consumer: str, delivery_seq: int, op_seq: int, ignored_seq: int | None
+) -> Explained:
+    """KS-RTY-8, the holder's extension recorded as ignored (`ignored_seq`) or not answered at all (None)."""
+    what = f"was recorded as extend_ignored [seq {ignored_seq}]" if ignored_seq is not None else "was not answered"
+    return (
+        [
+            message_clause(offset, key, pub),
+            f"{consumer} holds m{offset}'s outstanding delivery [seq {delivery_seq}] and asks for more time with "
+            f"extend [seq {op_seq}]",
+        ],
+        f"the extension {what}, but an extension from the holder must move its delivery's timeout to now + ticks, "
+        "recorded as an extended event (KS-RTY-8)",
+        {"offset": offset, "consumer": consumer},
     )
 
 

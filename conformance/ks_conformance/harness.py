@@ -199,6 +199,8 @@ class Session:
                 return "invalid_argument"
             reliable = self.config.get("profile", "strict") != "best-effort"
             return None if reliable and self.config.get("selector") != "buckets" else "invalid_argument"
+        if name == "extend":
+            return self._extend_refusal(op)
         if name in ("release", "skip"):
             state = self.checker.keys.get(str(op["key"]))
             return None if state is not None and state.blocked else "not_blocked"
@@ -232,6 +234,19 @@ class Session:
             return "invalid_argument"
         ended = self.checker.ended_deliveries(self.checker.messages[offset])
         return None if ended.get(attempt) == op["consumer"] else "invalid_argument"
+
+    def _extend_refusal(self, op: Mapping[str, Any]) -> str | None:
+        """KS-RTY-8's domain: a member, a published offset, ticks >= 1, and timeouts to move (`ack_timeout > 0`
+        outside the best-effort profile); a consumer that is not a member is `unknown_consumer`, the rest
+        `invalid_argument`."""
+        if op["consumer"] not in self.checker.members:
+            return "unknown_consumer"
+        if int(self.config.get("ack_timeout") or 0) == 0 or self.profile == "best-effort":
+            return "invalid_argument"
+        if not 0 <= int(op["offset"]) < len(self.checker.messages):
+            return "invalid_argument"
+        ticks = op.get("ticks")
+        return None if isinstance(ticks, int) and not isinstance(ticks, bool) and ticks >= 1 else "invalid_argument"
 
     def _ranges_fit(self, ranges: Any) -> bool:
         if not isinstance(ranges, list) or not ranges:
@@ -385,6 +400,18 @@ class Session:
                     "key": key,
                     "consumer": op["consumer"],
                     "attempt": op["attempt"],
+                }
+            ]
+        if name == "extend":
+            key = self.checker.messages[int(op["offset"])].key
+            # The trace's `capacity` column carries the ticks asked for (spec/trace.md).
+            return [
+                {
+                    "event": "extend",
+                    "offset": op["offset"],
+                    "key": key,
+                    "consumer": op["consumer"],
+                    "capacity": op["ticks"],
                 }
             ]
         if name in ("tick", "restart"):

@@ -133,6 +133,7 @@ class KeySharedMachine(RuleBasedStateMachine):
             "zombie_ack",
             "zombie_nack",
             "seek",
+            "extend",
         ):
             return False
         if op == "flow":
@@ -141,6 +142,8 @@ class KeySharedMachine(RuleBasedStateMachine):
             return delay_form_problem(session.config) is None
         if op == "seek":
             return session.config.get("selector") != "buckets"  # section 14: not with buckets
+        if op == "extend":
+            return bool(session.config.get("ack_timeout"))  # an extension moves a timeout (KS-RTY-8)
         return True
 
     @contextmanager
@@ -155,7 +158,8 @@ class KeySharedMachine(RuleBasedStateMachine):
     def do(self, op: dict[str, Any]) -> None:
         """Perform one op (the harness marks it as one op, judges it and records it as a step)."""
         assert self.session is not None
-        watched = self.outstanding_deliveries() if op["op"] in ENDING_OPS and self.zombies_drawn() else []
+        watching = self.zombies_drawn() or self.able("extend")
+        watched = self.outstanding_deliveries() if op["op"] in ENDING_OPS and watching else []
         with self.ending_the_run_on_fault():
             self.session.perform(op)
         if op["op"] in ("restart", "seek"):
@@ -425,6 +429,9 @@ class KeySharedMachine(RuleBasedStateMachine):
             self.seek(data)
             if consumer not in self.members():
                 return
+        if self.able("extend") and data.draw(st.booleans(), label="asks for more time instead"):
+            self.extend(data, consumer, offset)
+            return
         self.do({"op": "ack", "consumer": consumer, "offset": offset})
         # Not a rule of its own: a rule disabled in most configurations still changes how Hypothesis picks the
         # others, and it hid two deep mutants from every ci seed.
@@ -458,6 +465,9 @@ class KeySharedMachine(RuleBasedStateMachine):
             # req: KS-ACK-2 (under a shared consumer name, an ack or nack is still the holder's alone)
             consumer, offset = data.draw(st.sampled_from(namesakes), label="namesake delivery")
             self.do({"op": "nack" if negative and self.able("nack") else "ack", "consumer": consumer, "offset": offset})
+        ended = [(name, offset) for name, offset, _ in self.ended if name in self.members()]
+        if ended and self.able("extend") and data.draw(st.booleans(), label="an ended delivery asks for more time"):
+            self.extend(data, *data.draw(st.sampled_from(ended), label="ended delivery"))
             return
         consumer = data.draw(st.sampled_from(self.members()), label="member")
         published = len(self.session.checker.messages)
@@ -528,6 +538,28 @@ class KeySharedMachine(RuleBasedStateMachine):
             kind = "nack" if negative and self.able("nack") else "ack"
             self.do({"op": kind, "consumer": consumer, "offset": offset})
 
+    def extend(self, data: st.DataObject, consumer: str, offset: int) -> None:
+        """`consumer` asks for more time for its delivery of `offset` (KS-RTY-8): from the holder, a worker still busy
+        renewing its lease; from a consumer whose delivery ended, a zombie's renewal that must change nothing
+        (KS-RTY-9). Drawn within `ack` and `stale_answer`, only where `extend` is declared (see `ack`)."""
+        assert self.session is not None
+        timeout = int(self.session.config.get("ack_timeout") or 0)
+        # From longer than ack_timeout (the simplest draw: a renewal that moves the deadline later) down to 1 (one
+        # that shortens it: an extension replaces the deadline, it does not add to it).
+        ticks = timeout + 2 - data.draw(st.integers(0, timeout + 1), label="ticks shorter than ack_timeout + 2")
+        self.do({"op": "extend", "consumer": consumer, "offset": offset, "ticks": ticks})
+        if not self.able("tick") or data.draw(st.booleans(), label="then its holder answers in time"):
+            return
+        # Time passes with no answer until the delivery times out: at the new deadline, or at the old one if the
+        # extension was not its holder's (KS-RTY-8, KS-RTY-9).
+        checker = self.session.checker
+        delivery = checker.messages[offset].outstanding
+        slack = int(self.session.config.get("timer_slack") or 0)
+        for _ in range(max(ticks, timeout) + slack + 1):
+            if delivery is None or checker.messages[offset].outstanding is not delivery or not self.able("tick"):
+                return
+            self.do({"op": "tick"})
+
     def zombie_result(
         self, data: st.DataObject, negative: bool, among: list[tuple[str, int, int]] | None = None
     ) -> None:
@@ -552,6 +584,9 @@ class KeySharedMachine(RuleBasedStateMachine):
         holder, offset = data.draw(st.sampled_from(self.outstanding()), label="delivery")
         others = [name for name in self.members() if name != holder]
         if not others:
+            return
+        if self.able("extend") and data.draw(st.booleans(), label="asks for more time instead"):
+            self.extend(data, data.draw(st.sampled_from(others), label="member"), offset)  # the fencing bug (KS-RTY-9)
             return
         kind = "nack" if negative and self.able("nack") else "ack"
         self.do({"op": kind, "consumer": data.draw(st.sampled_from(others), label="member"), "offset": offset})

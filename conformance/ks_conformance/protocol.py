@@ -41,6 +41,7 @@ OPS = (
     "nack",
     "zombie_ack",
     "zombie_nack",
+    "extend",
     "tick",
     "release",
     "skip",

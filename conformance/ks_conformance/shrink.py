@@ -65,6 +65,7 @@ TRIGGERS: dict[str, str] = {
     "nack_ignored": "nack",
     "zombie_ack": "zombie_ack",
     "zombie_nack": "zombie_nack",
+    "extend": "extend",
 }
 """Op events (and the ack-class effects that start an ack or nack op in a trace: spec/checking.md section 3.0),
 by the op they stand for."""

@@ -91,6 +91,10 @@ def check_needs(
         or ("disconnect" in ops and "tick" in ops and positive("evict_after"))
     )
     no_ending = "a delivery that ends without a result: ack_timeout, remove_consumer, or disconnect with eviction"
+    # An extension moves a timeout: it needs timeouts (KS-RTY-8, KS-RTY-9).
+    extension = need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout") or need(
+        positive("ack_timeout"), supported("ack_timeout")
+    )
     requirements: dict[str, str | None] = {
         "duplicate": need(redelivery, no_redelivery),
         "attempt-miscount": need(redelivery, no_redelivery),
@@ -108,6 +112,10 @@ def check_needs(
         or need(positive("ack_timeout"), supported("ack_timeout")),
         "missed-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
         or need(positive("ack_timeout"), supported("ack_timeout")),
+        "extended-timeout-early": need("extend" in ops, "op extend") or extension,
+        "extended-timeout-missed": need("extend" in ops, "op extend") or extension,
+        "extension-lost": need("extend" in ops, "op extend") or extension,
+        "zombie-extension": need("extend" in ops, "op extend") or extension,
         "early-retry": need(failures and "tick" in ops, "op nack or capability ack_timeout")
         or need(positive("backoff_base"), supported("backoff_base")),
         "retry-overtaken": need(failures or "remove_consumer" in ops, "op nack, ack_timeout or remove_consumer"),

@@ -81,6 +81,9 @@ class Message:
     last_failure: str | None = None
     holder: Member | None = None
     delivered_at: int = 0
+    deadline: int | None = None
+    """The tick its outstanding delivery times out at once its holder extended it (KS-RTY-8); None: the delivery
+    tick plus `ack_timeout`."""
     retry_at: int = 0
     awaiting_redelivery: bool = False
     """Pending after a failure or after its holder left (KS-ORD-3)."""
@@ -306,6 +309,7 @@ class Core:
         self.set_state(message, MessageState.OUTSTANDING)
         message.holder = member
         message.delivered_at = self.now
+        message.deadline = None  # a new delivery starts with the configured timeout (KS-RTY-2)
         message.awaiting_redelivery = False
         message.held = None
         member.outstanding.add(message.offset)

@@ -39,6 +39,7 @@ OPS = (
     "nack",
     "zombie_ack",
     "zombie_nack",
+    "extend",
     "tick",
     "release",
     "skip",
@@ -309,6 +310,23 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
                       key=self.log[position].key, consumer=name, reason="ended")  # fmt: skip
         return self._end()
 
+    def extend(self, consumer: object, offset: object, ticks: object) -> Outcome:
+        """A member asks for more time for its delivery of `offset`: it times out at now + `ticks` (KS-RTY-8)."""
+        member = self.member(consumer)
+        position = _offset(offset)
+        if self.config.ack_timeout == 0 or not self.config.reliable:
+            # req: KS-GEN-4 (no timeouts: no deadline to move)
+            raise Refusal("invalid_argument", "extend needs ack_timeout > 0 (there is no deadline to move)")
+        if position >= len(self.log):
+            raise Refusal("invalid_argument", f"offset {position} was never published")
+        if not _is_int(ticks) or not isinstance(ticks, int) or ticks < 1:
+            # req: KS-GEN-4 (ticks = 0 is refused: a consumer that gives the message back at once nacks it)
+            raise Refusal("invalid_argument", f"ticks must be an integer >= 1, got {ticks!r}")
+        self._begin({"event": "extend", "offset": position, "key": self.log[position].key, "consumer": member.name,
+                     "capacity": ticks})  # fmt: skip
+        self.on_extend(member, position, ticks)
+        return self._end()
+
     def tick(self) -> Outcome:
         """Advance time by one and run the phases of KS-GEN-7 in order."""
         self.now += 1  # req: KS-GEN-2 (the only clock: every duration is counted in these ticks)
@@ -465,6 +483,8 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
             return self.nack(arg("consumer"), arg("offset"))
         if name in ("zombie_ack", "zombie_nack"):
             return self.zombie_result(name, arg("consumer"), arg("offset"), arg("attempt"))
+        if name == "extend":
+            return self.extend(arg("consumer"), arg("offset"), arg("ticks"))
         if name == "tick":
             return self.tick()
         if name == "release":

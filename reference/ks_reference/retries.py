@@ -56,7 +56,7 @@ class Retries(Acks):
             offset
             for member in self.members.values()
             for offset in member.outstanding
-            if self.messages[offset].delivered_at + timeout <= self.now
+            if self.timeout_at(self.messages[offset], timeout) <= self.now
         )
         for offset in due:
             message = self.messages[offset]
@@ -71,6 +71,30 @@ class Retries(Acks):
             )
             self.end_delivery(message)
             self.fail(message, "timeout")
+
+    @staticmethod
+    def timeout_at(message: Message, timeout: int) -> int:
+        """The tick the message's outstanding delivery times out at: its extended deadline, else delivery + timeout."""
+        # req: KS-RTY-8 (an extension replaces the deadline)
+        return message.deadline if message.deadline is not None else message.delivered_at + timeout
+
+    def on_extend(self, member: Member, offset: int, ticks: int) -> None:
+        """An extension: the holder's delivery times out at now + ticks; any other changes nothing, recorded."""
+        message = self.messages.get(offset)
+        key = self.log[offset].key
+        if message is not None and message.state is MessageState.OUTSTANDING and message.holder is member:
+            # req: KS-RTY-8 (from now, replacing the earlier deadline, as SQS and Pub/Sub do)
+            message.deadline = self.now + ticks
+            self.emit("extended", offset=offset, key=key, consumer=member.name, attempt=message.attempts)
+            return
+        if self.cursor.is_resolved(offset):
+            reason = "resolved"
+        elif member.name in self.delivery_holders.get(offset, []):
+            reason = "ended"  # a delivery of it to this name ended (timed out, returned, a predecessor's): fenced
+        else:
+            reason = "not-holder"
+        # req: KS-RTY-9 (nobody's deadline moves)
+        self.emit("extend_ignored", offset=offset, key=key, consumer=member.name, reason=reason)
 
     def phase_retry_ready(self) -> None:
         """Phase 3: retrying messages whose back-off has elapsed become pending (KS-RTY-4)."""

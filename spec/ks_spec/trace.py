@@ -48,6 +48,7 @@ OP_EVENTS = frozenset(
         "key_skipped",
         "zombie_ack",
         "zombie_nack",
+        "extend",
         "segment_sealed",
         "segment_created",
     }

@@ -61,7 +61,7 @@ class Mutant:
 
 
 WITHOUT_ZOMBIES: dict[str, Any] = {
-    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "publish_delayed", "seek")],
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "publish_delayed", "seek", "extend")],
     "shared_names": False,
     "config_values": {
         k: v
@@ -70,9 +70,10 @@ WITHOUT_ZOMBIES: dict[str, Any] = {
     },
 }
 """What a mutant declares unless its slice says otherwise: the reference's ops and options without those added
-since 1.6 (the zombie ops and `ack_by_id`, KS-ACK-3; `publish_delayed`, KS-ORD-5; `seek`, section 14; the debounce
-options, KS-CUR-12; the reported layout, KS-BKT-11; shared consumer names, KS-ASN-5), which change how Hypothesis
-draws every example; only the mutants that test them draw them, so every other mutant's search stays as tuned."""
+since 1.6 (the zombie ops and `ack_by_id`, KS-ACK-3; `publish_delayed`, KS-ORD-5; `seek`, section 14; `extend`,
+KS-RTY-8; the debounce options, KS-CUR-12; the reported layout, KS-BKT-11; shared consumer names, KS-ASN-5), which
+change how Hypothesis draws every example; only the mutants that test them draw them, so every other mutant's search
+stays as tuned."""
 OWNER = {"profiles": ["owner"]}
 STRICT = {"profiles": ["strict"]}
 RING = {"selectors": ["ring"]}
@@ -80,14 +81,25 @@ BUCKETS = {"selectors": ["buckets"]}
 BASE: dict[str, Any] = {**OWNER, **RING, "poison_policies": ["drop"], "config_values": {}}
 """The slice most mutants are run with: one profile, one selector, one poison policy, and none of the options
 the reference declares (`tick_order` stays standard: Danube's order would spend examples most bugs do not need)."""
-ZOMBIES: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("publish_delayed", "seek")]}
+ZOMBIES: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("publish_delayed", "seek", "extend")]}
 """The reference's ops, the zombie ops (KS-ACK-3) included: only the mutants that test them draw them."""
-DELAYED: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")]}
+DELAYED: dict[str, Any] = {
+    **BASE,
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "seek", "extend")],
+}
 """The reference's ops with delayed delivery (`publish_delayed`, KS-ORD-5 to KS-ORD-7): only the mutants that test
 it draw it."""
+EXTENSIONS: dict[str, Any] = {
+    **BASE,
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "publish_delayed", "seek")],
+}
+"""The reference's ops with `extend` (KS-RTY-8), without the zombie ops: only the extension mutants draw it."""
 ACK_BY_ID: dict[str, Any] = {**ZOMBIES, "config_values": {"ack_by_id": [True]}}
 """Acknowledging by message id (spec section 20): a zombie ack of an unresolved message resolves it."""
-SEEK: dict[str, Any] = {**BASE, "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack")]}
+SEEK: dict[str, Any] = {
+    **BASE,
+    "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "publish_delayed", "extend")],
+}
 """The reference's ops with `seek` (section 14), without the zombie ops: only the mutants that test it draw it."""
 SEEK_DEBOUNCED: dict[str, Any] = {**SEEK, "config_values": {"persist_interval": [2, 3]}}
 """A seek under a debounced cursor (`persist_interval` above 0): its own write must not wait (KS-CUR-10)."""
@@ -258,6 +270,10 @@ MUTANTS: tuple[Mutant, ...] = (
         may="KS-CUR-2 KS-CUR-3 KS-CUR-4 KS-CUR-5 KS-CUR-8 KS-CUR-9 KS-ORD-1 KS-ISO-1 KS-LIV-1 KS-FLT-3 KS-OBS-1",
         **SEEK_DEBOUNCED,
     ),
+    # section 10.1: extending a delivery's deadline (KS-RTY-8) and fencing the extensions of anyone else (KS-RTY-9);
+    # an extension applied by message id moves the holder's real deadline, which the checker keeps: missed-timeout
+    _mutant("extend_ignored", "KS-RTY-8", bugs.ExtendIgnored, **EXTENSIONS),
+    _mutant("extend_by_zombie", "KS-RTY-9", bugs.ExtendByZombie, may="KS-RTY-3", **EXTENSIONS),
     # section 12: a disconnected member is still a member; its holder's ack resolves the message
     _mutant("disconnected_acks_ignored", "KS-ACK-1", bugs.DisconnectedAcksIgnored, **BASE),
     _mutant(

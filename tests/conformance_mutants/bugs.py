@@ -418,6 +418,36 @@ class SeekNotPersisted(Dispatcher):
         self.cursor.dirty_chunks = old_chunks | {target >> 16}
 
 
+class ExtendIgnored(Dispatcher):
+    """Records the holder's extension but keeps the delivery's old deadline: it times out as if never extended."""
+
+    def on_extend(self, member: Member, offset: int, ticks: int) -> None:
+        message = self.messages.get(offset)
+        if message is not None and message.state is MessageState.OUTSTANDING and message.holder is member:
+            # breaks KS-RTY-8 (the deadline stays delivery + ack_timeout)
+            self.emit("extended", offset=offset, key=message.key, consumer=member.name, attempt=message.attempts)
+            return
+        super().on_extend(member, offset, ticks)
+
+
+class ExtendByZombie(Dispatcher):
+    """Applies an extension to the message's current delivery whoever sends it, a worker whose lease ended included.
+
+    The zombie (or any other consumer) keeps the new holder's delivery alive.
+
+    Fencing only the names whose delivery of the message ended (a narrower zombie bug) is not found within the ci
+    budget: under a ring the timed-out worker gets its message back unless the membership changed in between."""
+
+    def on_extend(self, member: Member, offset: int, ticks: int) -> None:
+        message = self.messages.get(offset)
+        if message is not None and message.state is MessageState.OUTSTANDING and message.holder is not member:
+            # breaks KS-RTY-9 (no fencing: the renewal names the message, not the lease)
+            message.deadline = self.now + ticks
+            self.emit("extended", offset=offset, key=message.key, consumer=member.name, attempt=message.attempts)
+            return
+        super().on_extend(member, offset, ticks)
+
+
 class FirstAckLost(Dispatcher):
     """The first ack of every redelivered message is lost (reported as not from the holder)."""
 

@@ -7,7 +7,6 @@ the window, attempts, back-off, routing, buckets and batches); issue 29 makes ea
 
 from __future__ import annotations
 
-import heapq
 from itertools import takewhile
 
 from ks_spec.slots import slot_of
@@ -512,7 +511,7 @@ class DeliveryChecks(BucketChecks):
             self.bucket_outstanding.setdefault((message.segment, message.bucket), {})[message.offset] = delivery
         self._clear_awaiting(message, state)
         if self.ack_timeout > 0 and not self.best_effort:
-            heapq.heappush(self._timeouts, (self.now + self.ack_timeout + self.timer_slack, delivery.serial, delivery))
+            self._push_timeout(self.now + self.ack_timeout + self.timer_slack, delivery)
         if self.best_effort and not message.resolved:
             self._resolve_silently(message, "delivered", seq)
         self._refresh_head(message.key)

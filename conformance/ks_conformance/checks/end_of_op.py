@@ -47,6 +47,8 @@ class EndOfOpChecks(CheckerState):
             self._advance_phase(7)
         if op.kind == "key_skipped":
             self._check_skip(op)
+        if op.kind == "extend" and op.extension is not None and op.extension[2] is not None:
+            self._check_extension_answered(op)
         if op.published is not None and self.best_effort:
             self._check_outcome(op)
         if op.kind not in ("config", "quiescent"):
@@ -73,6 +75,26 @@ class EndOfOpChecks(CheckerState):
         for facts, problem, witness in findings[:1]:
             # req: KS-BKT-11
             self._report("invalid-layout", self.last_seq, witness, explain.invalid_layout(facts, problem))
+
+    def _check_extension_answered(self, op: OpState) -> None:
+        """The holder's `extend` must be answered by an `extended` event (KS-RTY-8): one answered by `extend_ignored`,
+        or not at all, lost it."""
+        assert op.extension is not None
+        name, _, delivery = op.extension
+        ignored = op.extension_ignored_seq
+        if (op.extension_answered and ignored is None) or delivery is None:
+            return
+        message = self.messages.peek(delivery.offset)
+        if message is None:
+            return
+        witness = [delivery.seq, op.seq] + ([ignored] if ignored is not None else [])
+        # req: KS-RTY-8
+        self._report(
+            "extension-lost",
+            self.last_seq,
+            witness,
+            explain.extension_lost(*message.facts, name, delivery.seq, op.seq, ignored),
+        )
 
     def _count_temptations(self) -> None:
         """Count the ordering checks as exercised when an op ends where a dispatcher could have broken them.
@@ -165,7 +187,25 @@ class EndOfOpChecks(CheckerState):
         timeout = int(self.config["ack_timeout"])
         for delivery in op.due_timeouts:
             message = self.messages.peek(delivery.offset)  # an archived message is not outstanding
-            if message is not None and message.outstanding is delivery and timeout > 0:
+            due = message is not None and message.outstanding is delivery and timeout > 0
+            if due and delivery.deadline is not None:
+                # req: KS-RTY-8
+                self._report(
+                    "extended-timeout-missed",
+                    op.seq,
+                    [delivery.seq, delivery.extended_seq or delivery.seq, op.seq],
+                    explain.extended_timeout_missed(
+                        delivery.offset,
+                        delivery.holder.name,
+                        delivery.seq,
+                        delivery.extended_seq,
+                        delivery.deadline,
+                        self.now,
+                        op.seq,
+                        self.timer_slack,
+                    ),
+                )
+            elif due:
                 # req: KS-RTY-3
                 self._report(
                     "missed-timeout",

@@ -209,12 +209,15 @@ class OpEventChecks(QuiescenceChecks):
         assert op is not None
         timeout = int(self.config["ack_timeout"])
         while self._timeouts and self._timeouts[0][0] <= self.now:
-            _, _, delivery = heapq.heappop(self._timeouts)
+            due, _, _, delivery = heapq.heappop(self._timeouts)
             message = self.messages.peek(delivery.offset)  # an archived message is not outstanding
             if message is not None and message.outstanding is delivery:
-                op.due_timeouts.append(delivery)
+                if due == self.timeout_due(delivery) + self.timer_slack and delivery not in op.due_timeouts:
+                    op.due_timeouts.append(delivery)  # an entry an extension replaced is stale (KS-RTY-8)
         if timeout > 0:
-            self._exercise("missed-timeout", len(op.due_timeouts))
+            extended = sum(1 for delivery in op.due_timeouts if delivery.deadline is not None)
+            self._exercise("missed-timeout", len(op.due_timeouts) - extended)
+            self._exercise("extended-timeout-missed", extended)
         evict_after = int(self.config["evict_after"])
         for incarnation in list(self._disconnected.values()):
             if incarnation.disconnected_at + evict_after + self.timer_slack <= self.now:  # req: KS-GEN-9

@@ -84,6 +84,10 @@ class Delivery:
     tick: int
     seq: int
     epoch: int
+    deadline: int | None = None
+    """The tick an `extended` event moved its timeout to (KS-RTY-8); None while it keeps `tick + ack_timeout`."""
+    extended_seq: int | None = None
+    """The seq of the last `extended` event that moved its deadline."""
 
 
 @dataclass(eq=False, slots=True)
@@ -207,6 +211,11 @@ class OpState:
     due_evictions: list[Incarnation] = field(default_factory=list)
     zombie: tuple[str, int] | None = None
     """For `zombie_ack` and `zombie_nack`: the consumer name and attempt of the ended delivery it answers."""
+    extension: tuple[str, int, Delivery | None] | None = None
+    """For `extend`: the consumer, the ticks asked for, and the delivery it holds of the offset (None if none)."""
+    extension_answered: bool = False
+    extension_ignored_seq: int | None = None
+    """The `extend_ignored` that answered the holder's `extend` (KS-RTY-8), if one did."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pyroaring import BitMap
 
 from ks_conformance import explain
 from ks_conformance.checks.delivery import DeliveryChecks
-from ks_conformance.checks.records import Message
+from ks_conformance.checks.records import Delivery, Message
 from ks_conformance.checks.state import BEST_EFFORT_DROPS, OUTCOME_EVENTS, Event
 from ks_conformance.glob import accepts
 
@@ -90,6 +90,69 @@ class ResolutionChecks(DeliveryChecks):
         else:
             self._end_delivery(message)
         return True
+
+    def _on_extend(self, event: Event) -> None:
+        """An `extend` op: note whether its consumer holds the offset's outstanding delivery (KS-RTY-8, KS-RTY-9)."""
+        op = self.op
+        assert op is not None
+        message = self._message_of(event)
+        if message is None or self.best_effort:
+            return
+        delivery = message.outstanding
+        incarnation = self.members.get(str(event["consumer"]))
+        holds = delivery is not None and incarnation is not None and delivery.holder is incarnation
+        op.extension = (str(event["consumer"]), int(event["capacity"]), delivery if holds else None)
+        # req: KS-RTY-8, KS-RTY-9
+        self._exercise("extension-lost" if holds else "zombie-extension")
+
+    def _extension_of(self, event: Event) -> tuple[Message, str, int, Delivery | None] | None:
+        """The message and the `extend` op an `extended` or `extend_ignored` event answers, or None (a problem)."""
+        op = self.op
+        seq = int(event["seq"])
+        if op is None or op.kind != "extend" or op.extension_answered:
+            self._problem(seq, f"{event['event']} outside an extend op, or a second answer to one")
+            return None
+        op.extension_answered = True
+        message = self._message_of(event)
+        if message is None or op.extension is None:
+            return None
+        name, ticks, delivery = op.extension
+        if str(event["consumer"]) != name or int(event["offset"]) != message.offset:
+            self._problem(seq, f"{event['event']} names another consumer or offset than its extend op")
+            return None
+        return message, name, ticks, delivery
+
+    def _on_extended(self, event: Event) -> None:
+        answered = self._extension_of(event)
+        op = self.op
+        if answered is None or op is None:
+            return
+        message, name, ticks, delivery = answered
+        seq = int(event["seq"])
+        current = message.outstanding
+        if delivery is None or current is not delivery:
+            holder, holder_seq = (current.holder.name, current.seq) if current is not None else (None, None)
+            # req: KS-RTY-9
+            self._report(
+                "zombie-extension",
+                seq,
+                [op.seq, seq],
+                explain.zombie_extension(*message.facts, name, op.seq, holder, holder_seq, seq),
+            )
+            return
+        # req: KS-RTY-8 (the deadline becomes now + ticks, replacing the earlier one)
+        delivery.deadline = self.now + ticks
+        delivery.extended_seq = seq
+        self._push_timeout(delivery.deadline + self.timer_slack, delivery)
+
+    def _on_extend_ignored(self, event: Event) -> None:
+        answered = self._extension_of(event)
+        op = self.op
+        if answered is None or op is None:
+            return
+        message, _, _, delivery = answered
+        if delivery is not None and message.outstanding is delivery:
+            op.extension_ignored_seq = int(event["seq"])  # judged at the end of the op (KS-RTY-8)
 
     def _on_ack(self, event: Event) -> None:
         message = self._message_of(event)
@@ -201,9 +264,27 @@ class ResolutionChecks(DeliveryChecks):
         name = str(event["consumer"])
         timeout = int(self.config["ack_timeout"])
         delivery = message.outstanding
+        at_consumer = delivery is not None and delivery.holder.name == name
+        if at_consumer and delivery is not None and delivery.deadline is not None and timeout > 0:
+            # req: KS-RTY-8 (an extended delivery times out at its new deadline, not before)
+            if delivery.deadline != delivery.tick + timeout:
+                self._exercise("extended-timeout-early")  # the extension really moved it
+            if self.now < delivery.deadline:
+                self._report(
+                    "extended-timeout-early",
+                    seq,
+                    [delivery.seq, delivery.extended_seq or delivery.seq, seq],
+                    explain.extended_timeout_early(
+                        *message.facts, name, delivery.seq, delivery.extended_seq, delivery.deadline, self.now, seq
+                    ),
+                )
+            if not message.resolved:
+                self._fail(message, "timeout", seq)
+            else:
+                self._end_delivery(message)
+            return
         # req: KS-RTY-2
         self._exercise("premature-timeout")
-        at_consumer = delivery is not None and delivery.holder.name == name
         why = ""
         if timeout == 0:
             why = explain.TIMEOUTS_DISABLED

@@ -168,7 +168,9 @@ class CheckerState:
         self._expect_ack_class = False
         self._serial = 0
         self._incarnations = 0
-        self._timeouts: list[tuple[int, int, Delivery]] = []
+        self._timeouts: list[tuple[int, int, int, Delivery]] = []
+        self._timer_pushes = 0
+        """Pushes onto `_timeouts`: the tie-break of a delivery whose deadline an extension moved (KS-RTY-8)."""
         self._readiness: list[tuple[int, int, int]] = []
         self._disconnected: dict[int, Incarnation] = {}
         """Disconnected members that can be evicted (`evict_after` > 0), until their eviction is due."""
@@ -394,6 +396,15 @@ class CheckerState:
     def ended_deliveries(self, message: Message) -> dict[int, str]:
         """The deliveries of a message made and ended since the last restart: the holder's name, by attempt."""
         return message.ended if message.ended is not None and message.ended_in == self.restarts else {}
+
+    def _push_timeout(self, due: int, delivery: Delivery) -> None:
+        """Remember that `delivery` must have timed out by tick `due` (its deadline plus the timer slack)."""
+        self._timer_pushes += 1
+        heapq.heappush(self._timeouts, (due, delivery.serial, self._timer_pushes, delivery))
+
+    def timeout_due(self, delivery: Delivery) -> int:
+        """The tick `delivery` times out at: its extended deadline (KS-RTY-8), else its tick plus `ack_timeout`."""
+        return delivery.deadline if delivery.deadline is not None else delivery.tick + self.ack_timeout
 
     def _end_delivery(self, message: Message) -> None:
         delivery = message.outstanding
