@@ -112,6 +112,7 @@ def _restart_seq(events: list[dict[str, Any]]) -> int:
     return restarts[0]
 
 
+@pytest.mark.slow  # two real streaming runs in subprocesses, about 90 s: the slow tier (make test-slow) runs it
 def test_the_correct_pipeline_killed_mid_batch_and_restarted_is_valid_with_duplicates_only_after_the_restart(
     tmp_path: Path,
 ) -> None:

@@ -3,6 +3,10 @@
 Each operation validates its arguments first (a refusal changes nothing, KS-GEN-4), records its
 op event when a trace is kept, performs its effects, ends with a dispatch pass (KS-GEN-6) and
 the cursor persistence that is due, and returns the effect events it caused.
+
+Long because it is the one frame of every operation of the protocol (twenty-one of them, each a thin method that
+validates, opens the op, delegates to the section's mixin and closes it) and the op table that maps protocol objects
+onto them; the behaviour itself lives in the mixins, one per spec section.
 """
 
 from __future__ import annotations
