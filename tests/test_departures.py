@@ -145,3 +145,17 @@ def test_an_advance_trigger_without_a_flush_skips_the_cursor_stall_check_with_it
     assert check_needs("cursor-stall", declaring(persist_trigger=["advance"], persist_flush=[0, 2]), {}) is None
     assert check_needs("cursor-stall", declaring(persist_trigger=["tick", "advance"]), {}) is None
     assert check_needs("cursor-stall", declaring(), {}) is None
+
+
+def test_delayed_delivery_declared_only_where_the_spec_refuses_it_is_skipped_with_the_reason() -> None:
+    """publish_delayed under selector buckets alone is refused by spec section 6, so its checks are skipped with the
+    reason (a run of such an adapter is not left vacuous, which would make its verdict unknown)."""
+    from ks_conformance.protocol import Capabilities
+    from ks_conformance.statuses import check_needs
+
+    ops = ("publish", "publish_delayed", "add_consumer", "ack", "tick")
+    buckets = Capabilities(("owner",), ("buckets",), ops)
+    ring = Capabilities(("owner",), ("ring", "buckets"), ops)
+    for kind in ("delivered-before-due", "blocked-behind-delayed", "due-left-waiting"):
+        assert "buckets" in (check_needs(kind, buckets, {}) or ""), kind
+        assert check_needs(kind, ring, {}) is None, kind

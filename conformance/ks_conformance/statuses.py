@@ -81,6 +81,10 @@ def check_needs(
         or (failures and positive("backoff_base") and capabilities.cursor and positive("persist_interval"))
     )
     # A seek is drawn under a selector other than buckets (spec section 14).
+    # Delays are specified for the reliable profiles without buckets (spec section 6): elsewhere the op is refused.
+    delaying = "publish_delayed" in ops and "tick" in ops and bool(selectors - {"buckets"})
+    delaying = delaying and bool(set(capabilities.profiles) - {"best-effort"})
+    no_delay = "op publish_delayed, a reliable profile and a selector other than buckets"
     seeking = "seek" in ops and bool(selectors - {"buckets"})
     no_seek = "op seek and a selector other than buckets"
     # What ends a delivery without a result, so that a zombie op has something to answer (KS-ACK-3).
@@ -105,9 +109,9 @@ def check_needs(
         or need(ended, no_ending)
         or need(True in forms("ack_by_id"), "ack_by_id = true (declared in config_values)"),
         "holder-nack-ignored": need("nack" in ops, "op nack"),
-        "delivered-before-due": need("publish_delayed" in ops and "tick" in ops, "op publish_delayed"),
-        "blocked-behind-delayed": need("publish_delayed" in ops and "tick" in ops, "op publish_delayed"),
-        "due-left-waiting": need("publish_delayed" in ops and "tick" in ops, "op publish_delayed"),
+        "delivered-before-due": need(delaying, no_delay),
+        "blocked-behind-delayed": need(delaying, no_delay),
+        "due-left-waiting": need(delaying, no_delay),
         "premature-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")
         or need(positive("ack_timeout"), supported("ack_timeout")),
         "missed-timeout": need(capabilities.ack_timeout and "tick" in ops, "capability ack_timeout")

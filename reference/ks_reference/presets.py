@@ -277,7 +277,8 @@ PRESETS: dict[str, Preset] = {
                 "controller_moves": [True],
                 "layout": ["reported"],
             },
-            capabilities={"filters": False, "ops": [op for op in SEED_OPS if op != "seek"]},
+            # no seek and no delayed delivery: neither is specified with buckets yet (spec sections 6 and 14)
+            capabilities={"filters": False, "ops": [op for op in SEED_OPS if op not in ("seek", "publish_delayed")]},
             differences=(
                 "the controller evens the load by unresolved messages once per tick, moving one drained bucket at a "
                 "time; PIP-486 leaves its controller's policy (and its measure of load) to the implementation",
