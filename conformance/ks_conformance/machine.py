@@ -465,6 +465,7 @@ class KeySharedMachine(RuleBasedStateMachine):
             # req: KS-ACK-2 (under a shared consumer name, an ack or nack is still the holder's alone)
             consumer, offset = data.draw(st.sampled_from(namesakes), label="namesake delivery")
             self.do({"op": "nack" if negative and self.able("nack") else "ack", "consumer": consumer, "offset": offset})
+            return
         ended = [(name, offset) for name, offset, _ in self.ended if name in self.members()]
         if ended and self.able("extend") and data.draw(st.booleans(), label="an ended delivery asks for more time"):
             self.extend(data, *data.draw(st.sampled_from(ended), label="ended delivery"))
