@@ -106,6 +106,7 @@ class Persistence(Core):
         self.queues = {}
         self.pending_counts = Counter()
         self.retrying = set()
+        self.delayed = set()  # a delayed message is read again from the log, into the tracker if still not due
         self.key_holders = {}
         self.blocked = {}
         self.holds = {}
@@ -120,4 +121,5 @@ class Persistence(Core):
         self.store.persist_cursor(target, chunks, self.now)
         self.persisted_position = target
         self.persisted_at = self.now
+        self.flush_owed = False  # req: KS-CUR-12 (the seek's write is the flush's too)
         self.emit("cursor_persisted", cursor=target, ranges=[] if self.config.persist_ack_holes else None)
