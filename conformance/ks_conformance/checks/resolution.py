@@ -172,14 +172,7 @@ class ResolutionChecks(DeliveryChecks):
         if holds:
             self._exercise("holder-ack-ignored")
         elif name in self.seek_holders.get(message.offset, ()):
-            # req: KS-CUR-11
-            self._exercise("seek-stale-ack")
-            self._report(
-                "seek-stale-ack",
-                seq,
-                [self.seek[1] if self.seek is not None else None, seq],
-                explain.seek_stale_ack(*message.facts, name, self.seek[1] if self.seek is not None else 0, "ack", seq),
-            )
+            self._seek_stale_answer(message, name, "ack", seq)
         else:
             # req: KS-ACK-2, KS-GEN-3
             self._exercise("stale-ack-accepted")
@@ -191,6 +184,18 @@ class ResolutionChecks(DeliveryChecks):
                 explain.stale_ack_accepted(*message.facts, message.last_delivery_seq, holder, holder_seq, name, seq),
             )
         self._resolve(message, "acked", seq)
+
+    def _seek_stale_answer(self, message: Message, name: str, what: str, seq: int) -> None:
+        """KS-CUR-11: an accepted ack or nack from a member whose delivery of the message the last seek ended."""
+        seek_seq = self.seek[1] if self.seek is not None else None
+        # req: KS-CUR-11
+        self._exercise("seek-stale-ack")
+        self._report(
+            "seek-stale-ack",
+            seq,
+            [seek_seq, seq],
+            explain.seek_stale_ack(*message.facts, name, seek_seq if seek_seq is not None else 0, what, seq),
+        )
 
     def _on_ack_ignored(self, event: Event) -> None:
         self._ignored(event, "ack")
@@ -234,14 +239,7 @@ class ResolutionChecks(DeliveryChecks):
         if delivery is not None and incarnation is not None and delivery.holder is incarnation:
             self._exercise("holder-nack-ignored")
         elif name in self.seek_holders.get(message.offset, ()):
-            # req: KS-CUR-11
-            self._exercise("seek-stale-ack")
-            self._report(
-                "seek-stale-ack",
-                seq,
-                [self.seek[1] if self.seek is not None else None, seq],
-                explain.seek_stale_ack(*message.facts, name, self.seek[1] if self.seek is not None else 0, "nack", seq),
-            )
+            self._seek_stale_answer(message, name, "nack", seq)
         else:
             # req: KS-RTY-1
             self._exercise("stale-nack-accepted")
