@@ -237,16 +237,22 @@ def test_each_preset_gets_the_verdict_its_seed_calls_for(name: str) -> None:
         assert (verdict, failed) == ("conformant", set())
 
 
+def _danube(**config: Any) -> tuple[dict[str, Any], TraceRecorder, Any]:
+    """The danube preset's dispatcher on the first of each declared value (and `config`), traced, with member c1."""
+    preset = PRESETS["danube"]
+    full: dict[str, Any] = {"profile": preset.profile, "selector": preset.selector, **config}
+    full.update({name: values[0] for name, values in preset.config_values.items()})
+    trace = TraceRecorder()
+    dispatcher = preset.dispatcher(full, None, trace)
+    dispatcher.add_consumer("c1", 5)
+    return full, trace, dispatcher
+
+
 def test_danube_reads_its_log_at_the_heartbeat_and_the_kit_accepts_it() -> None:
     """KS-GEN-8: the danube preset declares heartbeat reads and uses them (an ack that frees the window is followed
     by the read one tick later); the trace is valid because the preset declares it."""
-    preset = PRESETS["danube"]
-    assert preset.config_values["read_trigger"] == ["heartbeat"]
-    config = {"profile": preset.profile, "selector": preset.selector, "window": 1}
-    config.update({name: values[0] for name, values in preset.config_values.items()})
-    trace = TraceRecorder()
-    dispatcher = preset.dispatcher(config, None, trace)
-    dispatcher.add_consumer("c1", 5)
+    assert PRESETS["danube"].config_values["read_trigger"] == ["heartbeat"]
+    config, trace, dispatcher = _danube(window=1)
     dispatcher.publish("a")
     dispatcher.publish("b")
     assert _delivered(dispatcher.tick().events) == [0]
@@ -260,13 +266,8 @@ def test_danube_reads_its_log_at_the_heartbeat_and_the_kit_accepts_it() -> None:
 def test_danube_writes_its_cursor_on_an_advance_and_the_kit_accepts_it() -> None:
     """KS-CUR-12: the danube preset writes a moved cursor once its interval has passed, and otherwise leaves it for
     the next move; the trace is valid because the preset declares it, late by the timer rule otherwise."""
-    preset = PRESETS["danube"]
-    assert preset.config_values["persist_trigger"] == ["advance"]
-    config = {"profile": preset.profile, "selector": preset.selector, "persist_interval": 2}
-    config.update({name: values[0] for name, values in preset.config_values.items()})
-    trace = TraceRecorder()
-    dispatcher = preset.dispatcher(config, None, trace)
-    dispatcher.add_consumer("c1", 5)
+    assert PRESETS["danube"].config_values["persist_trigger"] == ["advance"]
+    config, trace, dispatcher = _danube(persist_interval=2)
     dispatcher.publish("a")
     dispatcher.publish("b")
     assert _delivered(dispatcher.tick().events) == [0, 1]
