@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ks_conformance.catalogue import BY_NAME
 from ks_conformance.harness import Session
 from ks_conformance.protocol import Capabilities, InProcessConnection
+from ks_conformance.rules import BY_NAME
 from ks_conformance.smoke import smoke
 from ks_conformance.stdio import DEFAULT_TIMEOUT, START_TIMEOUT
 from ks_reference.adapter import ReferenceAdapter

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 from ks_conformance.anomalies import Verdict, requirement_levels
 from ks_conformance.builder import TraceBuilder
-from ks_conformance.catalogue import BY_NAME, CATALOGUE, Stage
 from ks_conformance.checker import Checker, check_events
+from ks_conformance.rules import BY_NAME, RULES, Stage
 
 Pair = tuple[Callable[[], TraceBuilder], Callable[[], TraceBuilder]]
 CASES: dict[str, list[Pair]] = {}
@@ -1848,7 +1848,7 @@ def test_close_valid_trace_does_not(name: str, number: int, pair: Pair) -> None:
 
 
 def test_every_trace_anomaly_has_a_case() -> None:
-    judged_from_traces = {k.name for k in CATALOGUE if k.stage is not Stage.HARNESS}
+    judged_from_traces = {k.name for k in RULES if k.stage is not Stage.HARNESS}
     assert judged_from_traces - set(CASES) == set()
 
 

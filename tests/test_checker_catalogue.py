@@ -1,10 +1,12 @@
-"""The anomaly catalogue in code equals the tables of spec/checking.md, and names only real requirements."""
+"""The rule registry (ks_conformance.rules) is what spec/checking.md's tables say, cell by cell, and names only real
+requirements; each rule lives in the module of its requirement's spec section."""
 
 from __future__ import annotations
 
 import re
 
-from ks_conformance.catalogue import CATALOGUE, INDIRECT, Stage, checks_of
+from ks_conformance.rules import INDIRECT, RULES, Stage, rules_of
+from ks_conformance.rules.tables import render, row
 from ks_spec import paths
 from ks_spec.requirements import parse_spec
 
@@ -29,12 +31,58 @@ def _tables() -> list[tuple[str, str, Stage]]:
 
 
 def test_catalogue_matches_checking_md_row_for_row() -> None:
-    assert [(k.name, k.requirement, k.stage) for k in CATALOGUE] == _tables()
+    """Each stage's table lists that stage's rules in registry order (spec section, then module order)."""
+    stages = list(SECTION_STAGE.values())
+    in_tables = sorted(RULES, key=lambda rule: stages.index(rule.stage))
+    assert [(k.name, k.requirement, k.stage) for k in in_tables] == _tables()
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of a Markdown table row (an escaped `\\|` stays inside its cell)."""
+    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\) \| ", line.strip()[2:-2])]
+
+
+def test_every_cell_of_checking_md_is_the_registry_s() -> None:
+    """The tables are generated from the registry (`keyshared spec index`); a hand edit of either shows here."""
+    document = {
+        match.group(1): _cells(line)
+        for line in (paths.SPEC_DIR / "checking.md").read_text(encoding="utf-8").splitlines()
+        if (match := re.match(r"^\| `([a-z-]+)` \|", line))
+    }
+    columns = ("anomaly", "requirement", "scope", "condition", "witness", "exercised")
+    for rule in RULES:
+        wanted = _cells(row(rule))
+        found = document.get(rule.name)
+        assert found is not None, f"{rule.name}: no row in spec/checking.md"
+        for column, (have, want) in enumerate(zip(found, wanted, strict=True)):
+            assert have == want, f"{rule.name}, column {columns[column]}: checking.md says {have!r}, the rule {want!r}"
+
+
+def test_rendering_the_tables_leaves_checking_md_unchanged() -> None:
+    document = (paths.SPEC_DIR / "checking.md").read_text(encoding="utf-8")
+    assert render(document) == document, "run `keyshared spec index`"
+
+
+def test_rendering_replaces_a_stale_row() -> None:
+    """The renderer really rewrites the tables (so the freshness test above can fail)."""
+    document = (paths.SPEC_DIR / "checking.md").read_text(encoding="utf-8")
+    stale = document.replace("| `key-reorder` | KS-ORD-1 | key |", "| `key-reorder` | KS-ORD-2 | key |")
+    assert stale != document
+    assert render(stale) == document
+
+
+def test_each_rule_lives_in_the_module_of_its_requirement_s_section() -> None:
+    """rules/ordering.py holds the rules of section 6, ...: a requirement's rules are found beside its section."""
+    sections = {r.id: r.section for r in parse_spec()}
+    modules: dict[str, set[str]] = {}
+    for rule in RULES:
+        modules.setdefault(rule.module, set()).add(sections[rule.requirement])
+    assert all(len(found) == 1 for found in modules.values()), modules
 
 
 def test_every_anomaly_names_a_requirement_of_the_spec() -> None:
     levels = {r.id: r.level for r in parse_spec()}
-    for kind in CATALOGUE:
+    for kind in RULES:
         assert levels.get(kind.requirement) in ("MUST", "SHOULD"), kind
 
 
@@ -50,30 +98,29 @@ def test_indirect_requirements_are_those_of_section_3_and_have_no_check_of_their
         listed.update(ids)
     assert set(INDIRECT) == listed
     for requirement in INDIRECT:
-        assert checks_of(requirement) == ()
+        assert rules_of(requirement) == ()
 
 
 def test_every_must_requirement_is_checked_or_explained() -> None:
     """No requirement silently untested: each MUST has a check or a section-3 reason."""
     for req in parse_spec():
         if req.level == "MUST":
-            assert checks_of(req.id) or req.id in INDIRECT, req.id
+            assert rules_of(req.id) or req.id in INDIRECT, req.id
 
 
-def test_every_trace_anomaly_has_its_explanation_in_catalogue_order() -> None:
+def test_every_trace_anomaly_has_its_explanation() -> None:
     """ks_conformance.explain words each kind a trace shows (one function per kind, or per situation of it)."""
     import inspect
 
     from ks_conformance import explain
 
-    kinds = [k.name.replace("-", "_") for k in CATALOGUE if k.stage is not Stage.HARNESS]
-    found: list[str] = []
-    for name, function in sorted(
-        inspect.getmembers(explain, inspect.isfunction), key=lambda item: item[1].__code__.co_firstlineno
-    ):
-        kind = next((k for k in kinds if name == k or name.startswith(k + "_")), None)
-        if kind is not None and function.__module__ == explain.__name__ and kind not in found:
-            found.append(kind)
-    missing = [kind for kind in kinds if kind not in found]
+    functions = [name for name, _ in inspect.getmembers(explain, inspect.isfunction)]
+    missing = [
+        rule.name
+        for rule in RULES
+        if rule.stage is not Stage.HARNESS
+        and not any(
+            f == rule.name.replace("-", "_") or f.startswith(rule.name.replace("-", "_") + "_") for f in functions
+        )
+    ]
     assert not missing, f"kinds without a function in ks_conformance.explain: {missing}"
-    assert found == kinds, "the functions of ks_conformance.explain are not in catalogue order"

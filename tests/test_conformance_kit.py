@@ -459,9 +459,9 @@ def test_a_kind_seen_while_searching_for_another_gets_its_own_shrunk_witness(tmp
     witness of its own, shrunk and replayable (issue 13). The suite once counted what it saw after a found
     kind as merely exercised, and listed its requirement passed; then it kept the example unshrunk."""
     from conformance_mutants import BY_NAME
-    from ks_conformance.catalogue import BY_NAME as KINDS
     from ks_conformance.protocol import InProcessConnection
     from ks_conformance.results import report_lines
+    from ks_conformance.rules import BY_NAME as KINDS
     from ks_conformance.scenario import read_scenario, replay
     from ks_reference.adapter import create
 

@@ -18,7 +18,7 @@ import pytest
 from conformance_mutants import DOUBLE_MUTANTS, MUTANTS, Mutant
 from conformance_mutants.judge import Judgement, judge
 from ks_conformance.anomalies import requirement_levels
-from ks_conformance.catalogue import CATALOGUE
+from ks_conformance.rules import RULES
 from selected import selected_names
 
 SUBSUMED_IN_LIVE_RUNS = {
@@ -99,7 +99,7 @@ def test_mutant_scenarios_replay_and_clear_the_reference(mutant: Mutant, judgeme
     assert all(path.is_file() for path in judged.scenarios)
     if mutant.catches - {"KS-CFG-1"}:  # a refused configuration has no steps to replay
         assert judged.replayed, f"{mutant.name}: no saved scenario could be replayed"
-    allowed = {kind.name for kind in CATALOGUE if kind.requirement in mutant.catches | mutant.may | mutant.warns}
+    allowed = {kind.name for kind in RULES if kind.requirement in mutant.catches | mutant.may | mutant.warns}
     for (recorded, again), on_reference in zip(judged.replayed, judged.on_reference, strict=True):
         # A replay shows at least what was recorded; a bug whose state diverges from its events may show more
         # in the replay's last op than the example that stopped at its first new kind, but only kinds of
@@ -112,14 +112,14 @@ def test_mutant_scenarios_replay_and_clear_the_reference(mutant: Mutant, judgeme
 
 def test_every_must_requirement_with_a_check_has_a_mutant() -> None:
     levels = requirement_levels()
-    checked = {kind.requirement for kind in CATALOGUE if levels.get(kind.requirement) == "MUST"}
+    checked = {kind.requirement for kind in RULES if levels.get(kind.requirement) == "MUST"}
     caught = {requirement for mutant in MUTANTS for requirement in mutant.catches}
     assert len(DOUBLE_MUTANTS) >= 5 and len(QUICK & {m.name for m in DOUBLE_MUTANTS}) >= 2
     assert checked - caught == set(SUBSUMED_IN_LIVE_RUNS)
     assert caught <= checked
     for requirement, through in SUBSUMED_IN_LIVE_RUNS.items():
         assert through in caught, f"{requirement} is shown through {through}, which no mutant trips"
-    should = {kind.requirement for kind in CATALOGUE if levels.get(kind.requirement) == "SHOULD"}
+    should = {kind.requirement for kind in RULES if levels.get(kind.requirement) == "SHOULD"}
     assert should <= {requirement for mutant in MUTANTS for requirement in mutant.warns}
 
 

@@ -125,7 +125,7 @@ def test_the_guides_code_uses_only_what_the_capture_has_with_the_arguments_it_ta
 
 
 def test_the_guides_anomaly_table_names_real_anomaly_kinds() -> None:
-    from ks_conformance.catalogue import BY_NAME
+    from ks_conformance.rules import BY_NAME
 
     rows = re.findall(r"^\| `([a-z-]+)` \|", GUIDE.read_text(encoding="utf-8"), re.MULTILINE)
     assert len(rows) >= 10

@@ -43,7 +43,7 @@ def judged_kinds(spark: Any, events: list[Event], path: Path, partial: bool = Tr
 
 
 def test_the_sample_spans_every_stage_and_both_passes() -> None:
-    from ks_conformance.catalogue import BY_NAME, Stage
+    from ks_conformance.rules import BY_NAME, Stage
     from ks_spark.validation.catalogue import CHECKS
 
     assert {BY_NAME[name].stage for name in SAMPLE} == {Stage.EVENT, Stage.OP, Stage.QUIESCENT}

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ks_conformance.catalogue import CATALOGUE, Stage
 from ks_conformance.checker import check_events
+from ks_conformance.rules import RULES, Stage
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
 from ks_spec.trace import write_trace
@@ -21,7 +21,7 @@ from spark_support import expected_not_computed, spark_fixture  # noqa: F401  (s
 from spark_support.faults import PYTHON_ONLY
 
 Event = dict[str, Any]
-TRACE_KINDS = [kind.name for kind in CATALOGUE if kind.stage is not Stage.HARNESS]
+TRACE_KINDS = [kind.name for kind in RULES if kind.stage is not Stage.HARNESS]
 
 
 def _workload(name: str) -> list[Event]:
@@ -36,7 +36,7 @@ def test_computed_and_not_computed_kinds_are_exactly_the_trace_kinds_of_the_cata
     computed = [check.anomaly for check in CHECKS]
     assert not set(computed) & set(NOT_COMPUTED)
     assert sorted(computed + list(NOT_COMPUTED)) == sorted(TRACE_KINDS)
-    requirements = {kind.name: kind.requirement for kind in CATALOGUE}
+    requirements = {kind.name: kind.requirement for kind in RULES}
     assert all(check.requirement == requirements[check.anomaly] for check in CHECKS)
 
 
@@ -89,7 +89,7 @@ def test_list_checks_prints_the_catalogue_of_the_validator(capsys: pytest.Captur
     lines = capsys.readouterr().out.splitlines()
     rows = [line.split(maxsplit=2) for line in lines[:-1]]
     assert [row[0] for row in rows] == TRACE_KINDS
-    requirements = {kind.name: kind.requirement for kind in CATALOGUE}
+    requirements = {kind.name: kind.requirement for kind in RULES}
     for name, requirement, status in rows:
         assert requirement == requirements[name]
         assert status == ("parallel" if name in BY_NAME else f"--partial skips it: {NOT_COMPUTED[name]}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from keyshared import traceability
 from keyshared.cli import main
-from ks_conformance.catalogue import CATALOGUE, INDIRECT
+from ks_conformance.rules import INDIRECT, RULES
 from ks_spec.requirements import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +82,7 @@ def test_model_mutants_are_those_of_its_properties() -> None:
 def test_checker_kinds_are_the_catalogue_rows_and_indirect_says_why() -> None:
     for requirement in ("KS-ORD-1", "KS-CUR-5", "KS-ORD-4", "KS-ASN-4"):
         chain = traceability.trace(requirement)
-        assert [c.name for c in chain.checks] == [k.name for k in CATALOGUE if k.requirement == requirement]
+        assert [c.name for c in chain.checks] == [k.name for k in RULES if k.requirement == requirement]
         assert chain.indirect == INDIRECT.get(requirement, "")
     assert traceability.trace("KS-ORD-4").indirect
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from conformance_mutants import DOUBLE_MUTANTS, MUTANTS, Mutant
 from keyshared.cli import main
-from ks_conformance.catalogue import CATALOGUE, checked_requirements, checks_of
 from ks_conformance.protocol import Connection, InProcessConnection
+from ks_conformance.rules import RULES, checked_requirements, rules_of
 from ks_conformance.tracefile import check_trace, events_signature
 from ks_conformance.vectors import VECTORS_DIR, Vector, VectorResult, find_vectors, run_vectors
 from ks_reference.adapter import create as create_reference
@@ -42,7 +42,7 @@ def _factory(mutant: Mutant) -> Callable[[], Connection]:
 def allowed(mutant: Mutant) -> set[str]:
     """The anomaly kinds of the requirements the mutant must, may or should-warn break."""
     requirements = mutant.catches | mutant.may | mutant.warns
-    return {kind.name for kind in CATALOGUE if kind.requirement in requirements}
+    return {kind.name for kind in RULES if kind.requirement in requirements}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_every_requirement_with_a_check_has_a_vector_and_a_mutant_that_fails_it(
     targeted = {target for vector in VECTORS for target in vector.targets}
     assert set(checked_requirements()) - targeted == set()
     for requirement in checked_requirements():
-        own = {kind.name for kind in checks_of(requirement)}
+        own = {kind.name for kind in rules_of(requirement)}
         failing = [v for v in VECTORS if requirement in v.targets and any(set(c.anomalies) & own for c in v.caught)]
         assert failing, f"{requirement}: no vector that a mutant fails with one of its kinds {sorted(own)}"
 
@@ -81,7 +81,7 @@ def test_mutant_fails_the_vectors_of_its_requirements(mutant: Mutant) -> None:
     for requirement in sorted(mutant.catches):
         if (mutant.name, requirement) in UNREACHABLE:
             continue
-        own = {kind.name for kind in checks_of(requirement)}
+        own = {kind.name for kind in rules_of(requirement)}
         assert any(requirement in v.targets and set(listed[v.name].anomalies) & own for v in mine), (
             f"{mutant.name}: no vector of {requirement} that it fails with {sorted(own)}"
         )
@@ -101,7 +101,7 @@ def test_the_exceptions_are_exactly_the_requirements_no_vector_catches() -> None
     unreached = set()
     for mutant in ALL_MUTANTS:
         for requirement in mutant.catches:
-            own = {kind.name for kind in checks_of(requirement)}
+            own = {kind.name for kind in rules_of(requirement)}
             if not any(
                 requirement in v.targets and c.mutant == mutant.name and set(c.anomalies) & own
                 for v in VECTORS

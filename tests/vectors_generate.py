@@ -27,9 +27,9 @@ from typing import Any
 
 from conformance_mutants import BY_NAME, DOUBLE_MUTANTS, MUTANTS, Mutant
 from conformance_mutants.judge import NOT_REPLAYABLE, judge
-from ks_conformance.catalogue import CATALOGUE, checks_of
 from ks_conformance.harness import Step
 from ks_conformance.protocol import Capabilities, Connection, InProcessConnection
+from ks_conformance.rules import RULES, rules_of
 from ks_conformance.scenario import Scenario, read_scenario
 from ks_conformance.suite import INVALID_CONFIGS
 from ks_conformance.tracefile import check_trace
@@ -255,12 +255,12 @@ class Judge:
 def allowed(mutant: Mutant) -> set[str]:
     """The anomaly kinds a mutant may show: those of its must, may and warns requirements."""
     requirements = mutant.catches | mutant.may | mutant.warns
-    return {kind.name for kind in CATALOGUE if kind.requirement in requirements}
+    return {kind.name for kind in RULES if kind.requirement in requirements}
 
 
 def draft(scenario: Scenario, targets: tuple[str, ...], kinds: tuple[str, ...] = ()) -> Vector:
     """An in-memory vector around a scenario (no file yet)."""
-    own = kinds or tuple(k.name for t in targets for k in checks_of(t))
+    own = kinds or tuple(k.name for t in targets for k in rules_of(t))
     return Vector(Path("draft"), "draft", scenario, targets, own, (), ())
 
 
@@ -330,7 +330,7 @@ def variants(scenario: Scenario, mutant: Mutant, target: str) -> Iterator[Scenar
     yield plain
     if scenario.tolerates:
         yield replace(plain, tolerates=list(scenario.tolerates))
-    own = {kind.name for kind in checks_of(target)}
+    own = {kind.name for kind in rules_of(target)}
     others = sorted(allowed(mutant) - own)
     settled = plain.steps if plain.steps and plain.steps[-1].settle else [*plain.steps, Step(settle="oldest")]
     yield replace(plain, steps=settled, tolerates=others)
@@ -534,7 +534,7 @@ def curated(judges: Judge, mutant: Mutant, target: str) -> Built | None:
     if found is None:
         print(f"no vector: {mutant.name} for {target}", flush=True)
         return None
-    kinds = tuple(sorted(set(found.kinds) & {kind.name for kind in checks_of(target)}))
+    kinds = tuple(sorted(set(found.kinds) & {kind.name for kind in rules_of(target)}))
     vector = replace(draft(found.scenario, (target,), kinds), name=situation(f"{target}/{mutant.name}"))
     print(f"{vector.name}: {len(found.scenario.steps)} steps, {', '.join(found.kinds)}", flush=True)
     return Built(vector, mutant.name, f"{target}, from mutant {mutant.name}: {mutant.bug}")
@@ -542,7 +542,7 @@ def curated(judges: Judge, mutant: Mutant, target: str) -> Built | None:
 
 def fails_on(built: list[Built], mutant: Mutant, requirement: str) -> bool:
     """Whether some vector of `requirement` is failed by the mutant with one of the requirement's kinds."""
-    own = {kind.name for kind in checks_of(requirement)}
+    own = {kind.name for kind in rules_of(requirement)}
     return any(
         requirement in item.vector.targets and mutant.name == name and set(kinds) & own
         for item in built

@@ -15,7 +15,10 @@ def register(commands: Any) -> None:
     actions.required = True
     check = actions.add_parser("check", help="IDs well formed and unique, citations exist, index fresh")
     check.set_defaults(handler=run_check)
-    index = actions.add_parser("index", help="regenerate spec/requirements.json from spec/key-shared.md")
+    index = actions.add_parser(
+        "index",
+        help="regenerate spec/requirements.json from key-shared.md and checking.md's anomaly tables from the rules",
+    )
     index.set_defaults(handler=run_index)
     listing = actions.add_parser("list", help="print the requirements as a table")
     listing.add_argument("--area", help="only this area (e.g. ORD)")
@@ -33,6 +36,7 @@ def run_check(args: argparse.Namespace) -> int:
     from ks_spec.requirements import check_spec
 
     requirements, problems = check_spec()
+    problems += stale_tables()
     for problem in problems:
         console.print(f"[red]problem[/red] {problem}", highlight=False)
     if problems:
@@ -41,8 +45,19 @@ def run_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def stale_tables() -> list[str]:
+    """A problem if checking.md's anomaly tables are not the rule registry's (ks_conformance.rules)."""
+    from ks_conformance.rules.tables import render
+    from ks_spec import paths
+
+    document = (paths.SPEC_DIR / "checking.md").read_text(encoding="utf-8")
+    if render(document) != document:
+        return ["spec/checking.md: the anomaly tables of section 2 differ from the rules (run `keyshared spec index`)"]
+    return []
+
+
 def run_index(args: argparse.Namespace) -> int:
-    """Write spec/requirements.json atomically."""
+    """Write spec/requirements.json and checking.md's anomaly tables, each atomically."""
     from ks_spec import paths
     from ks_spec.requirements import check_ids, parse_spec, read_retired, render_index
     from ks_spec.trace import _atomic_target
@@ -60,6 +75,16 @@ def run_index(args: argparse.Namespace) -> int:
         handle.write(render_index(requirements))
     os.replace(temporary, paths.REQUIREMENTS_INDEX)
     console.print(f"wrote {paths.REQUIREMENTS_INDEX} ({len(requirements)} requirements)")
+    from ks_conformance.rules import RULES
+    from ks_conformance.rules.tables import render
+
+    checking = paths.SPEC_DIR / "checking.md"
+    rendered = render(checking.read_text(encoding="utf-8"))
+    fd, temporary = _atomic_target(checking)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(rendered)
+    os.replace(temporary, checking)
+    console.print(f"wrote {checking}'s anomaly tables ({len(RULES)} rules)")
     return 0
 
 

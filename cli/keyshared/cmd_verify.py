@@ -73,10 +73,13 @@ class Step:
 def _spec_step(args: argparse.Namespace) -> StepResult:
     from ks_spec.requirements import check_spec
 
+    from keyshared.cmd_spec import stale_tables
+
     requirements, problems = check_spec()
+    problems += stale_tables()
     if problems:
         return StepResult(False, f"{len(problems)} problems, first: {problems[0]}")
-    return StepResult(True, f"{len(requirements)} requirements; IDs unique, citations defined, index fresh")
+    return StepResult(True, f"{len(requirements)} requirements; IDs unique, citations defined, index and tables fresh")
 
 
 def _trace_examples_step(args: argparse.Namespace) -> StepResult:

@@ -28,7 +28,7 @@ TESTS_DIR = paths.REPO_ROOT / "tests"
 CONFORMANCE_MUTANTS = TESTS_DIR / "conformance_mutants" / "__init__.py"
 BATCH_MUTANTS = TESTS_DIR / "spark_support" / "dispatcher_mutants.py"
 VECTORS_DIR = paths.SPEC_DIR / "vectors"
-CATALOGUE_FILE = "conformance/ks_conformance/catalogue.py"
+RULES_DIR = "conformance/ks_conformance/rules"
 
 REQ_COMMENT_RE = re.compile(r"#\s*req:\s*(.*)$")
 CITED_ID_RE = re.compile(r"\bKS-[A-Z]{2,4}-[1-9][0-9]*\b")
@@ -90,6 +90,8 @@ class AnomalyCheck:
     name: str
     stage: str
     condition: str
+    module: str
+    """The file of the rule registry that defines it."""
 
 
 @dataclass(frozen=True)
@@ -215,15 +217,19 @@ def model_links(requirement: str, chain: Chain) -> None:
 
 
 def checker_links(requirement: str, chain: Chain) -> None:
-    """The catalogue's anomaly kinds for the requirement, or why it has none of its own."""
-    from ks_conformance import catalogue
+    """The registry's rules for the requirement, or why it has none of its own."""
+    from ks_conformance import rules
 
     chain.checks = [
-        AnomalyCheck(kind.name, STAGE_WORDS.get(kind.stage.value, kind.stage.value), kind.condition)
-        for kind in catalogue.CATALOGUE
-        if kind.requirement == requirement
+        AnomalyCheck(
+            rule.name,
+            STAGE_WORDS.get(rule.stage.value, rule.stage.value),
+            rule.condition,
+            f"{RULES_DIR}/{rule.module}.py",
+        )
+        for rule in rules.rules_of(requirement)
     ]
-    chain.indirect = getattr(catalogue, "INDIRECT", {}).get(requirement, "")
+    chain.indirect = rules.INDIRECT.get(requirement, "")
 
 
 ROLES = ("must fail", "must warn", "may fail")
@@ -376,8 +382,8 @@ def render(chain: Chain) -> str:
     lines += [f"  {m.id}: {m.property} in {m.config} must reject it" for m in chain.model_mutants] or ["  none"]
     lines.append("reference (# req: comments in reference/ks_reference)")
     lines += [f"  {place}  {place.text}" for place in chain.reference] or ["  none"]
-    lines.append(f"checker ({CATALOGUE_FILE})")
-    lines += [f"  {check.name} ({check.stage}): {check.condition}" for check in chain.checks]
+    lines.append(f"checker rules ({RULES_DIR})")
+    lines += [f"  {check.name} ({check.stage}, {check.module}): {check.condition}" for check in chain.checks]
     if chain.indirect:
         lines += _wrapped(f"no check of its own: {chain.indirect}", "  ")
     if not chain.checks and not chain.indirect:

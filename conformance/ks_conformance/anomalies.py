@@ -13,7 +13,7 @@ from enum import StrEnum
 from functools import cache
 from typing import Any
 
-from ks_conformance.catalogue import BY_NAME
+from ks_conformance.rules import BY_NAME
 
 
 class Verdict(StrEnum):

@@ -8,8 +8,8 @@ per situation (`duplicate_resolved`, `duplicate_outstanding`); a "why" that a ch
 several has a phrase function beside its kind (`timeout_not_due`). Standard library only: Spark tasks
 import it.
 
-Long because the catalogue is: one function per kind and situation (60 kinds), kept in catalogue order in one
-file (a test checks the order) so that each kind's wording reads beside its neighbours'.
+Long because the catalogue is: one function per kind and situation (60 kinds), kept in one
+file so that each kind's wording reads beside its neighbours'.
 """
 
 from __future__ import annotations

@@ -28,12 +28,12 @@ from ks_spec.errors import UserError
 from ks_conformance import report
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_profiles
 from ks_conformance.batch import AnySession
-from ks_conformance.catalogue import BY_NAME, CATALOGUE, checks_of
 from ks_conformance.determinism import seed_decides
 from ks_conformance.harness import SLOTS, Session, Step
 from ks_conformance.machine import FaultAbort, Violation, machine_for
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection
 from ks_conformance.results import Finding, RunResult, RunSettings
+from ks_conformance.rules import BY_NAME, RULES, rules_of
 from ks_conformance.scenario import Scenario, replay, write_scenario
 from ks_conformance.search import Observation, RunContext, Stratum, strata
 from ks_conformance.shrink import Shape, Witness, first_of, reproduce, shape_of, shrink
@@ -362,7 +362,7 @@ def _plain_for(requirements: Sequence[str], declared: Capabilities, result: RunR
         return {
             requirement
             for requirement in requirements
-            for kind in checks_of(requirement)
+            for kind in rules_of(requirement)
             if check_needs(kind.name, capabilities, result.skipped_ops, result.refused_values) is None
         }
 
@@ -390,7 +390,7 @@ def _focused(
             stratum.profile in profiles.get(requirement, ())
             and check_needs(kind.name, narrowed, result.skipped_ops, result.refused_values) is None
             for requirement in requirements
-            for kind in checks_of(requirement)
+            for kind in rules_of(requirement)
         )
 
     selectors = tuple(selector for selector in stratum.selectors if useful(selector))
@@ -630,7 +630,7 @@ def _unbounded(config: dict[str, Any], declared: Mapping[str, Sequence[Any]]) ->
 
 def describe_catalogue() -> list[tuple[str, str, str]]:
     """(anomaly, requirement, stage) for every check, for `--help`-style listings."""
-    return [(k.name, k.requirement, k.stage.value) for k in CATALOGUE if k.name in BY_NAME]
+    return [(k.name, k.requirement, k.stage.value) for k in RULES if k.name in BY_NAME]
 
 
 def judge_session(session: Session) -> list[Anomaly]:

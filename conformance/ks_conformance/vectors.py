@@ -18,8 +18,8 @@ from ks_spec import paths
 from ks_spec.errors import MissingInput, UserError
 
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
-from ks_conformance.catalogue import BY_NAME, checks_of
 from ks_conformance.protocol import AdapterFault, Capabilities, Connection
+from ks_conformance.rules import BY_NAME, rules_of
 from ks_conformance.scenario import Scenario, read_scenario, replay, unmet
 from ks_conformance.tracefile import events_signature
 
@@ -117,7 +117,7 @@ def read_vector(path: Path, root: Path) -> Vector:
     for number, target in enumerate(note["targets"]):
         if target not in checked:
             raise bad(f".targets.{number}", f"{target} is not a requirement with a check (spec/checking.md)")
-    own = {kind.name for target in note["targets"] for kind in checks_of(target)}
+    own = {kind.name for target in note["targets"] for kind in rules_of(target)}
     for number, kind in enumerate(note["kinds"]):
         if kind not in own:
             raise bad(f".kinds.{number}", f"'{kind}' is not an anomaly kind of {', '.join(note['targets'])}")

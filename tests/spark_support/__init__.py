@@ -57,13 +57,13 @@ def parallel_kinds_not_computed(python: Checker) -> list[str]:
     """The trace kinds the Python checker applied to this trace that Spark's parallel passes do not compute, in
     catalogue order (what `--partial` leaves unchecked; capacity and the window too where the configuration takes
     them out of the parallel passes)."""
-    from ks_conformance.catalogue import CATALOGUE, Stage
+    from ks_conformance.rules import RULES, Stage
     from ks_spark.validation.catalogue import BY_NAME, not_computed_under
 
     left_out = not_computed_under(python.config)
     return [
         kind.name
-        for kind in CATALOGUE
+        for kind in RULES
         if kind.stage is not Stage.HARNESS
         and python.applies(kind.name)
         and (kind.name not in BY_NAME or kind.name in left_out)
@@ -72,11 +72,11 @@ def parallel_kinds_not_computed(python: Checker) -> list[str]:
 
 def trace_exercised(python: Checker) -> dict[str, int]:
     """The Python checker's exercised counts of the trace kinds that apply (the harness's kinds left out)."""
-    from ks_conformance.catalogue import CATALOGUE, Stage
+    from ks_conformance.rules import RULES, Stage
 
     return {
         kind.name: python.exercised[kind.name]
-        for kind in CATALOGUE
+        for kind in RULES
         if kind.stage is not Stage.HARNESS and python.applies(kind.name)
     }
 

@@ -19,7 +19,6 @@ from pyroaring import BitMap
 
 from ks_conformance import explain
 from ks_conformance.anomalies import Anomaly, Explanation, Verdict, requirement_profiles, verdict_of
-from ks_conformance.catalogue import CATALOGUE
 from ks_conformance.checks.messages import CHUNK, MessageLog
 from ks_conformance.checks.records import (
     BatchRun,
@@ -32,6 +31,7 @@ from ks_conformance.checks.records import (
     Problem,
     Segment,
 )
+from ks_conformance.rules import RULES
 
 Event = dict[str, Any]
 
@@ -87,7 +87,7 @@ class CheckerState:
     def __init__(self) -> None:
         self.anomalies: list[Anomaly] = []
         self.problems: list[Problem] = []
-        self.exercised: Counter[str] = Counter({kind.name: 0 for kind in CATALOGUE})
+        self.exercised: Counter[str] = Counter({kind.name: 0 for kind in RULES})
         self.config: dict[str, Any] = dict(CONFIG_DEFAULTS)
         self.events_seen = 0
         self.now = 0
@@ -213,7 +213,7 @@ class CheckerState:
         self.profile = profile
         self.best_effort = profile == "best-effort"
         self.buckets = self.config["selector"] == "buckets"
-        self._applies = {kind.name: profile in profiles.get(kind.requirement, ()) for kind in CATALOGUE}
+        self._applies = {kind.name: profile in profiles.get(kind.requirement, ()) for kind in RULES}
         if self.config["out_of_order"]:
             for name in OUT_OF_ORDER_KINDS:  # req: KS-ORD-1, KS-DRN-1 (given up by the declared out_of_order)
                 self._applies[name] = False

@@ -139,9 +139,9 @@ def level(check: Check) -> str:
 
 def trace_kinds() -> tuple[str, ...]:
     """Every anomaly kind judged from a trace (spec/checking.md 2.1-2.3), in catalogue order."""
-    from ks_conformance.catalogue import CATALOGUE, Stage
+    from ks_conformance.rules import RULES, Stage
 
-    return tuple(kind.name for kind in CATALOGUE if kind.stage is not Stage.HARNESS)
+    return tuple(rule.name for rule in RULES if rule.stage is not Stage.HARNESS)
 
 
 def _checker(config: Mapping[str, Any]) -> Checker:
@@ -206,9 +206,9 @@ def listing() -> list[tuple[str, str, str]]:
     """(anomaly, requirement, `parallel` or `--partial skips it: <why not in parallel>`) for every trace kind, for
     --list-checks. By default the Python checker judges them all in one task (ks_spark.validation.sequential).
     """
-    from ks_conformance.catalogue import kind
+    from ks_conformance.rules import rule
 
     return [
-        (name, kind(name).requirement, "parallel" if name in BY_NAME else f"--partial skips it: {_why(name)}")
+        (name, rule(name).requirement, "parallel" if name in BY_NAME else f"--partial skips it: {_why(name)}")
         for name in trace_kinds()
     ]

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ks_conformance import explain
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
-from ks_conformance.catalogue import kind
+from ks_conformance.rules import rule
 from ks_conformance.tracefile import config_problem
 from ks_spec.errors import MissingInput, UserError
 from ks_spec.trace import JSON_BLANK, is_parquet, line_problem
@@ -395,7 +395,7 @@ def _conclude(
     witness_events = _events_by_seq(events, sorted({s for a in shown for s in a.witness}))
     result.findings = [Finding(a, [witness_events[s] for s in a.witness if s in witness_events]) for a in shown]
     levels = requirement_levels()
-    if any(levels[kind(name).requirement] == "MUST" for name in result.counts):
+    if any(levels[rule(name).requirement] == "MUST" for name in result.counts):
         result.verdict = Verdict.INVALID
     elif result.problems:
         result.verdict = Verdict.UNKNOWN
