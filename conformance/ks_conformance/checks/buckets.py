@@ -4,7 +4,7 @@ handoffs, successors after a layout change, and the stability of the bucket poli
 
 from __future__ import annotations
 
-from ks_conformance import explain
+from ks_conformance import explain, rules
 from ks_conformance.checks.membership import OpEventChecks
 from ks_conformance.checks.records import Incarnation, Message, Segment
 from ks_conformance.checks.state import Event, bucket_owner
@@ -102,7 +102,7 @@ class BucketChecks(OpEventChecks):
                     "bucket-misassigned",
                     seq,
                     [seq],
-                    explain.bucket_misassigned_sorted(
+                    rules.buckets.bucket_misassigned_sorted(
                         *message.facts, segment.number, segment.buckets, message.bucket, names, owner, name, seq
                     ),
                 )
@@ -116,7 +116,7 @@ class BucketChecks(OpEventChecks):
                 "bucket-split-owner",
                 seq,
                 [other.seq, seq],
-                explain.bucket_split_owner(
+                rules.buckets.bucket_split_owner(
                     *message.facts, bucket, other.holder.name, other.offset, other.seq, name, seq
                 ),
             )
@@ -135,7 +135,7 @@ class BucketChecks(OpEventChecks):
                     "successor-first",
                     seq,
                     [earlier.publish_seq, seq],
-                    explain.successor_first(
+                    rules.buckets.successor_first(
                         message.offset, segment.number, segment.lo, segment.hi, ancestor.number, *earlier.facts, seq
                     ),
                 )
@@ -176,7 +176,7 @@ class BucketChecks(OpEventChecks):
                 "bucket-misassigned",
                 seq,
                 [previous_seq, seq],
-                explain.bucket_misassigned_moved(
+                rules.buckets.bucket_misassigned_moved(
                     message.offset, message.bucket, message.segment, previous.name, previous_seq, name, seq
                 ),
             )
@@ -210,7 +210,7 @@ class BucketChecks(OpEventChecks):
             "unstable-buckets",
             seq,
             [previous_seq, change_seq, seq],
-            explain.unstable_buckets(
+            rules.buckets.unstable_buckets(
                 message.offset,
                 message.bucket,
                 message.segment,

@@ -11,7 +11,7 @@ from itertools import takewhile
 
 from ks_spec.slots import slot_of
 
-from ks_conformance import explain
+from ks_conformance import explain, rules
 from ks_conformance.checks.buckets import BucketChecks
 from ks_conformance.checks.records import BatchRun, Delivery, Incarnation, KeyState, Message, OrderedOffsets
 from ks_conformance.checks.state import STABLE_SELECTORS, Event
@@ -70,7 +70,7 @@ class DeliveryChecks(BucketChecks):
                 "delivered-before-due",
                 seq,
                 [message.publish_seq, seq],
-                explain.delivered_before_due(*message.facts, deliver_at, self.now, seq),
+                rules.ordering.delivered_before_due(*message.facts, deliver_at, self.now, seq),
             )
 
     def _first_in_order(self, offsets: OrderedOffsets, before: int) -> int | None:
@@ -105,7 +105,7 @@ class DeliveryChecks(BucketChecks):
                     "key-reorder",
                     seq,
                     [previous.publish_seq, message.publish_seq, seq],
-                    explain.key_reorder(*message.facts, earlier, previous.publish_seq, seq),
+                    rules.ordering.key_reorder(*message.facts, earlier, previous.publish_seq, seq),
                 )
                 # req: KS-FLW-3
                 held = next(
@@ -122,7 +122,7 @@ class DeliveryChecks(BucketChecks):
                         "overtaken-hold",
                         seq,
                         [overtaken.held_seq, message.publish_seq, seq],
-                        explain.overtaken_hold(*message.facts, held, overtaken.publish_seq, overtaken.held_seq, seq),
+                        rules.flow.overtaken_hold(*message.facts, held, overtaken.publish_seq, overtaken.held_seq, seq),
                     )
         if self.profile == "strict":
             # req: KS-ORD-2
@@ -136,7 +136,7 @@ class DeliveryChecks(BucketChecks):
                     "strict-overlap",
                     seq,
                     [previous.publish_seq, seq],
-                    explain.strict_overlap(*message.facts, earliest_unresolved, previous.publish_seq, seq),
+                    rules.ordering.strict_overlap(*message.facts, earliest_unresolved, previous.publish_seq, seq),
                 )
         if not self.best_effort:
             # req: KS-ORD-3
@@ -148,7 +148,7 @@ class DeliveryChecks(BucketChecks):
                     "retry-overtaken",
                     seq,
                     [waiting.awaiting_seq, seq],
-                    explain.retry_overtaken(
+                    rules.ordering.retry_overtaken(
                         *message.facts, waiting.offset, waiting.publish_seq, waiting.awaiting_seq, seq
                     ),
                 )
@@ -167,7 +167,7 @@ class DeliveryChecks(BucketChecks):
                 "split-owner",
                 seq,
                 [other.seq, seq],
-                explain.split_owner(*message.facts, other.offset, other.holder.name, other.seq, name, seq),
+                rules.draining.split_owner(*message.facts, other.offset, other.holder.name, other.seq, name, seq),
             )
         if state.blocked:
             # req: KS-POI-3
@@ -176,7 +176,9 @@ class DeliveryChecks(BucketChecks):
                 "blocked-key-leak",
                 seq,
                 [blocked.blocked_seq, seq],
-                explain.blocked_key_leak(*message.facts, blocked.offset, blocked.publish_seq, blocked.blocked_seq, seq),
+                rules.poison.blocked_key_leak(
+                    *message.facts, blocked.offset, blocked.publish_seq, blocked.blocked_seq, seq
+                ),
             )
 
     def _check_reason(self, message: Message, seq: int) -> None:
@@ -189,7 +191,7 @@ class DeliveryChecks(BucketChecks):
                     "seek-resurrected",
                     seq,
                     [seek_seq, seq],
-                    explain.seek_resurrected(*message.facts, target, seek_seq, message.resolution, seq),
+                    rules.cursor.seek_resurrected(*message.facts, target, seek_seq, message.resolution, seq),
                 )
                 return
         # req: KS-RES-2
@@ -200,12 +202,15 @@ class DeliveryChecks(BucketChecks):
                 "duplicate",
                 seq,
                 [message.resolution_seq, seq],
-                explain.duplicate_resolved(*message.facts, message.resolution, message.resolution_seq, seq),
+                rules.resolutions.duplicate_resolved(*message.facts, message.resolution, message.resolution_seq, seq),
             )
         elif message.outstanding is not None:
             d = message.outstanding
             self._report(
-                "duplicate", seq, [d.seq, seq], explain.duplicate_outstanding(*message.facts, d.holder.name, d.seq, seq)
+                "duplicate",
+                seq,
+                [d.seq, seq],
+                rules.resolutions.duplicate_outstanding(*message.facts, d.holder.name, d.seq, seq),
             )
         if self.loaded is not None:
             # req: KS-CUR-4
@@ -216,7 +221,7 @@ class DeliveryChecks(BucketChecks):
                     "resurrected",
                     seq,
                     [persist_seq, restart_seq, seq],
-                    explain.resurrected(*message.facts, cursor, persist_seq, restart_seq, seq),
+                    rules.cursor.resurrected(*message.facts, cursor, persist_seq, restart_seq, seq),
                 )
             elif self.loaded_checkpoints:
                 # req: KS-BKT-9
@@ -227,7 +232,7 @@ class DeliveryChecks(BucketChecks):
                         "checkpoint-resurrected",
                         seq,
                         [checkpoint[1], restart_seq, seq],
-                        explain.checkpoint_resurrected(
+                        rules.buckets.checkpoint_resurrected(
                             *message.facts, (message.segment, message.bucket), *checkpoint, restart_seq, seq
                         ),
                     )
@@ -241,7 +246,9 @@ class DeliveryChecks(BucketChecks):
                     "filter-violation",
                     seq,
                     [incarnation.added_seq, seq],
-                    explain.filter_violation(*message.facts, name, incarnation.filters, incarnation.added_seq, seq),
+                    rules.filters.filter_violation(
+                        *message.facts, name, incarnation.filters, incarnation.added_seq, seq
+                    ),
                 )
         # req: KS-MEM-3
         if incarnation is None or self._offline:  # a member is disconnected
@@ -252,14 +259,16 @@ class DeliveryChecks(BucketChecks):
                 "inactive-delivery",
                 seq,
                 [ended, seq],
-                explain.inactive_delivery_to_non_member(*message.facts, name, ended, seq),
+                rules.leaving.inactive_delivery_to_non_member(*message.facts, name, ended, seq),
             )
         elif not incarnation.connected:
             self._report(
                 "inactive-delivery",
                 seq,
                 [incarnation.disconnected_seq, seq],
-                explain.inactive_delivery_to_disconnected(*message.facts, name, incarnation.disconnected_seq, seq),
+                rules.leaving.inactive_delivery_to_disconnected(
+                    *message.facts, name, incarnation.disconnected_seq, seq
+                ),
             )
         if incarnation is not None and self.max_unacked:
             # req: KS-FLW-1 (max_unacked: a consumer that reached the limit gets nothing until half of it is acked)
@@ -288,7 +297,7 @@ class DeliveryChecks(BucketChecks):
                     "permit-overrun",
                     seq,
                     [incarnation.added_seq, *incarnation.grants, seq],
-                    explain.permit_overrun(
+                    rules.flow.permit_overrun(
                         message.offset, name, incarnation.capacity, incarnation.added_seq, incarnation.grants, seq
                     ),
                 )
@@ -304,7 +313,7 @@ class DeliveryChecks(BucketChecks):
                     "capacity-overrun",
                     seq,
                     [incarnation.added_seq, *seqs, seq],
-                    explain.capacity_overrun(
+                    rules.flow.capacity_overrun(
                         message.offset, name, incarnation.capacity, incarnation.added_seq, seqs, seq
                     ),
                 )
@@ -321,7 +330,7 @@ class DeliveryChecks(BucketChecks):
         if below >= window and not self._continuing_batch:  # KS-BKT-10: a batch is read and delivered whole
             shown = parked if self.park_after else None
             self._report(
-                "window-overrun", seq, [seq], explain.window_overrun(*message.facts, window, below, seq, shown)
+                "window-overrun", seq, [seq], rules.flow.window_overrun(*message.facts, window, below, seq, shown)
             )
 
     def _check_batch(self, message: Message, seq: int, name: str, anew: bool) -> None:
@@ -338,7 +347,7 @@ class DeliveryChecks(BucketChecks):
             self._batch_findings.append(
                 (
                     [run.first_seq, seq],
-                    explain.entry_split_interrupted(
+                    rules.buckets.entry_split_interrupted(
                         run.entry,
                         run.first_offset,
                         run.consumer,
@@ -367,7 +376,7 @@ class DeliveryChecks(BucketChecks):
             self._batch_findings.append(
                 (
                     [before.publish_seq, seq],
-                    explain.entry_split_later_first(*message.facts, message.entry, *before.facts, seq),
+                    rules.buckets.entry_split_later_first(*message.facts, message.entry, *before.facts, seq),
                 )
             )
             return
@@ -384,7 +393,7 @@ class DeliveryChecks(BucketChecks):
                 "attempt-miscount",
                 seq,
                 [message.last_delivery_seq, seq],
-                explain.attempt_miscount(*message.facts, message.deliveries, attempt, seq),
+                rules.retries.attempt_miscount(*message.facts, message.deliveries, attempt, seq),
             )
 
     def _check_assignment(
@@ -404,7 +413,7 @@ class DeliveryChecks(BucketChecks):
                     "key-moved",
                     seq,
                     [previous_seq, seq],
-                    explain.key_moved(*message.facts, previous.name, previous_seq, name, seq),
+                    rules.assignment.key_moved(*message.facts, previous.name, previous_seq, name, seq),
                 )
         elif epoch == self.epoch - 1 and self.config["selector"] in STABLE_SELECTORS:
             change, changed, change_seq = self.epoch_change[self.epoch]
@@ -421,7 +430,7 @@ class DeliveryChecks(BucketChecks):
                     "unstable-assignment",
                     seq,
                     [previous_seq, change_seq, seq],
-                    explain.unstable_assignment(
+                    rules.assignment.unstable_assignment(
                         message.key,
                         message.offset,
                         previous.name,
@@ -448,7 +457,7 @@ class DeliveryChecks(BucketChecks):
                     "early-retry",
                     seq,
                     [message.awaiting_seq, seq],
-                    explain.early_retry(
+                    rules.retries.early_retry(
                         *message.facts, message.failures, message.awaiting_seq, self._retry_due(message), self.now, seq
                     ),
                 )
@@ -463,7 +472,7 @@ class DeliveryChecks(BucketChecks):
                 "retry-overrun",
                 seq,
                 [*message.failure_seqs, *([message.return_seq] if returns else []), seq],
-                explain.retry_overrun(
+                rules.retries.retry_overrun(
                     *message.facts, message.failures, message.failure_seqs, maximum, seq, returns=returns
                 ),
             )
@@ -476,14 +485,14 @@ class DeliveryChecks(BucketChecks):
                 "best-effort-redelivery",
                 seq,
                 [message.outcome_seq, seq],
-                explain.best_effort_redelivery_second(*message.facts, message.outcome_seq, seq),
+                rules.best_effort.best_effort_redelivery_second(*message.facts, message.outcome_seq, seq),
             )
         elif self.op.index != message.publish_op:
             self._report(
                 "best-effort-redelivery",
                 seq,
                 [message.publish_seq, seq],
-                explain.best_effort_redelivery_late(*message.facts, seq),
+                rules.best_effort.best_effort_redelivery_late(*message.facts, seq),
             )
         message.outcome_seq = seq
 
@@ -546,7 +555,7 @@ class DeliveryChecks(BucketChecks):
             "unjustified-hold",
             seq,
             [latest, seq],
-            explain.unjustified_hold(*message.facts, slot, target_name, latest, seq),
+            rules.draining.unjustified_hold(*message.facts, slot, target_name, latest, seq),
         )
 
     def _on_held(self, event: Event) -> None:

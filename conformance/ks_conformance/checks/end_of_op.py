@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from ks_spec.config import lookahead_limit
 from ks_spec.slots import SLOT_SELECTORS, slot_of
 
-from ks_conformance import explain
+from ks_conformance import rules
 from ks_conformance.checks.layout import layout_problem
 from ks_conformance.checks.records import Incarnation, Message, OpState
 from ks_conformance.checks.state import CheckerState, Event
@@ -36,7 +36,7 @@ class EndOfOpChecks(CheckerState):
         if self.batch_run is not None:
             run, self.batch_run = self.batch_run, None
             # req: KS-BKT-10
-            unfinished = explain.entry_split_unfinished(
+            unfinished = rules.buckets.entry_split_unfinished(
                 run.entry, run.first_offset, run.consumer, run.first_seq, run.expected
             )
             self._batch_findings.append(([run.first_seq, self.last_seq], unfinished))
@@ -74,7 +74,7 @@ class EndOfOpChecks(CheckerState):
                 findings.insert(0, found)
         for facts, problem, witness in findings[:1]:
             # req: KS-BKT-11
-            self._report("invalid-layout", self.last_seq, witness, explain.invalid_layout(facts, problem))
+            self._report("invalid-layout", self.last_seq, witness, rules.buckets.invalid_layout(facts, problem))
 
     def _check_extension_answered(self, op: OpState) -> None:
         """The holder's `extend` must be answered by an `extended` event (KS-RTY-8): one answered by `extend_ignored`,
@@ -93,7 +93,7 @@ class EndOfOpChecks(CheckerState):
             "extension-lost",
             self.last_seq,
             witness,
-            explain.extension_lost(*message.facts, name, delivery.seq, op.seq, ignored),
+            rules.retries.extension_lost(*message.facts, name, delivery.seq, op.seq, ignored),
         )
 
     def _count_temptations(self) -> None:
@@ -162,7 +162,7 @@ class EndOfOpChecks(CheckerState):
                 "phase-order",
                 seq,
                 [op.phase_event_seq, seq],
-                explain.phase_order(op.seq, phase, str(event["event"]), seq, op.phase, op.phase_event_seq),
+                rules.operations.phase_order(op.seq, phase, str(event["event"]), seq, op.phase, op.phase_event_seq),
             )
             return
         self._advance_phase(phase)
@@ -194,7 +194,7 @@ class EndOfOpChecks(CheckerState):
                     "extended-timeout-missed",
                     op.seq,
                     [delivery.seq, delivery.extended_seq or delivery.seq, op.seq],
-                    explain.extended_timeout_missed(
+                    rules.retries.extended_timeout_missed(
                         delivery.offset,
                         delivery.holder.name,
                         delivery.seq,
@@ -211,7 +211,7 @@ class EndOfOpChecks(CheckerState):
                     "missed-timeout",
                     op.seq,
                     [delivery.seq, op.seq],
-                    explain.missed_timeout(
+                    rules.retries.missed_timeout(
                         delivery.offset,
                         delivery.holder.name,
                         delivery.tick,
@@ -239,7 +239,7 @@ class EndOfOpChecks(CheckerState):
                 "poison-ignored",
                 op.seq,
                 [*message.failure_seqs, *([message.return_seq] if returns else []), op.seq],
-                explain.poison_ignored(
+                rules.retries.poison_ignored(
                     *message.facts,
                     message.failures,
                     message.failure_seqs,
@@ -268,7 +268,7 @@ class EndOfOpChecks(CheckerState):
                     "missed-eviction",
                     op.seq,
                     [incarnation.disconnected_seq, op.seq],
-                    explain.missed_eviction(
+                    rules.leaving.missed_eviction(
                         incarnation.name,
                         incarnation.disconnected_at,
                         incarnation.disconnected_seq,
@@ -289,7 +289,7 @@ class EndOfOpChecks(CheckerState):
                 "skip-ignored",
                 op.seq,
                 [message.blocked_seq, op.seq],
-                explain.skip_ignored(*message.facts, message.blocked_seq, op.seq),
+                rules.poison.skip_ignored(*message.facts, message.blocked_seq, op.seq),
             )
             return
 
@@ -298,7 +298,9 @@ class EndOfOpChecks(CheckerState):
         message = self.messages[op.published]
         if message.outcome_seq is None:
             # req: KS-BEF-1
-            self._report("missing-outcome", op.seq, [message.publish_seq], explain.missing_outcome(*message.facts))
+            self._report(
+                "missing-outcome", op.seq, [message.publish_seq], rules.best_effort.missing_outcome(*message.facts)
+            )
 
     def _check_persistence(self, op: OpState) -> None:
         if self.best_effort:
@@ -314,7 +316,7 @@ class EndOfOpChecks(CheckerState):
                     "seek-unpersisted",
                     op.seq,
                     [op.seq],
-                    explain.seek_unpersisted(target, self.persisted_cursor, self.persist_seq, op.seq),
+                    rules.cursor.seek_unpersisted(target, self.persisted_cursor, self.persist_seq, op.seq),
                 )
                 return
         if cursor > op.cursor_at_start or (op.resolved and self.persist_holes):
@@ -348,7 +350,7 @@ class EndOfOpChecks(CheckerState):
             "persist-late",
             op.seq,
             [self.last_resolution_seq, op.seq],
-            explain.persist_late(
+            rules.cursor.persist_late(
                 cursor,
                 holes,
                 self.persisted_cursor,
@@ -454,7 +456,7 @@ class EndOfOpChecks(CheckerState):
                 "idle-while-ready",
                 op.seq,
                 [message.publish_seq, op.seq],
-                explain.idle_while_ready(
+                rules.isolation.idle_while_ready(
                     *message.facts,
                     window,
                     shown,
@@ -494,7 +496,7 @@ class EndOfOpChecks(CheckerState):
                 "blocked-behind-delayed",
                 seq,
                 [delayed.publish_seq, message.publish_seq, seq],
-                explain.blocked_behind_delayed(
+                rules.ordering.blocked_behind_delayed(
                     *message.facts, delayed.offset, delayed.publish_seq, delayed.deliver_at, seq
                 ),
             )
@@ -505,7 +507,7 @@ class EndOfOpChecks(CheckerState):
             "due-left-waiting",
             seq,
             [message.publish_seq, seq],
-            explain.due_left_waiting(*message.facts, message.deliver_at, self.timer_slack, self.now, seq),
+            rules.ordering.due_left_waiting(*message.facts, message.deliver_at, self.timer_slack, self.now, seq),
         )
 
     def _may_still_retry(self, message: Message) -> bool:
@@ -648,7 +650,7 @@ class EndOfOpChecks(CheckerState):
                 "seek-skip",
                 seq,
                 [message.publish_seq, self.seek[1], seq],
-                explain.seek_skip(*message.facts, self.seek[0], self.seek[1], seq),
+                rules.cursor.seek_skip(*message.facts, self.seek[0], self.seek[1], seq),
             )
             return
         # req: KS-CUR-3
@@ -658,7 +660,7 @@ class EndOfOpChecks(CheckerState):
             "restart-skip",
             seq,
             [message.publish_seq, persisted_before, restart, seq],
-            explain.restart_skip(*message.facts, restart, self.loaded[0] if self.loaded else 0, seq),
+            rules.cursor.restart_skip(*message.facts, restart, self.loaded[0] if self.loaded else 0, seq),
         )
 
     def _report_unfiltered(self, message: Message, op: OpState) -> None:
@@ -668,5 +670,5 @@ class EndOfOpChecks(CheckerState):
             "unfiltered-wait",
             op.seq,
             [message.publish_seq, op.seq],
-            explain.unfiltered_wait(*message.facts, filters, op.seq),
+            rules.filters.unfiltered_wait(*message.facts, filters, op.seq),
         )

@@ -12,7 +12,7 @@ from ks_spec.config import CONFIG_DEFAULTS
 from ks_spec.slots import slot_of
 from pyroaring import BitMap
 
-from ks_conformance import explain
+from ks_conformance import rules
 from ks_conformance.checks.quiescence import QuiescenceChecks
 from ks_conformance.checks.records import Incarnation, KeyState, Message, OrderedOffsets, Segment
 from ks_conformance.checks.state import SLOTS, Event
@@ -114,7 +114,7 @@ class OpEventChecks(QuiescenceChecks):
                 "misrouted-bucket",
                 seq,
                 [right.created_seq, seq],
-                explain.misrouted_bucket_wrong_segment(
+                rules.buckets.misrouted_bucket_wrong_segment(
                     *message.facts, message.hash, right.number, right.created_seq, message.segment
                 ),
             )
@@ -123,7 +123,7 @@ class OpEventChecks(QuiescenceChecks):
                 "misrouted-bucket",
                 seq,
                 [segment.created_seq, seq],
-                explain.misrouted_bucket_wrong_bucket(
+                rules.buckets.misrouted_bucket_wrong_bucket(
                     *message.facts, message.hash, segment.buckets, segment.created_seq, message.bucket
                 ),
             )
@@ -394,7 +394,7 @@ class OpEventChecks(QuiescenceChecks):
             "reconnect-ignored",
             seq,
             [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
-            explain.reconnect_ignored(
+            rules.leaving.reconnect_ignored(
                 incarnation.name, incarnation.disconnected_seq, incarnation.reconnected_seq, what
             ),
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pyroaring import BitMap
 
-from ks_conformance import explain
+from ks_conformance import rules
 from ks_conformance.checks.end_of_op import EndOfOpChecks
 from ks_conformance.checks.records import Message
 from ks_conformance.checks.state import SLOTS, Event
@@ -31,7 +31,7 @@ class QuiescenceChecks(EndOfOpChecks):
                 "cursor-stall",
                 seq,
                 [self.persist_seq, seq],
-                explain.cursor_stall(len(self.messages), self.persisted_cursor, self.persist_seq, seq),
+                rules.liveness.cursor_stall(len(self.messages), self.persisted_cursor, self.persist_seq, seq),
             )
 
     def _judge_unresolved_at_quiescence(self, message: Message, seq: int) -> None:
@@ -42,21 +42,21 @@ class QuiescenceChecks(EndOfOpChecks):
                 "lost",
                 seq,
                 [message.returned_delivery_seq, message.awaiting_seq, seq],
-                explain.lost(*message.facts, message.awaiting_seq, seq),
+                rules.leaving.lost(*message.facts, message.awaiting_seq, seq),
             )
         elif message.last_hold_reason == "draining":
             self._report(
                 "drain-stuck",
                 seq,
                 [message.last_hold_seq, seq],
-                explain.drain_stuck(*message.facts, message.last_hold_seq, seq),
+                rules.draining.drain_stuck(*message.facts, message.last_hold_seq, seq),
             )
         else:
             self._report(
                 "stuck-key",
                 seq,
                 [message.publish_seq, message.last_event_seq, seq],
-                explain.stuck_key(*message.facts, message.last_event_seq, seq),
+                rules.liveness.stuck_key(*message.facts, message.last_event_seq, seq),
             )
 
     def _wait_explained(self, message: Message) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pyroaring import BitMap
 
-from ks_conformance import explain
+from ks_conformance import explain, rules
 from ks_conformance.checks.delivery import DeliveryChecks
 from ks_conformance.checks.records import Delivery, Message
 from ks_conformance.checks.state import BEST_EFFORT_DROPS, OUTCOME_EVENTS, Event
@@ -71,7 +71,7 @@ class ResolutionChecks(DeliveryChecks):
                     "zombie-ack-ignored",
                     seq,
                     [op.seq, seq],
-                    explain.zombie_ack_ignored(*message.facts, name, attempt, op.seq, seq),
+                    rules.acks.zombie_ack_ignored(*message.facts, name, attempt, op.seq, seq),
                 )
             return True
         delivery = message.outstanding
@@ -81,7 +81,7 @@ class ResolutionChecks(DeliveryChecks):
             "zombie-accepted",
             seq,
             [op.seq, seq],
-            explain.zombie_accepted(*message.facts, op.kind, name, attempt, op.seq, holder, holder_seq, kind, seq),
+            rules.acks.zombie_accepted(*message.facts, op.kind, name, attempt, op.seq, holder, holder_seq, kind, seq),
         )
         if kind == "ack":
             self._resolve(message, "acked", seq)
@@ -137,7 +137,7 @@ class ResolutionChecks(DeliveryChecks):
                 "zombie-extension",
                 seq,
                 [op.seq, seq],
-                explain.zombie_extension(*message.facts, name, op.seq, holder, holder_seq, seq),
+                rules.retries.zombie_extension(*message.facts, name, op.seq, holder, holder_seq, seq),
             )
             return
         # req: KS-RTY-8 (the deadline becomes now + ticks, replacing the earlier one)
@@ -181,7 +181,7 @@ class ResolutionChecks(DeliveryChecks):
                 "stale-ack-accepted",
                 seq,
                 [message.last_delivery_seq, seq],
-                explain.stale_ack_accepted(*message.facts, message.last_delivery_seq, holder, holder_seq, name, seq),
+                rules.acks.stale_ack_accepted(*message.facts, message.last_delivery_seq, holder, holder_seq, name, seq),
             )
         self._resolve(message, "acked", seq)
 
@@ -194,7 +194,7 @@ class ResolutionChecks(DeliveryChecks):
             "seek-stale-ack",
             seq,
             [seek_seq, seq],
-            explain.seek_stale_ack(*message.facts, name, seek_seq if seek_seq is not None else 0, what, seq),
+            rules.cursor.seek_stale_ack(*message.facts, name, seek_seq if seek_seq is not None else 0, what, seq),
         )
 
     def _on_ack_ignored(self, event: Event) -> None:
@@ -216,7 +216,7 @@ class ResolutionChecks(DeliveryChecks):
         delivery = message.outstanding
         if delivery is not None and incarnation is not None and delivery.holder is incarnation:
             self._exercise(f"holder-{what}-ignored")
-            explain_it = explain.holder_ack_ignored if what == "ack" else explain.holder_nack_ignored
+            explain_it = rules.acks.holder_ack_ignored if what == "ack" else rules.retries.holder_nack_ignored
             self._report(
                 f"holder-{what}-ignored",
                 seq,
@@ -247,7 +247,7 @@ class ResolutionChecks(DeliveryChecks):
                 "stale-nack-accepted",
                 seq,
                 [message.last_delivery_seq, seq],
-                explain.stale_nack_accepted(*message.facts, message.last_delivery_seq, name, seq),
+                rules.retries.stale_nack_accepted(*message.facts, message.last_delivery_seq, name, seq),
             )
         if not message.resolved:
             self._fail(message, "nack", seq)
@@ -272,7 +272,7 @@ class ResolutionChecks(DeliveryChecks):
                     "extended-timeout-early",
                     seq,
                     [delivery.seq, delivery.extended_seq or delivery.seq, seq],
-                    explain.extended_timeout_early(
+                    rules.retries.extended_timeout_early(
                         *message.facts, name, delivery.seq, delivery.extended_seq, delivery.deadline, self.now, seq
                     ),
                 )
@@ -296,7 +296,7 @@ class ResolutionChecks(DeliveryChecks):
                 "premature-timeout",
                 seq,
                 [holder_seq, seq],
-                explain.premature_timeout(*message.facts, holder, holder_seq, name, self.now, why, seq),
+                rules.retries.premature_timeout(*message.facts, holder, holder_seq, name, self.now, why, seq),
             )
         if at_consumer and not message.resolved:
             self._fail(message, "timeout", seq)
@@ -331,7 +331,7 @@ class ResolutionChecks(DeliveryChecks):
                 "unjustified-resolution",
                 seq,
                 [seq],
-                explain.unjustified_resolution_drop(*message.facts, reason, why, seq),
+                rules.resolutions.unjustified_resolution_drop(*message.facts, reason, why, seq),
             )
         if self.best_effort:
             self._check_best_effort_outcome(message, seq)
@@ -356,7 +356,7 @@ class ResolutionChecks(DeliveryChecks):
                 "unjustified-resolution",
                 seq,
                 [seq],
-                explain.unjustified_resolution_dead_letter(*message.facts, why, seq),
+                rules.resolutions.unjustified_resolution_dead_letter(*message.facts, why, seq),
             )
         attempt, reason = int(event["attempt"]), str(event["reason"])
         # `left`: a system that counts returns names the leave that ended the last delivery (judged return-counted)
@@ -368,7 +368,7 @@ class ResolutionChecks(DeliveryChecks):
                 "dead-letter-mismatch",
                 seq,
                 [last_failure, seq],
-                explain.dead_letter_mismatch(
+                rules.poison.dead_letter_mismatch(
                     *message.facts, message.deliveries, message.last_failure, last_failure, attempt, reason, seq
                 ),
             )
@@ -392,7 +392,9 @@ class ResolutionChecks(DeliveryChecks):
         self._exercise("filtered-without-members")
         if not self.members:
             # req: KS-FLT-4
-            self._report("filtered-without-members", seq, [seq], explain.filtered_without_members(*message.facts, seq))
+            self._report(
+                "filtered-without-members", seq, [seq], rules.filters.filtered_without_members(*message.facts, seq)
+            )
         else:
             # req: KS-FLT-3
             taker = next((m for m in self.members.values() if accepts(m.filters, message.key)), None)
@@ -401,7 +403,7 @@ class ResolutionChecks(DeliveryChecks):
                     "unjustified-filter",
                     seq,
                     [taker.added_seq, seq],
-                    explain.unjustified_filter(*message.facts, taker.name, taker.filters, taker.added_seq, seq),
+                    rules.filters.unjustified_filter(*message.facts, taker.name, taker.filters, taker.added_seq, seq),
                 )
         if self.best_effort:
             self._check_best_effort_outcome(message, seq)
@@ -433,7 +435,7 @@ class ResolutionChecks(DeliveryChecks):
             "unjustified-outcome",
             seq,
             [message.publish_seq, seq],
-            explain.unjustified_outcome(*message.facts, name, name in outcomes, seq),
+            rules.resolutions.unjustified_outcome(*message.facts, name, name in outcomes, seq),
         )
         self._resolve(message, f"outcome:{name}", seq)
 
@@ -445,7 +447,7 @@ class ResolutionChecks(DeliveryChecks):
                 "stale-budget",
                 seq,
                 [message.released_seq, *message.failure_seqs, seq],
-                explain.stale_budget(*message.facts, message.released_seq, message.failures, maximum, seq),
+                rules.poison.stale_budget(*message.facts, message.released_seq, message.failures, maximum, seq),
             )
             return
         # req: KS-POI-3
@@ -453,7 +455,7 @@ class ResolutionChecks(DeliveryChecks):
             "unjustified-block",
             seq,
             [*message.failure_seqs, seq],
-            explain.unjustified_block(*message.facts, message.failures, maximum, seq),
+            rules.poison.unjustified_block(*message.facts, message.failures, maximum, seq),
         )
 
     def _returns_counted(self, message: Message, seq: int, event: explain.PoisonEvent) -> bool:
@@ -468,7 +470,7 @@ class ResolutionChecks(DeliveryChecks):
             "return-counted",
             seq,
             [message.returned_delivery_seq, message.return_seq, seq],
-            explain.return_counted(
+            rules.retries.return_counted(
                 *message.facts, message.failures, message.returns, message.return_seq, maximum, event, seq
             ),
         )
@@ -521,7 +523,7 @@ class ResolutionChecks(DeliveryChecks):
                 "premature-eviction",
                 seq,
                 [incarnation.disconnected_seq if incarnation else None, seq],
-                explain.premature_eviction(name, self.now, why, seq),
+                rules.leaving.premature_eviction(name, self.now, why, seq),
             )
         if incarnation is None:
             return
@@ -548,7 +550,7 @@ class ResolutionChecks(DeliveryChecks):
                     "cursor-skip",
                     seq,
                     [skipped.publish_seq, seq],
-                    explain.cursor_skip(*skipped.facts, cursor, cursor > smallest, seq),
+                    rules.cursor.cursor_skip(*skipped.facts, cursor, cursor > smallest, seq),
                 )
         op = self.op
         seeking = op is not None and op.kind == "seek" and self.seek is not None
@@ -560,7 +562,7 @@ class ResolutionChecks(DeliveryChecks):
                     "cursor-regress",
                     seq,
                     [self.persist_seq, seq],
-                    explain.cursor_regress(cursor, self.persisted_cursor, self.persist_seq, seq),
+                    rules.cursor.cursor_regress(cursor, self.persisted_cursor, self.persist_seq, seq),
                 )
         interval = int(self.config["persist_interval"])
         if self.persist_on_advance and not seeking:  # req: KS-CUR-10 (a seek's persistence is not debounced)
@@ -578,7 +580,7 @@ class ResolutionChecks(DeliveryChecks):
                     "persist-early",
                     seq,
                     [self.persist_seq, seq],
-                    explain.persist_early(cursor, self.now, explain.persist_off_schedule(interval, flush), seq),
+                    rules.cursor.persist_early(cursor, self.now, explain.persist_off_schedule(interval, flush), seq),
                 )
         elif interval > 0 and not seeking:
             # req: KS-CUR-7
@@ -590,7 +592,10 @@ class ResolutionChecks(DeliveryChecks):
                 why = explain.persist_too_soon(self.persist_tick, interval)
             if why:
                 self._report(
-                    "persist-early", seq, [self.persist_seq, seq], explain.persist_early(cursor, self.now, why, seq)
+                    "persist-early",
+                    seq,
+                    [self.persist_seq, seq],
+                    rules.cursor.persist_early(cursor, self.now, why, seq),
                 )
         self.persisted_cursor = cursor
         self.persisted_holes = holes
@@ -616,7 +621,7 @@ class ResolutionChecks(DeliveryChecks):
                 "checkpoint-skip",
                 seq,
                 [skipped.publish_seq, seq],
-                explain.checkpoint_skip_passes(*skipped.facts, bucket, cursor, seq),
+                rules.buckets.checkpoint_skip_passes(*skipped.facts, bucket, cursor, seq),
             )
         previous = self.checkpoints.get(bucket)
         if previous is not None and cursor < previous[0]:
@@ -624,6 +629,6 @@ class ResolutionChecks(DeliveryChecks):
                 "checkpoint-skip",
                 seq,
                 [previous[1], seq],
-                explain.checkpoint_skip_regress(bucket, previous[0], previous[1], cursor, seq),
+                rules.buckets.checkpoint_skip_regress(bucket, previous[0], previous[1], cursor, seq),
             )
         self.checkpoints[bucket] = (cursor, seq)

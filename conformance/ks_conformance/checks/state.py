@@ -17,7 +17,7 @@ from ks_spec.config import CONFIG_DEFAULTS, OUT_OF_ORDER_KINDS
 from ks_spec.slots import SLOT_SELECTORS
 from pyroaring import BitMap
 
-from ks_conformance import explain
+from ks_conformance import explain, rules
 from ks_conformance.anomalies import Anomaly, Explanation, Verdict, requirement_profiles, verdict_of
 from ks_conformance.checks.messages import CHUNK, MessageLog
 from ks_conformance.checks.records import (
@@ -493,7 +493,9 @@ class CheckerState:
                 "double-resolution",
                 seq,
                 [message.resolution_seq, seq],
-                explain.double_resolution(*message.facts, message.resolution, message.resolution_seq, resolution, seq),
+                rules.resolutions.double_resolution(
+                    *message.facts, message.resolution, message.resolution_seq, resolution, seq
+                ),
             )
             return
         if message.resolved:

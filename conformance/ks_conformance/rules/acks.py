@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ks_conformance.explain import Explained, ended_delivery, holder_ignored, last_delivered, message_clause
 from ks_conformance.rules.registry import NO_ENDING, Scope, Stage, define, need
 
 STALE_ACK_ACCEPTED = define(
@@ -14,6 +15,30 @@ STALE_ACK_ACCEPTED = define(
     exercised="an ack from a consumer that does not hold the message",
 )
 
+
+def stale_ack_accepted(
+    key: str,
+    offset: int,
+    pub: int,
+    last_delivery: int | None,
+    holder: str | None,
+    holder_seq: int | None,
+    consumer: str,
+    seq: int,
+) -> Explained:
+    """KS-ACK-2 (`holder`: who holds its outstanding delivery, at `holder_seq`, or None)."""
+    held_by = f"{holder} [seq {holder_seq}]" if holder is not None else "nobody"
+    return (
+        [
+            message_clause(offset, key, pub) + last_delivered(last_delivery),
+            f"its outstanding delivery is held by {held_by}",
+        ],
+        f"an ack from {consumer} [seq {seq}], which does not hold it, resolved m{offset}, but such an ack "
+        "must be ignored and recorded (KS-ACK-2)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 HOLDER_ACK_IGNORED = define(
     "holder-ack-ignored",
     "KS-ACK-1",
@@ -23,6 +48,12 @@ HOLDER_ACK_IGNORED = define(
     witness="the delivery, the `ack_ignored`",
     exercised="an ack from the holder",
 )
+
+
+def holder_ack_ignored(key: str, offset: int, pub: int, holder: str, delivery_seq: int, seq: int) -> Explained:
+    """KS-ACK-1."""
+    return holder_ignored("ack", "KS-ACK-1", key, offset, pub, holder, delivery_seq, seq)
+
 
 ZOMBIE_ACCEPTED = define(
     "zombie-accepted",
@@ -41,6 +72,35 @@ ZOMBIE_ACCEPTED = define(
     ),
 )
 
+
+def zombie_accepted(
+    key: str,
+    offset: int,
+    pub: int,
+    op: str,
+    consumer: str,
+    attempt: int,
+    op_seq: int,
+    holder: str | None,
+    holder_seq: int | None,
+    effect: str,
+    seq: int,
+) -> Explained:
+    """KS-ACK-3 (`effect`: the `ack` or `nack` the late result caused; `holder`: who holds m's current delivery)."""
+    held_by = f"{holder} [seq {holder_seq}]" if holder is not None else "nobody"
+    did = "resolved" if effect == "ack" else "failed the current delivery of"
+    return (
+        [
+            message_clause(offset, key, pub),
+            ended_delivery(consumer, offset, attempt, op, op_seq),
+            f"m{offset}'s current delivery is held by {held_by}",
+        ],
+        f"the {effect} at seq {seq} {did} m{offset} on that result, but a result for a delivery that ended must be "
+        "ignored and recorded, with no other effect (KS-ACK-3)",
+        {"offset": offset, "consumer": consumer, "attempt": attempt},
+    )
+
+
 ZOMBIE_ACK_IGNORED = define(
     "zombie-ack-ignored",
     "KS-ACK-3",
@@ -55,3 +115,19 @@ ZOMBIE_ACK_IGNORED = define(
         or need(True in a.forms("ack_by_id"), "ack_by_id = true (declared in config_values)")
     ),
 )
+
+
+def zombie_ack_ignored(
+    key: str, offset: int, pub: int, consumer: str, attempt: int, op_seq: int, seq: int
+) -> Explained:
+    """KS-ACK-3 under `ack_by_id`: a zombie ack of an unresolved message that was ignored."""
+    return (
+        [
+            message_clause(offset, key, pub) + ", unresolved",
+            ended_delivery(consumer, offset, attempt, "zombie_ack", op_seq),
+            "the configuration declares ack_by_id = true",
+        ],
+        f"the ack_ignored at seq {seq} left m{offset} unresolved, but with ack_by_id an ack names the message, so "
+        "it must resolve it (KS-ACK-3)",
+        {"offset": offset, "consumer": consumer, "attempt": attempt},
+    )

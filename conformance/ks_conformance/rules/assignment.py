@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ks_conformance.explain import Explained, message_clause, only_changed
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 KEY_MOVED = define(
@@ -18,6 +19,17 @@ KEY_MOVED = define(
     needs=lambda a: need(bool(a.selectors - {"any"}), "a selector with key affinity (not any)"),
 )
 
+
+def key_moved(key: str, offset: int, pub: int, previous: str, previous_seq: int, consumer: str, seq: int) -> Explained:
+    """KS-ASN-1."""
+    return (
+        [f"key {key!r} was delivered to {previous} at seq {previous_seq}", message_clause(offset, key, pub)],
+        f"m{offset} was delivered to {consumer} [seq {seq}] with no membership change since, but a key "
+        "has one target per membership epoch (KS-ASN-1)",
+        {"key": key, "consumer": consumer, "other": previous},
+    )
+
+
 UNSTABLE_ASSIGNMENT = define(
     "unstable-assignment",
     "KS-ASN-2",
@@ -32,3 +44,32 @@ UNSTABLE_ASSIGNMENT = define(
     exercised="a key delivered in two consecutive epochs",
     needs=lambda a: need(bool(a.selectors - {"buckets", "any"}), "a selector other than buckets and any"),
 )
+
+
+def unstable_assignment(
+    key: str,
+    offset: int,
+    previous: str,
+    previous_seq: int,
+    changed: str,
+    change: str,
+    change_seq: int,
+    consumer: str,
+    selector: object,
+    seq: int,
+) -> Explained:
+    """KS-ASN-2 (`change`: "join" or "leave", by `changed`)."""
+    rule = (
+        "a membership change moves a key only away from a leaving consumer: a joiner takes no partition from a "
+        "present consumer (KS-ASN-2)"
+        if selector == "partitions"
+        else "a membership change moves a key only to a joining consumer or away from a leaving one (KS-ASN-2)"
+    )
+    return (
+        [
+            f"key {key!r} was delivered to {previous} at seq {previous_seq}",
+            "then " + only_changed(changed, change, change_seq),
+        ],
+        f"m{offset} went to {consumer} [seq {seq}], but with selector {selector!r} {rule}",
+        {"key": key, "consumer": consumer, "other": previous},
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ks_conformance.explain import Explained, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 BEST_EFFORT_REDELIVERY = define(
@@ -17,6 +18,26 @@ BEST_EFFORT_REDELIVERY = define(
     exercised="a best-effort publish",
 )
 
+
+def best_effort_redelivery_second(key: str, offset: int, pub: int, outcome_seq: int, seq: int) -> Explained:
+    """KS-BEF-1, best-effort: a message's second outcome."""
+    return (
+        [message_clause(offset, key, pub) + f", whose outcome was seq {outcome_seq}"],
+        f"it got a second outcome at seq {seq}, but in best-effort each message has exactly one (KS-BEF-1)",
+        {"offset": offset},
+    )
+
+
+def best_effort_redelivery_late(key: str, offset: int, pub: int, seq: int) -> Explained:
+    """KS-BEF-1, best-effort: an outcome in a later op than the message's publish."""
+    return (
+        [message_clause(offset, key, pub)],
+        f"its outcome came at seq {seq}, in a later op than its publish, but in best-effort a message's "
+        "outcome happens at the operation that published it (KS-BEF-1)",
+        {"offset": offset},
+    )
+
+
 MISSING_OUTCOME = define(
     "missing-outcome",
     "KS-BEF-1",
@@ -26,6 +47,17 @@ MISSING_OUTCOME = define(
     witness="the `publish`",
     exercised="a best-effort publish",
 )
+
+
+def missing_outcome(key: str, offset: int, pub: int) -> Explained:
+    """KS-BEF-1, a best-effort publish op without an outcome for its message."""
+    return (
+        [message_clause(offset, key, pub)],
+        f"the op that published it ended without delivering, dropping or filtering m{offset}, but in "
+        "best-effort each message's outcome happens at its publish (KS-BEF-1)",
+        {"offset": offset},
+    )
+
 
 DROP_UNCOUNTED = define(
     "drop-uncounted",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ks_spec.slots import SLOT_SELECTORS
 
+from ks_conformance.explain import Explained, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 SPLIT_OWNER = define(
@@ -18,6 +19,22 @@ SPLIT_OWNER = define(
     ),
     needs=lambda a: need(len(a.profiles) > 0, ""),
 )
+
+
+def split_owner(
+    key: str, offset: int, pub: int, other_offset: int, other_holder: str, other_seq: int, consumer: str, seq: int
+) -> Explained:
+    """KS-DRN-1."""
+    return (
+        [
+            f"d = deliver(offset={other_offset}, key={key!r}) to {other_holder} [seq {other_seq}], still outstanding",
+            message_clause(offset, key, pub),
+        ],
+        f"m{offset} of the same key was delivered to {consumer} [seq {seq}] while "
+        f"{other_holder} holds d, but a key has one holder at a time (KS-DRN-1)",
+        {"offset": offset, "key": key, "consumer": consumer, "other": other_holder},
+    )
+
 
 UNJUSTIFIED_HOLD = define(
     "unjustified-hold",
@@ -45,6 +62,31 @@ UNJUSTIFIED_HOLD = define(
     ),
 )
 
+
+def unjustified_hold(
+    key: str, offset: int, pub: int, slot: int, target: str | None, unmoved: int | None, seq: int
+) -> Explained:
+    """KS-DRN-2 with KS-DRN-3, a hold for draining of a slot whose target did not move (`target`: the one the hold
+    names, if any; `unmoved`: the latest outstanding delivery of the slot, at the target or of the current epoch)."""
+    where = f"at {target} or delivered" if target is not None else "delivered"
+    holds = (
+        f"what is outstanding of slot {slot} sits at its target ({where} since the last membership change; the "
+        f"latest at seq {unmoved})"
+        if unmoved is not None
+        else f"nothing of slot {slot} is outstanding"
+    )
+    toward = f"toward its target {target}" if target is not None else "without naming a target"
+    facts: dict[str, object] = {"key": key, "offset": offset, "slot": slot}
+    if target is not None:
+        facts["consumer"] = target
+    return (
+        [message_clause(offset, key, pub), f"m{offset} was held [seq {seq}] for draining {toward}"],
+        f"{holds}, and no key of the slot awaits redelivery or is blocked: no old owner holds the slot, so "
+        "nothing drains (KS-DRN-3), and a hold for draining stops when nothing drains (KS-DRN-2)",
+        facts,
+    )
+
+
 DRAIN_STUCK = define(
     "drain-stuck",
     "KS-DRN-2",
@@ -70,3 +112,12 @@ DRAIN_STUCK = define(
         )
     ),
 )
+
+
+def drain_stuck(key: str, offset: int, pub: int, hold_seq: int | None, seq: int) -> Explained:
+    """KS-DRN-2."""
+    return (
+        [message_clause(offset, key, pub), f"m{offset} was held for draining at seq {hold_seq}"],
+        f"it is still unresolved at the quiescent point [seq {seq}], but draining always clears (KS-DRN-2)",
+        {"offset": offset, "key": key},
+    )

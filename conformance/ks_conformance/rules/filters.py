@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ks_conformance.explain import Explained, joined_with_filters, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 FILTER_VIOLATION = define(
@@ -15,6 +18,18 @@ FILTER_VIOLATION = define(
     needs=lambda a: need(a.filtering, a.no_filters),
 )
 
+
+def filter_violation(
+    key: str, offset: int, pub: int, consumer: str, filters: Sequence[str], added_seq: int, seq: int
+) -> Explained:
+    """KS-FLT-2."""
+    return (
+        [joined_with_filters(consumer, filters, added_seq), message_clause(offset, key, pub)],
+        f"no filter of {consumer} matches {key!r}, yet m{offset} was delivered to {consumer} [seq {seq}] (KS-FLT-2)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 UNJUSTIFIED_FILTER = define(
     "unjustified-filter",
     "KS-FLT-3",
@@ -26,6 +41,18 @@ UNJUSTIFIED_FILTER = define(
     needs=lambda a: need(a.filtering, a.no_filters),
 )
 
+
+def unjustified_filter(
+    key: str, offset: int, pub: int, taker: str, filters: Sequence[str], added_seq: int, seq: int
+) -> Explained:
+    """KS-FLT-3, a `filter` of a key that the member `taker` accepts."""
+    return (
+        [message_clause(offset, key, pub), joined_with_filters(taker, filters, added_seq) + ", accepting it"],
+        f"m{offset} was resolved as filtered [seq {seq}], but only keys nobody accepts are filtered (KS-FLT-3)",
+        {"offset": offset, "consumer": taker},
+    )
+
+
 FILTERED_WITHOUT_MEMBERS = define(
     "filtered-without-members",
     "KS-FLT-4",
@@ -36,6 +63,16 @@ FILTERED_WITHOUT_MEMBERS = define(
     exercised="a filter",
     needs=lambda a: need(a.filtering and "remove_consumer" in a.ops, a.no_filters),
 )
+
+
+def filtered_without_members(key: str, offset: int, pub: int, seq: int) -> Explained:
+    """KS-FLT-4."""
+    return (
+        [message_clause(offset, key, pub), "the subscription has no member"],
+        f"m{offset} was resolved as filtered [seq {seq}], but with no member at all messages wait (KS-FLT-4)",
+        {"offset": offset},
+    )
+
 
 UNFILTERED_WAIT = define(
     "unfiltered-wait",
@@ -54,3 +91,19 @@ UNFILTERED_WAIT = define(
     exercised="an op ends with a message in the window while some member has filters",
     needs=lambda a: need(a.filtering and a.fixed_target, a.no_filters),
 )
+
+
+def unfiltered_wait(
+    key: str, offset: int, pub: int, members: Sequence[tuple[str, Sequence[str]]], seq: int
+) -> Explained:
+    """KS-FLT-3, at the end of an op (`members`: each member's name and filters, none accepting the key)."""
+    filters = "; ".join(f"{name} {list(patterns)}" for name, patterns in members)
+    return (
+        [
+            message_clause(offset, key, pub) + ", the earliest unresolved message of its key, within the window",
+            f"no member accepts key {key!r}: {filters}",
+        ],
+        f"the op at seq {seq} ended with m{offset} still waiting, but a message whose key no member "
+        "accepts is resolved as filtered when the dispatch pass reaches it (KS-FLT-3)",
+        {"offset": offset, "key": key},
+    )

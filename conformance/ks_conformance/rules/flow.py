@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ks_conformance.explain import Explained, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 OVERTAKEN_HOLD = define(
@@ -16,6 +19,19 @@ OVERTAKEN_HOLD = define(
         a.held_events, "held events (capability held_events); a held message overtaken shows as key-reorder (KS-ORD-1)"
     ),
 )
+
+
+def overtaken_hold(
+    key: str, offset: int, pub: int, held: int, held_pub: int, held_seq: int | None, seq: int
+) -> Explained:
+    """KS-FLW-3."""
+    return (
+        [message_clause(held, key, held_pub) + f", held at seq {held_seq}", message_clause(offset, key, pub)],
+        f"m{offset} was delivered for the first time [seq {seq}] while the held m{held} of the same "
+        "key is unresolved and undelivered, but a held message keeps its place (KS-FLW-3)",
+        {"offset": offset, "key": key, "earlier": held},
+    )
+
 
 CAPACITY_OVERRUN = define(
     "capacity-overrun",
@@ -34,6 +50,23 @@ CAPACITY_OVERRUN = define(
     ),
 )
 
+
+def capacity_overrun(
+    offset: int, consumer: str, capacity: int, added_seq: int, outstanding: Sequence[int], seq: int
+) -> Explained:
+    """KS-FLW-1 (`outstanding`: the seqs of the consumer's outstanding deliveries, ascending)."""
+    held = len(outstanding)
+    return (
+        [
+            f"{consumer} joined with capacity {capacity} [seq {added_seq}]",
+            f"{consumer} holds {held} outstanding deliveries (seqs {', '.join(map(str, outstanding))})",
+        ],
+        f"m{offset} was delivered to {consumer} [seq {seq}], leaving it {held + 1} outstanding "
+        f"deliveries, more than its capacity (KS-FLW-1)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 PERMIT_OVERRUN = define(
     "permit-overrun",
     "KS-FLW-4",
@@ -51,6 +84,20 @@ PERMIT_OVERRUN = define(
     ),
 )
 
+
+def permit_overrun(
+    offset: int, consumer: str, capacity: int, added_seq: int, grants: Sequence[int], seq: int
+) -> Explained:
+    """KS-FLW-4 (`grants`: the seqs of the consumer's permits_granted events, ascending)."""
+    granted = f", then granted more permits at seqs {', '.join(map(str, grants))}" if grants else ""
+    return (
+        [f"{consumer} joined with capacity {capacity} [seq {added_seq}]: its first {capacity} permits{granted}"],
+        f"m{offset} was delivered to {consumer} [seq {seq}] after its deliveries had used every permit it granted: "
+        "a delivery needs a permit (KS-FLW-4)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 WINDOW_OVERRUN = define(
     "window-overrun",
     "KS-FLW-2",
@@ -67,3 +114,16 @@ WINDOW_OVERRUN = define(
         or need("window" in a.forms("read_bound"), "read_bound window (the adapter declares only lookahead)")
     ),
 )
+
+
+def window_overrun(
+    key: str, offset: int, pub: int, window: int, below: int, seq: int, parked: int | None = None
+) -> Explained:
+    """KS-FLW-2 (`parked`: with park_after set, the earlier parked offsets left out of `below`, KS-ISO-4)."""
+    unparked = "" if parked is None else f" and not parked ({parked} more are parked, KS-ISO-4)"
+    return (
+        [message_clause(offset, key, pub), f"window = {window}"],
+        f"m{offset} was delivered for the first time [seq {seq}] while {below} earlier offsets are "
+        f"unresolved{unparked}, but a first delivery needs fewer than window of them (KS-FLW-2)",
+        {"offset": offset, "unresolved_below": below},
+    )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ks_conformance.explain import Explained, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 IDLE_WHILE_READY = define(
@@ -34,3 +37,49 @@ IDLE_WHILE_READY = define(
     exercised="an op ends with an undelivered message in the window",
     needs=lambda a: need(bool(a.selectors - {"pulsar-sticky"}), "a selector other than pulsar-sticky"),
 )
+
+
+def idle_while_ready(
+    key: str,
+    offset: int,
+    pub: int,
+    window: int,
+    able: Sequence[tuple[str, int, int]],
+    some: bool,
+    seq: int,
+    lookahead: tuple[int, int] | None = None,
+    permits: bool = False,
+    parked: int | None = None,
+    heartbeat: str | None = None,
+) -> Explained:
+    """KS-ISO-1 (`able`: (name, outstanding, capacity or permits) of the members shown; `some`: selector `any`, one
+    is enough; `lookahead`: (waiting earlier messages, L) under read_bound lookahead, KS-ISO-3; `parked`: with
+    park_after set, the earlier parked messages the read bound leaves out, KS-ISO-4; `heartbeat`: with read_trigger
+    heartbeat, "tick" when a tick's pass had to read it, "read" when it was read before the op, KS-GEN-8)."""
+    if permits:
+        names = ", ".join(f"{name} ({left} permits)" for name, _, left in able)
+    else:
+        names = ", ".join(f"{name} ({held}/{capacity})" for name, held, capacity in able)
+    who = "some members that accept it are" if some else "the members that accept it are"
+    if lookahead is None:
+        within = f"within the window of {window}"
+    else:
+        waiting, limit = lookahead
+        within = f"with {waiting} earlier messages waiting, fewer than the look-ahead limit of {limit}"
+    if parked is not None:
+        within += f" ({parked} earlier parked messages left out, KS-ISO-4)"
+    if heartbeat == "tick":
+        within += ", which a tick's dispatch pass reads under read_trigger heartbeat (KS-GEN-8)"
+    elif heartbeat == "read":
+        within += ", read before this op (read_trigger heartbeat, KS-GEN-8)"
+    room = "holding a permit" if permits else "below capacity"
+    return (
+        [
+            message_clause(offset, key, pub) + f", the earliest unresolved message of its key, {within}",
+            f"no message of {key!r} is outstanding, retrying or blocked",
+            f"{who} connected and {room}: {names}",
+        ],
+        f"the op at seq {seq} ended with m{offset} undelivered, but no rule allows holding it: a stuck key "
+        "blocks only itself (KS-ISO-1)",
+        {"offset": offset, "key": key},
+    )

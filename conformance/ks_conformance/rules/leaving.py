@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from ks_conformance.explain import (
+    Explained,
+    disconnected,
+    evicted_at,
+    message_clause,
+    not_a_member,
+    ticks,
+)
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 INACTIVE_DELIVERY = define(
@@ -14,6 +22,33 @@ INACTIVE_DELIVERY = define(
     exercised="a delivery while some member is disconnected",
     needs=lambda a: need("disconnect" in a.ops, "op disconnect"),
 )
+
+
+def inactive_delivery_to_non_member(
+    key: str, offset: int, pub: int, consumer: str, ended_seq: int | None, seq: int
+) -> Explained:
+    """KS-MEM-3, to a consumer that is not a member (`ended_seq`: where its last incarnation ended, if any)."""
+    return (
+        [
+            not_a_member(consumer) + (f" (its last incarnation ended at seq {ended_seq})" if ended_seq else ""),
+            message_clause(offset, key, pub),
+        ],
+        f"m{offset} was delivered to {consumer} [seq {seq}], but only connected members receive messages (KS-MEM-3)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
+def inactive_delivery_to_disconnected(
+    key: str, offset: int, pub: int, consumer: str, disconnected_seq: int | None, seq: int
+) -> Explained:
+    """KS-MEM-3, to a disconnected member."""
+    return (
+        [disconnected(consumer, disconnected_seq), message_clause(offset, key, pub)],
+        f"m{offset} was delivered to {consumer} [seq {seq}] while it is disconnected, but only connected "
+        "members receive messages (KS-MEM-3)",
+        {"offset": offset, "consumer": consumer},
+    )
+
 
 PREMATURE_EVICTION = define(
     "premature-eviction",
@@ -32,6 +67,12 @@ PREMATURE_EVICTION = define(
     ),
 )
 
+
+def premature_eviction(consumer: str, now: int, why: str, seq: int) -> Explained:
+    """KS-MEM-2, an eviction before it is due."""
+    return ([evicted_at(consumer, now, seq)], f"{why} (KS-MEM-2)", {"consumer": consumer})
+
+
 RECONNECT_IGNORED = define(
     "reconnect-ignored",
     "KS-MEM-4",
@@ -45,6 +86,19 @@ RECONNECT_IGNORED = define(
     exercised="a reconnect of a disconnected member",
     needs=lambda a: need("reconnect" in a.ops and "disconnect" in a.ops, "op reconnect"),
 )
+
+
+def reconnect_ignored(consumer: str, disconnected_seq: int | None, reconnected_seq: int | None, what: str) -> Explained:
+    """KS-MEM-4 (`what`: the eviction or hold that treats the member as away, `evicted_at` or `held_inactive`)."""
+    return (
+        [
+            disconnected(consumer, disconnected_seq),
+            f"{consumer} reconnected at seq {reconnected_seq} and has not disconnected since",
+        ],
+        f"{what}, but a reconnected member is connected again with all it holds, and its eviction is off (KS-MEM-4)",
+        {"consumer": consumer},
+    )
+
 
 MISSED_EVICTION = define(
     "missed-eviction",
@@ -63,6 +117,29 @@ MISSED_EVICTION = define(
     ),
 )
 
+
+def missed_eviction(
+    consumer: str,
+    disconnected_at: int,
+    disconnected_seq: int | None,
+    evict_after: object,
+    now: int,
+    seq: int,
+    slack: int = 0,
+) -> Explained:
+    """KS-MEM-2, after phase 4 of a tick (`seq`: the tick op; `slack`: timer_slack, KS-GEN-9)."""
+    given = [f"timer_slack = {slack}: an eviction may come up to {ticks(slack)} late (KS-GEN-9)"] if slack else []
+    return (
+        [
+            f"{consumer} disconnected at tick {disconnected_at} [seq {disconnected_seq}]",
+            f"evict_after = {evict_after}",
+            *given,
+        ],
+        f"it is still a member after phase 4 of tick {now} [seq {seq}], but it must be evicted then (KS-MEM-2)",
+        {"consumer": consumer},
+    )
+
+
 LOST = define(
     "lost",
     "KS-MEM-1",
@@ -79,3 +156,13 @@ LOST = define(
     exercised="a holder leaves with outstanding deliveries",
     needs=lambda a: need("remove_consumer" in a.ops or "disconnect" in a.ops, "op remove_consumer or disconnect"),
 )
+
+
+def lost(key: str, offset: int, pub: int, left_seq: int | None, seq: int) -> Explained:
+    """KS-MEM-1."""
+    return (
+        [message_clause(offset, key, pub), f"its holder left or was evicted at seq {left_seq}"],
+        f"m{offset} was never delivered again and is unresolved at the quiescent point [seq {seq}], "
+        "but a leaving consumer's messages must be delivered again (KS-MEM-1)",
+        {"offset": offset, "key": key},
+    )

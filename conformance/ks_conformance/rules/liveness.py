@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ks_conformance.explain import Explained, message_clause
 from ks_conformance.rules.registry import NO_CURSOR, Abilities, Scope, Stage, define, need
 
 STUCK_KEY = define(
@@ -14,6 +15,17 @@ STUCK_KEY = define(
     exercised="a quiescent point with messages published",
 )
 
+
+def stuck_key(key: str, offset: int, pub: int, last_event: int, seq: int) -> Explained:
+    """KS-LIV-1."""
+    return (
+        [message_clause(offset, key, pub), f"its last event is seq {last_event}"],
+        f"m{offset} is unresolved at the quiescent point [seq {seq}], although a member accepts every "
+        "key, everyone acks and time has passed (KS-LIV-1)",
+        {"offset": offset, "key": key},
+    )
+
+
 CURSOR_STALL = define(
     "cursor-stall",
     "KS-LIV-2",
@@ -24,6 +36,16 @@ CURSOR_STALL = define(
     exercised="a quiescent point",
     needs=lambda a: unwritten(a) or need(a.cursor, NO_CURSOR),
 )
+
+
+def cursor_stall(published: int, cursor: int, persist_seq: int | None, seq: int) -> Explained:
+    """KS-LIV-2."""
+    persisted = f" (persisted at seq {persist_seq})" if persist_seq is not None else " (never persisted)"
+    return (
+        [f"n = {published} messages published, all resolved"],
+        f"at the quiescent point [seq {seq}] the persisted cursor is {cursor}{persisted}, not n (KS-LIV-2)",
+        {"cursor": cursor, "published": published},
+    )
 
 
 def unwritten(a: Abilities) -> str | None:

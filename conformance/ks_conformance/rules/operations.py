@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ks_conformance.explain import Explained
 from ks_conformance.rules.registry import NO_TIMERS, Scope, Stage, define, need
 
 PHASE_ORDER = define(
@@ -25,3 +26,13 @@ PHASE_ORDER = define(
         )
     ),
 )
+
+
+def phase_order(tick_seq: int, phase: int, effect: str, seq: int, after_phase: int, after_seq: int | None) -> Explained:
+    """KS-GEN-7: an `effect` of `phase` after an effect of the later `after_phase` in one tick."""
+    return (
+        [f"t = the tick at seq {tick_seq}"],
+        f"an effect of phase {phase} ({effect}, seq {seq}) came after an effect of phase "
+        f"{after_phase} (seq {after_seq}) within t, but the phases of a tick run in order (KS-GEN-7)",
+        {"phase": phase, "after_phase": after_phase},
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ks_conformance.explain import Explained, delayed_clause, message_clause
 from ks_conformance.rules.registry import NO_DELAY, Scope, Stage, define, need
 
 KEY_REORDER = define(
@@ -17,6 +18,17 @@ KEY_REORDER = define(
     exercised="a first delivery while an earlier message of its key is unresolved",
 )
 
+
+def key_reorder(key: str, offset: int, pub: int, earlier: int, earlier_pub: int, seq: int) -> Explained:
+    """KS-ORD-1."""
+    return (
+        [message_clause(earlier, key, earlier_pub), message_clause(offset, key, pub)],
+        f"m{earlier} precedes m{offset} in key {key!r} and was never delivered, yet m{offset} was "
+        f"delivered for the first time [seq {seq}] while m{earlier} is unresolved (KS-ORD-1)",
+        {"offset": offset, "key": key, "earlier": earlier},
+    )
+
+
 STRICT_OVERLAP = define(
     "strict-overlap",
     "KS-ORD-2",
@@ -26,6 +38,18 @@ STRICT_OVERLAP = define(
     witness="publish of the earlier message, the delivery",
     exercised="a delivery while another message of its key is unresolved",
 )
+
+
+def strict_overlap(key: str, offset: int, pub: int, earlier: int, earlier_pub: int, seq: int) -> Explained:
+    """KS-ORD-2."""
+    return (
+        [message_clause(earlier, key, earlier_pub), message_clause(offset, key, pub)],
+        f"m{earlier} precedes m{offset} in key {key!r} and is unresolved, yet "
+        f"m{offset} was delivered [seq {seq}]; the strict profile delivers nothing of a key while an "
+        "earlier message of it is unresolved (KS-ORD-2)",
+        {"offset": offset, "key": key, "earlier": earlier},
+    )
+
 
 RETRY_OVERTAKEN = define(
     "retry-overtaken",
@@ -38,6 +62,22 @@ RETRY_OVERTAKEN = define(
     needs=lambda a: need(a.failures or "remove_consumer" in a.ops, "op nack, ack_timeout or remove_consumer"),
 )
 
+
+def retry_overtaken(
+    key: str, offset: int, pub: int, waiting: int, waiting_pub: int, awaiting_seq: int | None, seq: int
+) -> Explained:
+    """KS-ORD-3."""
+    return (
+        [
+            message_clause(waiting, key, waiting_pub) + f", awaiting redelivery since seq {awaiting_seq}",
+            message_clause(offset, key, pub),
+        ],
+        f"m{offset} was delivered [seq {seq}] before m{waiting}, an earlier message of its key that "
+        "awaits redelivery (KS-ORD-3)",
+        {"offset": offset, "key": key, "earlier": waiting},
+    )
+
+
 DELIVERED_BEFORE_DUE = define(
     "delivered-before-due",
     "KS-ORD-5",
@@ -48,6 +88,17 @@ DELIVERED_BEFORE_DUE = define(
     exercised="a delayed message is published with a due tick ahead",
     needs=lambda a: need(a.delaying, NO_DELAY),
 )
+
+
+def delivered_before_due(key: str, offset: int, pub: int, deliver_at: int, now: int, seq: int) -> Explained:
+    """KS-ORD-5."""
+    return (
+        [delayed_clause(offset, key, pub, deliver_at)],
+        f"m{offset} was delivered [seq {seq}] at tick {now}, before its due tick {deliver_at}, but a delayed "
+        "message must not be delivered before it is due (KS-ORD-5)",
+        {"offset": offset, "key": key, "deliver_at": deliver_at, "tick": now},
+    )
+
 
 BLOCKED_BEHIND_DELAYED = define(
     "blocked-behind-delayed",
@@ -65,6 +116,20 @@ BLOCKED_BEHIND_DELAYED = define(
     needs=lambda a: need(a.delaying, NO_DELAY),
 )
 
+
+def blocked_behind_delayed(
+    key: str, offset: int, pub: int, delayed: int, delayed_pub: int, deliver_at: int, seq: int
+) -> Explained:
+    """KS-ORD-6 (`delayed`: the earlier message of the key, not yet due)."""
+    return (
+        [delayed_clause(delayed, key, delayed_pub, deliver_at), message_clause(offset, key, pub)],
+        f"at the end of the op [seq {seq}] m{offset} is ready, within the read bound, and every member that could "
+        f"take it has room, yet it waits behind m{delayed}, which is not due yet; a message not yet due holds back "
+        "no later message of its key (KS-ORD-6)",
+        {"offset": offset, "key": key, "delayed": delayed, "deliver_at": deliver_at},
+    )
+
+
 DUE_LEFT_WAITING = define(
     "due-left-waiting",
     "KS-ORD-7",
@@ -79,3 +144,15 @@ DUE_LEFT_WAITING = define(
     exercised="an op ends with a delayed message unresolved and due (past its `deliver_at` and the slack)",
     needs=lambda a: need(a.delaying, NO_DELAY),
 )
+
+
+def due_left_waiting(key: str, offset: int, pub: int, deliver_at: int, slack: int, now: int, seq: int) -> Explained:
+    """KS-ORD-7 (`slack`: the declared timer_slack, KS-GEN-9)."""
+    late = f" and the timer slack of {slack}" if slack else ""
+    return (
+        [delayed_clause(offset, key, pub, deliver_at)],
+        f"at the end of the op [seq {seq}], at tick {now}, past its due tick{late}, m{offset} is ready, within the "
+        "read bound, and every member that could take it has room, yet it was not delivered; once due a delayed "
+        "message is as ready as any other (KS-ORD-7)",
+        {"offset": offset, "key": key, "deliver_at": deliver_at, "tick": now},
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ks_conformance.explain import Explained, blocked_its_key, delivered_since_restart, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 BLOCKED_KEY_LEAK = define(
@@ -14,6 +15,19 @@ BLOCKED_KEY_LEAK = define(
     exercised="a key is blocked while later messages of it are unresolved",
     needs=lambda a: need(a.failures and "block" in a.policies, "poison policy block"),
 )
+
+
+def blocked_key_leak(
+    key: str, offset: int, pub: int, blocked: int, blocked_pub: int, blocked_seq: int | None, seq: int
+) -> Explained:
+    """KS-POI-3."""
+    return (
+        [message_clause(blocked, key, blocked_pub) + blocked_its_key(blocked_seq), message_clause(offset, key, pub)],
+        f"m{offset} was delivered [seq {seq}] while its key is blocked, but nothing of a blocked key "
+        "may be delivered until an operator releases or skips it (KS-POI-3)",
+        {"offset": offset, "key": key},
+    )
+
 
 UNJUSTIFIED_BLOCK = define(
     "unjustified-block",
@@ -28,6 +42,17 @@ UNJUSTIFIED_BLOCK = define(
     exercised="a `key_blocked`",
     needs=lambda a: need(a.failures and "block" in a.policies, "poison policy block"),
 )
+
+
+def unjustified_block(key: str, offset: int, pub: int, failures: int, maximum: int, seq: int) -> Explained:
+    """KS-POI-3, a `key_blocked` of a message that is not poisoned."""
+    return (
+        [message_clause(offset, key, pub) + f", failed {failures} times, max_redeliveries = {maximum}"],
+        f"it blocked its key [seq {seq}], but only a poisoned message (more than max_redeliveries failures) "
+        "blocks its key (KS-POI-3)",
+        {"offset": offset, "failures": failures},
+    )
+
 
 STALE_BUDGET = define(
     "stale-budget",
@@ -45,6 +70,22 @@ STALE_BUDGET = define(
     ),
 )
 
+
+def stale_budget(
+    key: str, offset: int, pub: int, released_seq: int, failures: int, maximum: int, seq: int
+) -> Explained:
+    """KS-POI-4."""
+    return (
+        [
+            message_clause(offset, key, pub) + f", released by the operator at seq {released_seq}",
+            f"it failed {failures} times since, max_redeliveries = {maximum}",
+        ],
+        f"it was blocked again [seq {seq}], but a release gives a fresh budget: it is poisoned only after "
+        f"more than {maximum} failures counted from the release (KS-POI-4)",
+        {"offset": offset, "failures": failures},
+    )
+
+
 DEAD_LETTER_MISMATCH = define(
     "dead-letter-mismatch",
     "KS-POI-2",
@@ -59,6 +100,32 @@ DEAD_LETTER_MISMATCH = define(
     needs=lambda a: need(a.failures and "dead-letter" in a.policies, "poison policy dead-letter"),
 )
 
+
+def dead_letter_mismatch(
+    key: str,
+    offset: int,
+    pub: int,
+    deliveries: int,
+    last_failure: str | None,
+    last_failure_seq: int | None,
+    attempt: int,
+    reason: str,
+    seq: int,
+) -> Explained:
+    """KS-POI-2 (`attempt` and `reason`: what the dead letter says)."""
+    at = f" at seq {last_failure_seq}" if last_failure_seq is not None else ""
+    return (
+        [
+            message_clause(offset, key, pub)
+            + delivered_since_restart(deliveries)
+            + f", last failure {last_failure!r}{at}"
+        ],
+        f"its dead letter [seq {seq}] says attempt {attempt} and reason {reason!r}, but it must carry the "
+        "attempt count and the reason of the last failure (KS-POI-2)",
+        {"offset": offset},
+    )
+
+
 SKIP_IGNORED = define(
     "skip-ignored",
     "KS-POI-5",
@@ -69,3 +136,13 @@ SKIP_IGNORED = define(
     exercised="a skip",
     needs=lambda a: need(a.failures and "block" in a.policies and ("skip" in a.ops), "poison policy block and op skip"),
 )
+
+
+def skip_ignored(key: str, offset: int, pub: int, blocked_seq: int | None, seq: int) -> Explained:
+    """KS-POI-5 (`seq`: the `key_skipped` op)."""
+    return (
+        [message_clause(offset, key, pub) + blocked_its_key(blocked_seq)],
+        f"the operator skipped key {key!r} [seq {seq}] but m{offset} was not resolved, "
+        "and a skip resolves the blocked message as dropped (KS-POI-5)",
+        {"key": key, "offset": offset},
+    )

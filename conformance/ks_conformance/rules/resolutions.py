@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ks_conformance.explain import Explained, message_clause, resolved_as
 from ks_conformance.rules.registry import NO_REDELIVERY, Scope, Stage, define, need
 
 DUPLICATE = define(
@@ -15,6 +16,28 @@ DUPLICATE = define(
     needs=lambda a: need(a.redelivery, NO_REDELIVERY),
 )
 
+
+def duplicate_resolved(
+    key: str, offset: int, pub: int, resolution: str | None, resolution_seq: int | None, seq: int
+) -> Explained:
+    """KS-RES-2, after a resolution."""
+    return (
+        [message_clause(offset, key, pub) + resolved_as(resolution, resolution_seq)],
+        f"m{offset} was delivered again [seq {seq}] after it was resolved, with no restart that "
+        "lost the resolution (KS-RES-2)",
+        {"offset": offset},
+    )
+
+
+def duplicate_outstanding(key: str, offset: int, pub: int, holder: str, delivery_seq: int, seq: int) -> Explained:
+    """KS-RES-2, while a delivery is outstanding."""
+    return (
+        [message_clause(offset, key, pub) + f", delivered to {holder} at seq {delivery_seq} and still outstanding"],
+        f"m{offset} was delivered again [seq {seq}] while that delivery is outstanding (KS-RES-2)",
+        {"offset": offset},
+    )
+
+
 DOUBLE_RESOLUTION = define(
     "double-resolution",
     "KS-RES-1",
@@ -27,6 +50,19 @@ DOUBLE_RESOLUTION = define(
     witness="both resolutions",
     exercised="a resolution",
 )
+
+
+def double_resolution(
+    key: str, offset: int, pub: int, resolution: str | None, resolution_seq: int | None, again: str, seq: int
+) -> Explained:
+    """KS-RES-1, a second resolution (`again`) of a resolved message."""
+    return (
+        [message_clause(offset, key, pub) + resolved_as(resolution, resolution_seq)],
+        f"it was resolved again as {again} [seq {seq}], but a message leaves the subscription at most "
+        "once between restarts (KS-RES-1)",
+        {"offset": offset},
+    )
+
 
 UNJUSTIFIED_RESOLUTION = define(
     "unjustified-resolution",
@@ -46,6 +82,25 @@ UNJUSTIFIED_RESOLUTION = define(
     ),
 )
 
+
+def unjustified_resolution_drop(key: str, offset: int, pub: int, reason: str, why: str, seq: int) -> Explained:
+    """KS-RES-1, a `drop` no rule allows."""
+    return (
+        [message_clause(offset, key, pub)],
+        f"it was dropped with reason {reason!r} [seq {seq}], but {why}; no rule allows that resolution (KS-RES-1)",
+        {"offset": offset, "reason": reason},
+    )
+
+
+def unjustified_resolution_dead_letter(key: str, offset: int, pub: int, why: str, seq: int) -> Explained:
+    """KS-RES-1, a `dead_letter` no rule allows."""
+    return (
+        [message_clause(offset, key, pub)],
+        f"it was dead-lettered [seq {seq}], but {why}; no rule allows that resolution (KS-RES-1)",
+        {"offset": offset},
+    )
+
+
 UNJUSTIFIED_OUTCOME = define(
     "unjustified-outcome",
     "KS-RES-1",
@@ -60,3 +115,14 @@ UNJUSTIFIED_OUTCOME = define(
     witness="the publish of m, the `outcome`",
     exercised="an implementation-defined outcome",
 )
+
+
+def unjustified_outcome(key: str, offset: int, pub: int, outcome: str, declared: bool, seq: int) -> Explained:
+    """KS-RES-1, an implementation's outcome declared as no resolution (`declared`) or not declared."""
+    how = "declared as standing for no resolution" if declared else "not declared"
+    return (
+        [message_clause(offset, key, pub)],
+        f"it ended with the implementation's outcome {outcome!r} [seq {seq}], {how} in terminal_outcomes; "
+        "a message resolved by no rule of the spec is lost (KS-RES-1)",
+        {"offset": offset, "outcome": outcome},
+    )

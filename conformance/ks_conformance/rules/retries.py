@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ks_conformance.explain import (
+    POISONED_AS,
+    Explained,
+    PoisonEvent,
+    delivered_since_restart,
+    extension_clause,
+    failed,
+    holder_ignored,
+    last_delivered,
+    message_clause,
+)
 from ks_conformance.rules.registry import NO_REDELIVERY, Scope, Stage, define, extension, need
 
 ATTEMPT_MISCOUNT = define(
@@ -14,6 +27,17 @@ ATTEMPT_MISCOUNT = define(
     exercised="a redelivery",
     needs=lambda a: need(a.redelivery, NO_REDELIVERY),
 )
+
+
+def attempt_miscount(key: str, offset: int, pub: int, deliveries: int, attempt: int, seq: int) -> Explained:
+    """KS-RTY-5."""
+    return (
+        [message_clause(offset, key, pub) + delivered_since_restart(deliveries)],
+        f"its delivery at seq {seq} carries attempt {attempt}, but attempts count deliveries: it must be "
+        f"{deliveries + 1} (KS-RTY-5)",
+        {"offset": offset, "attempt": attempt, "expected": deliveries + 1},
+    )
+
 
 EARLY_RETRY = define(
     "early-retry",
@@ -32,6 +56,22 @@ EARLY_RETRY = define(
     ),
 )
 
+
+def early_retry(
+    key: str, offset: int, pub: int, failures: int, failure_seq: int | None, ends: int, now: int, seq: int
+) -> Explained:
+    """KS-RTY-4 (`ends`: the tick its back-off ends)."""
+    return (
+        [
+            message_clause(offset, key, pub) + f", failure {failures} at seq {failure_seq}",
+            f"its back-off ends at tick {ends}",
+        ],
+        f"m{offset} was delivered again at tick {now} [seq {seq}] before a phase 3 at or "
+        "after the end of its back-off made it pending (KS-RTY-4)",
+        {"offset": offset},
+    )
+
+
 RETRY_OVERRUN = define(
     "retry-overrun",
     "KS-RTY-6",
@@ -42,6 +82,26 @@ RETRY_OVERRUN = define(
     exercised="a message fails `max_redeliveries + 1` times",
     needs=lambda a: need(a.failures and bool(a.policies), "failures and a poison policy"),
 )
+
+
+def retry_overrun(
+    key: str,
+    offset: int,
+    pub: int,
+    failures: int,
+    failure_seqs: Sequence[int],
+    maximum: int,
+    seq: int,
+    returns: int = 0,
+) -> Explained:
+    """KS-RTY-6, at a delivery (`returns`: the returns counted as failures under returns_as_failures)."""
+    return (
+        [message_clause(offset, key, pub) + failed(failures, failure_seqs, returns)],
+        f"it was delivered again [seq {seq}], but after more than max_redeliveries = {maximum} failures a "
+        "message is poisoned, not delivered (KS-RTY-6)",
+        {"offset": offset, "failures": failures},
+    )
+
 
 STALE_NACK_ACCEPTED = define(
     "stale-nack-accepted",
@@ -54,6 +114,19 @@ STALE_NACK_ACCEPTED = define(
     needs=lambda a: need("nack" in a.ops, "op nack"),
 )
 
+
+def stale_nack_accepted(
+    key: str, offset: int, pub: int, last_delivery: int | None, consumer: str, seq: int
+) -> Explained:
+    """KS-RTY-1, a nack from a consumer that does not hold the message."""
+    return (
+        [message_clause(offset, key, pub) + last_delivered(last_delivery)],
+        f"a nack from {consumer} [seq {seq}], which does not hold it, failed its delivery, but such a nack must "
+        "change nothing (KS-RTY-1)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 HOLDER_NACK_IGNORED = define(
     "holder-nack-ignored",
     "KS-RTY-1",
@@ -64,6 +137,12 @@ HOLDER_NACK_IGNORED = define(
     exercised="a nack from the holder",
     needs=lambda a: need("nack" in a.ops, "op nack"),
 )
+
+
+def holder_nack_ignored(key: str, offset: int, pub: int, holder: str, delivery_seq: int, seq: int) -> Explained:
+    """KS-RTY-1, a nack from the holder ignored."""
+    return holder_ignored("nack", "KS-RTY-1", key, offset, pub, holder, delivery_seq, seq)
+
 
 PREMATURE_TIMEOUT = define(
     "premature-timeout",
@@ -83,6 +162,29 @@ PREMATURE_TIMEOUT = define(
     ),
 )
 
+
+def premature_timeout(
+    key: str,
+    offset: int,
+    pub: int,
+    holder: str | None,
+    delivery_seq: int | None,
+    consumer: str,
+    now: int,
+    why: str,
+    seq: int,
+) -> Explained:
+    """KS-RTY-2 (`holder`: who holds its outstanding delivery, made at `delivery_seq`, or None)."""
+    return (
+        [
+            message_clause(offset, key, pub)
+            + (f", delivered to {holder} at seq {delivery_seq}" if holder is not None else "")
+        ],
+        f"it timed out at {consumer} at tick {now} [seq {seq}], but {why} (KS-RTY-2)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 EXTENDED_TIMEOUT_EARLY = define(
     "extended-timeout-early",
     "KS-RTY-8",
@@ -94,6 +196,27 @@ EXTENDED_TIMEOUT_EARLY = define(
     needs=lambda a: need("extend" in a.ops, "op extend") or extension(a),
 )
 
+
+def extended_timeout_early(
+    key: str,
+    offset: int,
+    pub: int,
+    consumer: str,
+    delivery_seq: int,
+    extended_seq: int | None,
+    deadline: int,
+    now: int,
+    seq: int,
+) -> Explained:
+    """KS-RTY-8, a timeout before the deadline an extension set."""
+    return (
+        [message_clause(offset, key, pub), extension_clause(offset, consumer, delivery_seq, extended_seq, deadline)],
+        f"it timed out at tick {now} [seq {seq}], but an extended delivery must not time out before its new "
+        "deadline (KS-RTY-8)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 ZOMBIE_EXTENSION = define(
     "zombie-extension",
     "KS-RTY-9",
@@ -104,6 +227,32 @@ ZOMBIE_EXTENSION = define(
     exercised="an `extend` from a consumer that does not hold the delivery",
     needs=lambda a: need("extend" in a.ops, "op extend") or extension(a),
 )
+
+
+def zombie_extension(
+    key: str,
+    offset: int,
+    pub: int,
+    consumer: str,
+    op_seq: int,
+    holder: str | None,
+    holder_seq: int | None,
+    seq: int,
+) -> Explained:
+    """KS-RTY-9, an extension applied for a consumer that does not hold the delivery (`holder`: who does, or None)."""
+    held_by = f"{holder} [seq {holder_seq}]" if holder is not None else "nobody"
+    return (
+        [
+            message_clause(offset, key, pub),
+            f"{consumer} asks for more time with extend [seq {op_seq}], but m{offset}'s outstanding delivery is held "
+            f"by {held_by}",
+        ],
+        f"the extension was applied (extended [seq {seq}]), but an extension from a consumer that does not hold "
+        "the delivery must change nothing and be recorded as extend_ignored: applied, it keeps another consumer's "
+        "delivery alive past its deadline (KS-RTY-9)",
+        {"offset": offset, "consumer": consumer},
+    )
+
 
 RETURN_COUNTED = define(
     "return-counted",
@@ -123,6 +272,31 @@ RETURN_COUNTED = define(
     ),
 )
 
+
+def return_counted(
+    key: str,
+    offset: int,
+    pub: int,
+    failures: int,
+    returns: int,
+    return_seq: int | None,
+    maximum: int,
+    event: PoisonEvent,
+    seq: int,
+) -> Explained:
+    """KS-RTY-7 (`event`: what poisoned the message at `seq`)."""
+    return (
+        [
+            message_clause(offset, key, pub) + f", failed {failures} times and returned {returns} times by a "
+            f"leaving or evicted holder (last at seq {return_seq})",
+            f"max_redeliveries = {maximum}",
+        ],
+        f"it was {POISONED_AS[event]} [seq {seq}], which only counting its returns as failures explains, but a "
+        "returned message is pending at once without adding to its failure count (KS-RTY-7)",
+        {"offset": offset, "returns": returns, "failures": failures},
+    )
+
+
 MISSED_TIMEOUT = define(
     "missed-timeout",
     "KS-RTY-3",
@@ -141,6 +315,25 @@ MISSED_TIMEOUT = define(
     ),
 )
 
+
+def missed_timeout(
+    offset: int, holder: str, tick: int, delivery_seq: int, timeout: int, now: int, seq: int, slack: int = 0
+) -> Explained:
+    """KS-RTY-3 (the delivery to `holder` at `tick`; `seq`: the tick op; `slack`: timer_slack, KS-GEN-9)."""
+    given = [f"timer_slack = {slack}"] if slack else []
+    deadline = f"when tick {tick + timeout} begins" if not slack else f"by tick {tick + timeout + slack} at the latest"
+    rule = "(KS-RTY-3)" if not slack else "(KS-RTY-3, KS-GEN-9)"
+    return (
+        [
+            f"d = deliver(offset={offset}) to {holder} at tick {tick} [seq {delivery_seq}]",
+            f"ack_timeout = {timeout}",
+            *given,
+        ],
+        f"d is still outstanding after phase 1 of tick {now} [seq {seq}], but a delivery times out {deadline} {rule}",
+        {"offset": offset, "consumer": holder},
+    )
+
+
 EXTENDED_TIMEOUT_MISSED = define(
     "extended-timeout-missed",
     "KS-RTY-8",
@@ -154,6 +347,29 @@ EXTENDED_TIMEOUT_MISSED = define(
     exercised="an extended delivery is outstanding when its new deadline is due",
     needs=lambda a: need("extend" in a.ops, "op extend") or extension(a),
 )
+
+
+def extended_timeout_missed(
+    offset: int,
+    holder: str,
+    delivery_seq: int,
+    extended_seq: int | None,
+    deadline: int,
+    now: int,
+    seq: int,
+    slack: int = 0,
+) -> Explained:
+    """KS-RTY-8, an extended delivery still outstanding after phase 1 of the tick its new deadline (plus slack) is."""
+    given = [f"timer_slack = {slack}"] if slack else []
+    when = f"when tick {deadline} begins" if not slack else f"by tick {deadline + slack} at the latest"
+    rule = "(KS-RTY-8)" if not slack else "(KS-RTY-8, KS-GEN-9)"
+    return (
+        [extension_clause(offset, holder, delivery_seq, extended_seq, deadline), *given],
+        f"the delivery is still outstanding after phase 1 of tick {now} [seq {seq}], but an extended delivery "
+        f"times out at its new deadline, {when} {rule}",
+        {"offset": offset, "consumer": holder},
+    )
+
 
 EXTENSION_LOST = define(
     "extension-lost",
@@ -169,6 +385,24 @@ EXTENSION_LOST = define(
     needs=lambda a: need("extend" in a.ops, "op extend") or extension(a),
 )
 
+
+def extension_lost(
+    key: str, offset: int, pub: int, consumer: str, delivery_seq: int, op_seq: int, ignored_seq: int | None
+) -> Explained:
+    """KS-RTY-8, the holder's extension recorded as ignored (`ignored_seq`) or not answered at all (None)."""
+    what = f"was recorded as extend_ignored [seq {ignored_seq}]" if ignored_seq is not None else "was not answered"
+    return (
+        [
+            message_clause(offset, key, pub),
+            f"{consumer} holds m{offset}'s outstanding delivery [seq {delivery_seq}] and asks for more time with "
+            f"extend [seq {op_seq}]",
+        ],
+        f"the extension {what}, but an extension from the holder must move its delivery's timeout to now + ticks, "
+        "recorded as an extended event (KS-RTY-8)",
+        {"offset": offset, "consumer": consumer},
+    )
+
+
 POISON_IGNORED = define(
     "poison-ignored",
     "KS-RTY-6",
@@ -179,3 +413,27 @@ POISON_IGNORED = define(
     exercised="a message fails `max_redeliveries + 1` times",
     needs=lambda a: need(a.failures and bool(a.policies) and ("tick" in a.ops), "failures and a poison policy"),
 )
+
+
+def poison_ignored(
+    key: str,
+    offset: int,
+    pub: int,
+    failures: int,
+    failure_seqs: Sequence[int],
+    maximum: int,
+    policy: object,
+    now: int,
+    seq: int,
+    returns: int = 0,
+) -> Explained:
+    """KS-RTY-6, after phase 2 of a tick (`seq`: the tick op; `returns` as for retry_overrun)."""
+    return (
+        [
+            message_clause(offset, key, pub) + failed(failures, failure_seqs, returns),
+            f"max_redeliveries = {maximum}, policy {policy!r}",
+        ],
+        f"after phase 2 of tick {now} [seq {seq}] it is neither resolved nor blocked, but a message "
+        "that failed too often is poisoned in the first phase 2 after its failure (KS-RTY-6)",
+        {"offset": offset},
+    )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+from ks_conformance import rules
 
 from ks_spark.session import cache_level
 from ks_spark.validation.keystate import NEVER, ROW_ERA, ROW_INTERVAL, Context
@@ -453,7 +454,6 @@ def lost_held_back(frame: DataFrame, without_room: dict[int, list[tuple[str, ...
     accepts becomes `stuck-key` (dropped if stuck-key does not apply): pending behind that member, not lost."""
     import json
 
-    from ks_conformance import explain
     from ks_conformance.glob import accepts
     from pyspark.sql import functions as F
 
@@ -466,7 +466,7 @@ def lost_held_back(frame: DataFrame, without_room: dict[int, list[tuple[str, ...
             return ("lost", witness, text)
         if not stuck:
             return (None, witness, text)
-        let, then, details = explain.stuck_key(key, offset, pub, last, seq)
+        let, then, details = rules.liveness.stuck_key(key, offset, pub, last, seq)
         shown = sorted({s for s in (pub, last, seq) if s is not None and s >= 0})
         return ("stuck-key", shown, json.dumps({"let": let, "then": then, "details": details}))
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 
-from ks_conformance import explain
+from ks_conformance import explain, rules
 
 NEVER = (1 << 62) - 1
 """A seq later than any event: 'not resolved in this era', 'the incarnation never ended'."""
@@ -387,13 +387,17 @@ class KeyChecker:
                     seq,
                     [message.returned_delivery, left, seq],
                     message,
-                    partial(explain.lost, key, offset, pub, left, seq),
+                    partial(rules.leaving.lost, key, offset, pub, left, seq),
                 )
             elif message.hold_reason == "draining":
                 # req: KS-DRN-2
                 hold = message.hold_seq
                 self._report(
-                    "drain-stuck", seq, [hold, seq], message, partial(explain.drain_stuck, key, offset, pub, hold, seq)
+                    "drain-stuck",
+                    seq,
+                    [hold, seq],
+                    message,
+                    partial(rules.draining.drain_stuck, key, offset, pub, hold, seq),
                 )
             else:
                 # req: KS-LIV-1
@@ -403,7 +407,7 @@ class KeyChecker:
                     seq,
                     [pub, last, seq],
                     message,
-                    partial(explain.stuck_key, key, offset, pub, last, seq),
+                    partial(rules.liveness.stuck_key, key, offset, pub, last, seq),
                 )
 
     # --- events of the key ---------------------------------------------------------------------------
@@ -521,7 +525,7 @@ class KeyChecker:
                     seq,
                     [e.pub, pub, seq],
                     message,
-                    lambda: explain.key_reorder(key, offset, pub, e.offset, e.pub, seq),
+                    lambda: rules.ordering.key_reorder(key, offset, pub, e.offset, e.pub, seq),
                 )
                 if earlier_held is not None:
                     # req: KS-FLW-3
@@ -531,7 +535,7 @@ class KeyChecker:
                         seq,
                         [h.hold_seq, pub, seq],
                         message,
-                        lambda: explain.overtaken_hold(key, offset, pub, h.offset, h.pub, h.hold_seq, seq),
+                        lambda: rules.flow.overtaken_hold(key, offset, pub, h.offset, h.pub, h.hold_seq, seq),
                     )
         if len(self.unresolved) - (1 if offset in self.unresolved else 0) > 0:
             exercise("strict-overlap")
@@ -543,7 +547,7 @@ class KeyChecker:
                 seq,
                 [u.pub, seq],
                 message,
-                lambda: explain.strict_overlap(key, offset, pub, u.offset, u.pub, seq),
+                lambda: rules.ordering.strict_overlap(key, offset, pub, u.offset, u.pub, seq),
             )
         if earlier_awaiting is not None:
             exercise("retry-overtaken")
@@ -554,7 +558,7 @@ class KeyChecker:
                 seq,
                 [w.awaiting_seq, seq],
                 message,
-                lambda: explain.retry_overtaken(key, offset, pub, w.offset, w.pub, w.awaiting_seq, seq),
+                lambda: rules.ordering.retry_overtaken(key, offset, pub, w.offset, w.pub, w.awaiting_seq, seq),
             )
         # One holder per key (KS-DRN-1).
         epoch = ctx.epoch(seq)
@@ -576,7 +580,9 @@ class KeyChecker:
                     seq,
                     [o.out_seq, seq],
                     message,
-                    lambda: explain.split_owner(key, offset, pub, o.offset, o.out_consumer, o.out_seq, consumer, seq),
+                    lambda: rules.draining.split_owner(
+                        key, offset, pub, o.offset, o.out_consumer, o.out_seq, consumer, seq
+                    ),
                 )
         # No delivery without a reason (KS-RES-2).
         if message.delivered_ever:
@@ -589,7 +595,7 @@ class KeyChecker:
                 seq,
                 [res_seq, seq],
                 message,
-                lambda: explain.duplicate_resolved(key, offset, pub, resolution, res_seq, seq),
+                lambda: rules.resolutions.duplicate_resolved(key, offset, pub, resolution, res_seq, seq),
             )
         elif message.out_seq >= 0:
             out_consumer, out_seq = message.out_consumer, message.out_seq
@@ -598,7 +604,7 @@ class KeyChecker:
                 seq,
                 [out_seq, seq],
                 message,
-                lambda: explain.duplicate_outstanding(key, offset, pub, out_consumer, out_seq, seq),
+                lambda: rules.resolutions.duplicate_outstanding(key, offset, pub, out_consumer, out_seq, seq),
             )
         # One target per key per epoch (KS-ASN-1).
         last = self.last_delivery
@@ -613,7 +619,7 @@ class KeyChecker:
                     seq,
                     [previous_seq, seq],
                     message,
-                    lambda: explain.key_moved(key, offset, pub, previous, previous_seq, consumer, seq),
+                    lambda: rules.assignment.key_moved(key, offset, pub, previous, previous_seq, consumer, seq),
                 )
         # The delivery itself.
         if message.out_seq >= 0:
@@ -659,7 +665,7 @@ class KeyChecker:
                 seq,
                 [message.last_delivery, seq],
                 message,
-                lambda: explain.stale_ack_accepted(key, offset, pub, last, holder, holder_seq, consumer, seq),
+                lambda: rules.acks.stale_ack_accepted(key, offset, pub, last, holder, holder_seq, consumer, seq),
             )
         self._resolve(message, seq, "acked")
 

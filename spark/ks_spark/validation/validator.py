@@ -29,7 +29,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ks_conformance import explain
+from ks_conformance import explain, rules
 from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
 from ks_conformance.rules import rule
 from ks_conformance.tracefile import config_problem
@@ -571,7 +571,7 @@ def _driver_anomalies(timeline: Timeline, unresolved_at: dict[int, int]) -> list
     active = timeline.context.active
     if "cursor-regress" in active:
         for regression in timeline.regressions:
-            let, then, details = explain.cursor_regress(
+            let, then, details = rules.cursor.cursor_regress(
                 regression.cursor, regression.previous_cursor, regression.previous_seq, regression.seq
             )
             found.append(
@@ -588,7 +588,9 @@ def _driver_anomalies(timeline: Timeline, unresolved_at: dict[int, int]) -> list
             if unresolved_at.get(point.seq, 0) == 0 and point.persist_cursor != point.published:
                 persist_seq = point.persist_seq if point.persist_seq >= 0 else None
                 # req: KS-LIV-2
-                let, then, details = explain.cursor_stall(point.published, point.persist_cursor, persist_seq, point.seq)
+                let, then, details = rules.liveness.cursor_stall(
+                    point.published, point.persist_cursor, persist_seq, point.seq
+                )
                 witness = tuple(s for s in (persist_seq, point.seq) if s is not None)
                 found.append(Anomaly("cursor-stall", point.seq, witness, Explanation(tuple(let), then), details))
     return found
@@ -680,17 +682,17 @@ def _complete(
         key, pub = facts.get(offset, ("", -1))
         explained: explain.Explained
         if name == "cursor-skip":
-            explained = explain.cursor_skip(key, offset, pub, int(r["x"]), r["y"] == 1, seq)
+            explained = rules.cursor.cursor_skip(key, offset, pub, int(r["x"]), r["y"] == 1, seq)
             witness = tuple(sorted({pub, seq}))
         elif name == "window-overrun":
-            explained = explain.window_overrun(key, offset, pub, window, below.get((offset, seq), window), seq)
+            explained = rules.flow.window_overrun(key, offset, pub, window, below.get((offset, seq), window), seq)
         elif name == "capacity-overrun":
             inc = incs[int(r["x"])]
             held = outstanding.get((inc.inc_id, seq), [])
-            explained = explain.capacity_overrun(offset, inc.name, inc.capacity, inc.added, held, seq)
+            explained = rules.flow.capacity_overrun(offset, inc.name, inc.capacity, inc.added, held, seq)
             witness = tuple(sorted({inc.added, *held, seq}))
         elif name == "cursor-regress":
-            explained = explain.cursor_regress(int(r["x"]), int(r["y"]), witness[0], seq)
+            explained = rules.cursor.cursor_regress(int(r["x"]), int(r["y"]), witness[0], seq)
         else:  # a key anomaly beyond the ones its task explained: name, seq and witness are exact
             explained = ([], "(explained only for the first anomalies of each kind)", {})
         let, then, details = explained
