@@ -198,8 +198,15 @@ def not_computed(config: Mapping[str, Any]) -> list[str]:
     return [name for name in applicable(config) if name not in computed]
 
 
-def _why(name: str) -> str:
-    return NOT_COMPUTED.get(name, "new in the catalogue; not yet in ks_spark.validation.catalogue")
+def why(name: str) -> str:
+    """Why --partial does not compute a kind: its own reason, or what its rule's scope makes it."""
+    from ks_conformance.rules import Scope, rule
+
+    if name in NOT_COMPUTED:
+        return NOT_COMPUTED[name]
+    if rule(name).scope is Scope.KEY:
+        return "not ported to the per-key pass; left to the Python checker"
+    return f"a {rule(name).scope.value} rule, globally sequential; left to the Python checker"
 
 
 def listing() -> list[tuple[str, str, str]]:
@@ -209,6 +216,6 @@ def listing() -> list[tuple[str, str, str]]:
     from ks_conformance.rules import rule
 
     return [
-        (name, rule(name).requirement, "parallel" if name in BY_NAME else f"--partial skips it: {_why(name)}")
+        (name, rule(name).requirement, "parallel" if name in BY_NAME else f"--partial skips it: {why(name)}")
         for name in trace_kinds()
     ]
