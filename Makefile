@@ -57,7 +57,7 @@ QUEUE_TYPE ?= classic quorum
 # Runs are without broker crashes unless RESTART=1: shrinking a crash scenario costs about 8 s a replay on classic
 # queues (a ci run with crashes takes hours), and after a crash a quorum queue is never served again, each consume on
 # it taking a minute to fail (a defect, REPORT.md). The crash runs' scenarios are kept in crash-classic/ and
-# defects-quorum/, which runs never rewrite.
+# defects-quorum/, two of an earlier classic run in defects-classic/; runs never rewrite them.
 RESTART ?=
 # 20 examples per stratum and round: quorum queues took 10 minutes on two cores, classic ones (nothing found in the
 # first round) under one; REPORT-classic.md was written with EXAMPLES=100 (10 minutes).
