@@ -1142,6 +1142,49 @@ def _entry_split_unfinished(bad: bool) -> TraceBuilder:
     return _ack_in_order(t, ["c1"] * 3)
 
 
+def _key_batch(**config: object) -> TraceBuilder:
+    """A key-based batch outside buckets (spec section 17, PIP-34): three messages of one key, one entry."""
+    t = owner(**config).add("c1", capacity=1)
+    for _ in range(3):
+        t.publish("k", entry=0)
+    return t
+
+
+@case("entry-split")
+def _entry_split_key_batch(bad: bool) -> TraceBuilder:
+    """A key-based batch goes whole past the capacity; broken: its last message waits for the next op."""
+    t = _key_batch()
+    t.deliver(0, "c1").deliver(1, "c1")
+    if bad:
+        t.tick()
+    t.deliver(2, "c1")
+    return _ack_in_order(t, ["c1"] * 3)
+
+
+@case("permit-overrun")
+def _permit_overrun_after_a_key_batch(bad: bool) -> TraceBuilder:
+    """A key-based batch rides on one permit and takes the consumer below zero; broken: the next message is sent
+    with the permits still at or below zero (a grant of two after a batch of three leaves none)."""
+    t = _key_batch(flow_control="permits")
+    t.deliver(0, "c1").deliver(1, "c1").deliver(2, "c1")
+    one = t.publish("j")
+    t.flow("c1", 2 if bad else 3)
+    t.deliver(one, "c1")
+    return t
+
+
+@case("idle-while-ready")
+def _idle_key_batch(bad: bool) -> TraceBuilder:
+    """A key-based batch is judged like any message of its key: broken, it waits with its consumer free."""
+    t = owner().add("c1", capacity=5)
+    for _ in range(2):
+        t.publish("k", entry=0)
+    if bad:
+        t.tick().tick()  # the first tick ends with the batch undelivered
+    t.deliver(0, "c1").deliver(1, "c1")
+    return _ack_in_order(t, ["c1", "c1"])
+
+
 @case("best-effort-redelivery")
 def _best_effort_redelivery(bad: bool) -> TraceBuilder:
     t = TraceBuilder(profile="best-effort", selector="ring").add("c1")

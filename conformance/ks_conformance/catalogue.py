@@ -160,7 +160,8 @@ CATALOGUE: tuple[AnomalyKind, ...] = (
         "KS-FLW-4",
         _E,
         'with flow_control = "permits", a delivery to a consumer whose deliveries since it joined already equal '
-        "its grants (its capacity, then every permits_granted)",
+        "or exceed its grants (its capacity, then every permits_granted), other than of a batch's message that "
+        "follows its first (KS-BKT-10)",
         "the consumer_added, the grants, the delivery",
         "a delivery to a consumer with one permit left",
     ),

@@ -210,8 +210,10 @@ def check_needs(
             "buckets" in selectors and bool({"rollover", "split", "merge"} & ops), "op rollover, split or merge"
         ),
         "entry-split": need(
-            "buckets" in selectors and "owner" in capabilities.profiles and "publish_entry" in ops,
-            "the owner profile, selector buckets and op publish_entry",
+            ("buckets" in selectors or capabilities.key_batches)
+            and "owner" in capabilities.profiles
+            and "publish_entry" in ops,
+            "the owner profile, op publish_entry and selector buckets or key-based batches (capability key_batches)",
         ),
         "invalid-layout": need(
             "buckets" in selectors and bool({"split", "merge"} & ops), "selector buckets and op split or merge"
