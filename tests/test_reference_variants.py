@@ -476,3 +476,15 @@ def test_a_key_batch_is_not_held_back_by_a_delayed_message_of_its_key() -> None:
     _batch(h, ["k", "k"])
     assert [d[0] for d in h.deliveries()] == [1, 2]
     assert h.anomalies() == []
+
+
+def test_a_restart_delivers_what_is_left_of_a_key_batch_whole() -> None:
+    # req: KS-BKT-10, KS-CUR-3 (the store keeps each message's batch outside buckets too)
+    h = Harness(selector="pulsar-consistent", profile="owner", persist_ack_holes=True)
+    h.d.add_consumer("c", 10)
+    _batch(h, ["k", "k", "k"])
+    h.d.ack("c", 1)  # a hole: after the restart m0 and m2 come again, together
+    h.d.restart()
+    h.d.add_consumer("c", 1)
+    assert h.deliveries()[3:] == [(0, "c", 1), (2, "c", 1)]  # past the capacity of 1: the batch follows its first
+    assert h.anomalies() == []
