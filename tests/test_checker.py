@@ -1142,6 +1142,51 @@ def _entry_split_unfinished(bad: bool) -> TraceBuilder:
     return _ack_in_order(t, ["c1"] * 3)
 
 
+def _key_batch(capacity: int = 1, **config: object) -> TraceBuilder:
+    """A key-based batch outside buckets (spec section 17, PIP-34): three messages of one key, one entry."""
+    t = owner(**config).add("c1", capacity=capacity)
+    for _ in range(3):
+        t.publish("k", entry=0)
+    return t
+
+
+@case("entry-split")
+def _entry_split_key_batch(bad: bool) -> TraceBuilder:
+    """A key-based batch goes whole to one consumer; broken: its last message waits for the next op. (Capacity 3: the
+    parallel passes of validate-replay --partial do not know batches, tests/test_spark_catalogue.py judges every
+    case with them; a batch past the capacity is test_key_batch_past_the_capacity_is_not_an_overrun below.)"""
+    t = _key_batch(capacity=3)
+    t.deliver(0, "c1").deliver(1, "c1")
+    if bad:
+        t.tick()
+    t.deliver(2, "c1")
+    return _ack_in_order(t, ["c1"] * 3)
+
+
+@case("permit-overrun")
+def _permit_overrun_after_a_key_batch(bad: bool) -> TraceBuilder:
+    """A key-based batch rides on one permit and takes the consumer below zero; broken: the next message is sent
+    with the permits still at or below zero (a grant of two after a batch of three leaves none)."""
+    t = _key_batch(flow_control="permits")
+    t.deliver(0, "c1").deliver(1, "c1").deliver(2, "c1")
+    one = t.publish("j")
+    t.flow("c1", 2 if bad else 3)
+    t.deliver(one, "c1")
+    return t
+
+
+@case("idle-while-ready")
+def _idle_key_batch(bad: bool) -> TraceBuilder:
+    """A key-based batch is judged like any message of its key: broken, it waits with its consumer free."""
+    t = owner().add("c1", capacity=5)
+    for _ in range(2):
+        t.publish("k", entry=0)
+    if bad:
+        t.tick().tick()  # the first tick ends with the batch undelivered
+    t.deliver(0, "c1").deliver(1, "c1")
+    return _ack_in_order(t, ["c1", "c1"])
+
+
 @case("best-effort-redelivery")
 def _best_effort_redelivery(bad: bool) -> TraceBuilder:
     t = TraceBuilder(profile="best-effort", selector="ring").add("c1")
@@ -1880,6 +1925,16 @@ def test_a_batch_is_judged_again_after_a_restart_even_with_durable_attempts(dura
     attempt = 2 if durable else 1
     t.deliver(2, "c1", attempt).deliver(0, "c1", attempt)  # the batch's last message first
     assert "entry-split" in [a.name for a in check_events(t.events).anomalies]
+
+
+def test_key_batch_past_the_capacity_is_not_an_overrun() -> None:
+    """KS-BKT-10, KS-FLW-1: a key-based batch follows its first message past the consumer's capacity; a message
+    outside the batch at the full consumer is an overrun."""
+    t = _key_batch()
+    t.deliver(0, "c1").deliver(1, "c1").deliver(2, "c1")
+    assert check_events(t.events).anomalies == []
+    t.deliver(t.publish("j"), "c1")
+    assert [a.name for a in check_events(t.events).anomalies] == ["capacity-overrun"]
 
 
 def test_the_op_after_a_tick_does_not_smear_its_phases() -> None:

@@ -506,6 +506,52 @@ def test_the_kit_drives_pulsar_379_into_a_backwards_seek_that_replays_acked_mess
     assert resumes, "no example resumed from a checkpoint (a restart followed by a seek)"
 
 
+def _key_batches_delivered(example: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[int]:
+    """The sizes of the key-based batches (`publish_entry` of one key, two messages or more) accepted in an example
+    and then delivered whole: all of their messages to one consumer, one right after the other (KS-BKT-10)."""
+    sizes = []
+    for index, (op, _) in enumerate(example):
+        keys = op.get("keys") if op.get("op") == "publish_entry" else None
+        if not keys or len(keys) < 2 or len(set(keys)) != 1:
+            continue
+        offsets = list(range(int(op["offset"]), int(op["offset"]) + len(keys)))
+        for _, effects in example[index:]:
+            firsts = [e for e in effects if e["event"] == "deliver" and e["offset"] in offsets and e["attempt"] == 1]
+            if firsts:
+                at = effects.index(firsts[0])
+                run = effects[at : at + len(keys)]
+                if [e.get("offset") for e in run] == offsets and len({e.get("consumer") for e in run}) == 1:
+                    sizes.append(len(keys))
+                break
+    return sizes
+
+
+@pytest.mark.parametrize(
+    ("examples", "overrides"),
+    [
+        pytest.param(60, {"rounds": 1, "coverage_rounds": 0, "examples_total": 60}, id="small-budget"),
+        pytest.param(None, {}, id="ci", marks=pytest.mark.slow),
+    ],
+)
+def test_the_kit_drives_pulsar_379_into_key_based_batches(examples: int | None, overrides: dict[str, Any]) -> None:
+    # req: KS-BKT-10, KS-FLW-4 (pulsar-379 declares key-based batches, PIP-34: a conformance run of it publishes
+    # several messages of one key as one entry under permits and the look-ahead, each goes whole to one consumer, and
+    # the run is conformant; the `ci` run is the whole profile, as test_each_preset_gets_the_verdict_its_seed_calls_for)
+    capabilities = _capabilities("pulsar-379")
+    assert capabilities.key_batches and "publish_entry" in capabilities.ops
+    assert not _capabilities("classic-pulsar").key_batches
+    adapter = _OpRecordingPreset("pulsar-379")
+    result = run_suite(lambda: InProcessConnection(adapter, "pulsar-379"), settings_for("ci", 0, **overrides))
+    assert not result.faults
+    assert not {r["id"] for r in result.requirements if r["status"] == "failed"}
+    if examples is None:
+        assert result.verdict == "conformant"
+    else:
+        assert result.verdict != "not-conformant"
+    sizes = [size for example in adapter.examples for size in _key_batches_delivered(example)]
+    assert sizes, "no key-based batch of two messages or more was published and delivered whole"
+
+
 def test_the_task_queues_workers_renew_their_leases_and_a_renewal_moves_a_timeout() -> None:
     # req: KS-RTY-8, KS-RTY-9 (the task-queue preset declares extend: a kit run applies extensions, times a
     # delivery out at the deadline an extension moved, and fences the extensions of consumers that do not hold it)

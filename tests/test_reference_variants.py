@@ -354,10 +354,14 @@ def test_a_batch_is_refused_outside_one_bucket_or_with_a_wrong_range_or_form() -
         with pytest.raises(Refusal):
             h.d.publish_entry(keys, hash_min, hash_max)
     assert len(h.events) == before
-    for config in ({"profile": "strict"}, {"park_after": 1}, {"flow_control": "permits"}):
+    for config in ({"profile": "strict"}, {"park_after": 1}):
         other = Harness(selector="buckets", bucket_budget=2, **{"profile": "owner", **config})
         with pytest.raises(Refusal, match="publish_entry"):
             _batch(other, [low])
+    for config in ({"flow_control": "permits"}, {"read_bound": "lookahead", "lookahead_per_consumer": 1}):
+        accepted = Harness(selector="buckets", bucket_budget=2, profile="owner", **config)  # since spec 1.7
+        _batch(accepted, [low, low])
+        assert [e["entry"] for e in accepted.events if e["event"] == "publish"] == [0, 0]
 
 
 def test_a_batch_goes_whole_to_its_bucket_owner_past_the_capacity() -> None:
@@ -402,4 +406,85 @@ def test_a_restart_delivers_what_is_left_of_a_batch_whole() -> None:
     h.d.restart()
     h.d.add_consumer("c", 10)
     assert h.deliveries()[3:] == [(0, "c", 1), (2, "c", 1)]
+    assert h.anomalies() == []
+
+
+# --- key-based batches outside buckets (spec section 17, PIP-34) ---
+
+
+@pytest.mark.parametrize("selector", ["ring", "pulsar-consistent", "pulsar-auto-split", "danube", "any", "partitions"])
+def test_a_key_batch_goes_whole_to_its_key_s_consumer_under_every_selector(selector: str) -> None:
+    # req: KS-BKT-10, KS-FLW-1, KS-FLW-2 (a key-based batch follows its first message past capacity and window)
+    h = Harness(selector=selector, profile="owner", window=2)
+    h.d.add_consumer("c1", 1)
+    h.d.add_consumer("c2", 1)
+    outcome = _batch(h, ["k", "k", "k"])
+    assert outcome.placements is None
+    assert [(e["offset"], e["entry"]) for e in h.events if e["event"] == "publish"] == [(0, 0), (1, 0), (2, 0)]
+    deliveries = h.deliveries()
+    assert [d[0] for d in deliveries] == [0, 1, 2] and len({d[1] for d in deliveries}) == 1
+    assert h.anomalies() == []
+
+
+def test_a_key_batch_mixing_keys_or_with_another_range_is_refused_outside_buckets() -> None:
+    # req: KS-GEN-4 (refusals change nothing)
+    h = Harness(selector="ring", profile="owner")
+    low = murmur3_32("k") & 0xFFFF
+    before = len(h.events)
+    for keys, hash_min, hash_max in ((["k", "j"], low, low), (["k", "k"], 0, 0xFFFF), ([], 0, 0)):
+        with pytest.raises(Refusal):
+            h.d.publish_entry(keys, hash_min, hash_max)
+    assert len(h.events) == before
+    for config in ({"profile": "strict"}, {"park_after": 1}):
+        other = Harness(selector="ring", **{"profile": "owner", **config})
+        with pytest.raises(Refusal, match="publish_entry"):
+            _batch(other, ["k", "k"])
+
+
+def test_a_key_batch_needs_one_permit_and_is_charged_whole() -> None:
+    # req: KS-FLW-4, KS-BKT-10 (the first message needs a permit; the batch takes the consumer's permits below zero)
+    h = Harness(selector="ring", profile="owner", flow_control="permits")
+    h.d.add_consumer("c", 1)
+    _batch(h, ["k", "k", "k"])
+    assert [d[0] for d in h.deliveries()] == [0, 1, 2]
+    h.d.publish("k")
+    h.d.flow("c", 2)  # permits -2 + 2 = 0: still none
+    assert [d[0] for d in h.deliveries()] == [0, 1, 2]
+    h.d.flow("c", 1)
+    assert [d[0] for d in h.deliveries()] == [0, 1, 2, 3]
+    assert h.anomalies() == []
+
+
+def test_a_key_batch_is_read_whole_under_the_look_ahead() -> None:
+    # req: KS-FLW-5, KS-ISO-3, KS-BKT-10 (reading may overshoot the limit by the rest of a batch)
+    h = Harness(selector="ring", profile="owner", read_bound="lookahead", lookahead_per_consumer=1)
+    h.d.add_consumer("c", 1)
+    h.d.publish("a")  # outstanding at c, which is then full
+    _batch(h, ["b", "b", "b"])  # L = 1: the batch's first message is read, the rest with it
+    h.d.publish("d")
+    assert [d[0] for d in h.deliveries()] == [0]
+    h.d.ack("c", 0)
+    assert [d[0] for d in h.deliveries()] == [0, 1, 2, 3]
+    assert h.anomalies() == []
+
+
+def test_a_key_batch_is_not_held_back_by_a_delayed_message_of_its_key() -> None:
+    # req: KS-ORD-6, KS-BKT-10
+    h = Harness(selector="ring", profile="owner")
+    h.d.add_consumer("c", 10)
+    h.d.publish_delayed("k", 5)
+    _batch(h, ["k", "k"])
+    assert [d[0] for d in h.deliveries()] == [1, 2]
+    assert h.anomalies() == []
+
+
+def test_a_restart_delivers_what_is_left_of_a_key_batch_whole() -> None:
+    # req: KS-BKT-10, KS-CUR-3 (the store keeps each message's batch outside buckets too)
+    h = Harness(selector="pulsar-consistent", profile="owner", persist_ack_holes=True)
+    h.d.add_consumer("c", 10)
+    _batch(h, ["k", "k", "k"])
+    h.d.ack("c", 1)  # a hole: after the restart m0 and m2 come again, together
+    h.d.restart()
+    h.d.add_consumer("c", 1)
+    assert h.deliveries()[3:] == [(0, "c", 1), (2, "c", 1)]  # past the capacity of 1: the batch follows its first
     assert h.anomalies() == []

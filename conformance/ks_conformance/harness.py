@@ -677,10 +677,10 @@ def delay_form_problem(config: Mapping[str, Any]) -> str | None:
 def batch_form_problem(config: Mapping[str, Any]) -> str | None:
     """Why spec section 17 refuses every `publish_entry` under this configuration (None: batches are specified)."""
     full = {**CONFIG_DEFAULTS, **config}
-    if full["profile"] != "owner" or full["selector"] != "buckets":
-        return "batches need the owner profile and selector buckets"
-    if full["flow_control"] != "capacity" or full["read_bound"] != "window" or full["park_after"] != 0:
-        return "batches are not specified with permits, the look-ahead or parking"
+    if full["profile"] != "owner":
+        return "batches need the owner profile"
+    if full["park_after"] != 0:
+        return "batches are not specified with parking"
     return None
 
 
@@ -699,6 +699,11 @@ def batch_problem(config: Mapping[str, Any], segments: Mapping[int, Segment], op
     keys = op.get("keys")
     if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
         return "keys must be a non-empty list of strings"
+    if {**CONFIG_DEFAULTS, **config}["selector"] != "buckets":
+        if len(set(keys)) != 1:
+            return "a key-based batch has one key"  # outside buckets, one key per batch (PIP-34)
+        low = bucket_hash(keys[0]) & 0xFFFF
+        return None if (op.get("hash_min"), op.get("hash_max")) == (low, low) else "the range is not the key's hashB"
     places = {place_key(segments, key) for key in keys}
     if None in places:
         return "no active segment"

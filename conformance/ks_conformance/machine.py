@@ -275,25 +275,44 @@ class KeySharedMachine(RuleBasedStateMachine):
     @rule(keys=st.lists(st.sampled_from(KEYS), min_size=2, max_size=4))
     def publish_several(self, keys: list[str]) -> None:
         """Publish a burst, so that keys queue behind each other; where batches are specified, the keys that share the
-        first one's bucket go as one batch when there are two or more (`publish_entry`, spec section 17). Decided
-        from the drawn keys, with no draw and no rule of its own: either would change how Hypothesis searches runs
-        that cannot batch."""
+        first one's bucket go as one batch when there are two or more (`publish_entry`, spec section 17), and outside
+        selector buckets (capability `key_batches`) the repeats of the first key go as one key-based batch (PIP-34).
+        Decided from the drawn keys, with no draw and no rule of its own: either would change how Hypothesis searches
+        runs that cannot batch."""
         assert self.session is not None
-        batch = self.same_bucket(keys) if self.able("publish_entry") and self.batching() else []
+        batch = self.batch_of(keys) if self.able("publish_entry") and self.batching() else []
         if len(batch) >= 2:
             lows = [bucket_hash(key) & 0xFFFF for key in batch]
             offset = self.session.next_offset()
             self.do(
                 {"op": "publish_entry", "offset": offset, "keys": batch, "hash_min": min(lows), "hash_max": max(lows)}
             )
-            keys = [key for key in keys if key not in batch]
+            keys = [key for key in keys if key not in batch and self.pool_key(key) not in batch]
         for key in keys:
             self.publish(key)
 
     def batching(self) -> bool:
-        """True when the configuration specifies batches: owner, buckets, capacity, window, no parking (section 17)."""
+        """True when the configuration specifies batches (owner, no parking; spec section 17) and the adapter takes
+        them there: batches under selector buckets with capacity and window (spec 1.5), every other form with the
+        capability `key_batches` (spec 1.7)."""
         assert self.session is not None
-        return batch_form_problem(self.session.config) is None
+        config = {**CONFIG_DEFAULTS, **self.session.config}
+        if batch_form_problem(config) is not None:
+            return False
+        if self.capabilities.key_batches:
+            return True
+        return config["selector"] == "buckets" and (config["flow_control"], config["read_bound"]) == (
+            "capacity",
+            "window",
+        )
+
+    def batch_of(self, keys: list[str]) -> list[str]:
+        """The drawn keys that go as one batch: those of the first key's bucket under selector buckets, else the
+        repeats of the first key (a key-based batch), as published (`pool_key`)."""
+        assert self.session is not None
+        if self.session.config.get("selector") == "buckets":
+            return self.same_bucket(keys)
+        return [self.pool_key(key) for key in keys if key == keys[0]]
 
     def same_bucket(self, keys: list[str]) -> list[str]:
         """The keys that route to the first key's bucket (a batch stays within one bucket, spec section 17)."""

@@ -174,6 +174,9 @@ class Capabilities:
     """v2: False for a system with no behaviour driven by ticks: every timing field is 0, a tick has no effect."""
     shared_names: bool = False
     """v2: True when `add_consumer` takes a `hash_name` other members may share (pulsar-consistent, KS-ASN-5)."""
+    key_batches: bool = False
+    """v2 (spec 1.7): True when `publish_entry` also takes key-based batches outside selector buckets (one key per
+    batch, PIP-34) and batches under permits or the look-ahead limit (spec section 17)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Capabilities:
@@ -238,6 +241,7 @@ class Capabilities:
             durable_attempts=flag("durable_attempts", False),
             timers=timers,
             shared_names=flag("shared_names", False),
+            key_batches=flag("key_batches", False),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -265,6 +269,7 @@ class Capabilities:
             "durable_attempts": self.durable_attempts,
             "timers": self.timers,
             **({"shared_names": True} if self.shared_names else {}),
+            **({"key_batches": True} if self.key_batches else {}),
         }
 
     def declared(self) -> dict[str, Any]:

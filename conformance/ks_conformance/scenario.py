@@ -181,6 +181,14 @@ def unmet(scenario: Scenario, capabilities: Capabilities) -> list[str]:
         missing.append("capability filters")
     if any(s.op is not None and "hash_name" in s.op for s in scenario.steps) and not capabilities.shared_names:
         missing.append("capability shared_names")
+    batches = any(s.op is not None and s.op["op"] == "publish_entry" for s in scenario.steps)
+    key_batch_form = (
+        config.get("selector", "ring") != "buckets"
+        or config.get("flow_control", "capacity") != "capacity"
+        or config.get("read_bound", "window") != "window"
+    )
+    if batches and key_batch_form and not capabilities.key_batches:
+        missing.append("capability key_batches (batches outside selector buckets, or under permits or the look-ahead)")
     settles = any(s.settle is not None for s in scenario.steps)
     if settles and config.get("flow_control") == "permits" and "flow" not in capabilities.ops:
         missing.append("op flow (a settle under permits grants them, spec/scenario-format.md section 3)")

@@ -52,6 +52,7 @@ def abilities(
         stats=capabilities.stats,
         held_events=capabilities.held_events,
         deterministic=capabilities.deterministic,
+        key_batches=capabilities.key_batches,
     )
 
 

@@ -47,6 +47,7 @@ CAPABILITIES: dict[str, Any] = {
     "batch": True,
     "deterministic": True,
     "shared_names": True,
+    "key_batches": True,
     # The options the kit draws only when declared (spec section 20): the reference has every value.
     "config_values": {
         "drain_granularity": list(DRAIN_GRANULARITIES),

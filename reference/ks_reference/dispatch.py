@@ -194,7 +194,7 @@ class DispatchPass(Core):
             if batch is None:
                 return "waits"  # req: KS-BKT-10 (queued: another message of the batch cannot go yet)
             for mate in batch:
-                # req: KS-BKT-10, KS-FLW-1 (the batch follows its first message, room or not)
+                # req: KS-BKT-10, KS-FLW-1, KS-FLW-4 (the batch follows its first message, room or permits or not)
                 self.deliver(mate, decision.member)
             return "delivered"
         self.deliver(message, decision.member)
@@ -219,6 +219,10 @@ class DispatchPass(Core):
         batch = [message, *mates]
         going = {m.offset for m in batch}
         for mate in mates:
+            if mate.key == message.key:
+                # req: KS-BKT-10, KS-ORD-6 (a mate of the first message's key goes where that one goes: the decision
+                # made for it covers its key, and a key-based batch, PIP-34, has no other key)
+                continue
             if mate.key in self.blocked:
                 return None
             if any(h is not holder for h in self.key_holders.get(mate.key, ())):

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ks_spec.buckets import bucket_hash
 from ks_spec.errors import UserError
 
 from ks_reference import __version__
@@ -156,23 +157,30 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
 
     def publish_entry(self, keys: object, hash_min: object, hash_max: object, offset: object = None) -> Outcome:
         """Append a batch: one message per key at consecutive offsets, stamped with its effective `hashB` range and
-        delivered whole (spec section 17, KS-BKT-10)."""
+        delivered whole (spec section 17, KS-BKT-10). Under `buckets` its keys share a bucket; under any other
+        selector it is a key-based batch (PIP-34): every message has the same key."""
         expected = self.next_offset(offset)
         texts, placements = self.check_batch(keys, hash_min, hash_max)
-        assert self.layout is not None
         ops: list[Event] = []
         entries: list[LogEntry] = []
-        for index, (text, placement) in enumerate(zip(texts, placements, strict=True)):
-            ops.append({"event": "publish", "offset": expected + index, "key": text, **placement.as_dict()})
+        for index, text in enumerate(texts):
+            ops.append({"event": "publish", "offset": expected + index, "key": text})
+            if placements:
+                placement = placements[index]
+                ops[-1].update(placement.as_dict())
+                entries.append(LogEntry(text, placement.hash, placement.segment, placement.bucket, expected))
+            else:
+                entries.append(LogEntry(text, entry=expected))
             ops[-1]["entry"] = expected
-            entries.append(LogEntry(text, placement.hash, placement.segment, placement.bucket, expected))
         self._begin(*ops)
-        for index, (entry, placement) in enumerate(zip(entries, placements, strict=True)):
+        for index, entry in enumerate(entries):
             self.store.append(expected + index, entry)
             self.log.append(entry)
-            self.layout.on_publish(expected + index, placement)
+            if self.layout is not None:
+                self.layout.on_publish(expected + index, placements[index])
         outcome = self._end()
-        outcome.placements = placements
+        if placements:
+            outcome.placements = placements
         return outcome
 
     def next_offset(self, offset: object) -> int:
@@ -183,25 +191,29 @@ class Dispatcher(DispatchPass, Poison, Membership, Persistence, BestEffort):
         return expected
 
     def check_batch(self, keys: object, hash_min: object, hash_max: object) -> tuple[list[str], list[Placement]]:
-        """The batch's keys and their placements, or a Refusal: one bucket of one active segment, its effective
-        range, a form that specifies batches (owner, capacity, window, no parking; spec section 17)."""
+        """The batch's keys and their placements (none outside `buckets`), or a Refusal: the owner profile, no parking,
+        one bucket of one active segment (`buckets`) or one key (any other selector: a key-based batch), and its
+        effective range (spec section 17)."""
         config = self.config
-        if config.profile != "owner" or self.layout is None:
-            raise Refusal("invalid_argument", "publish_entry needs the owner profile and selector 'buckets'")
-        for field_name, value, default in (
-            ("flow_control", config.flow_control, "capacity"),
-            ("read_bound", config.read_bound, "window"),
-            ("park_after", config.park_after, 0),
-        ):
-            if value != default:
-                raise Refusal("invalid_argument", f"publish_entry is not specified with {field_name} {value!r}")
+        if config.profile != "owner":
+            raise Refusal("invalid_argument", "publish_entry needs the owner profile")
+        if config.park_after != 0:
+            # req: KS-GEN-4 (how a batch counts against parking is not specified)
+            raise Refusal("invalid_argument", f"publish_entry is not specified with park_after {config.park_after!r}")
         if not isinstance(keys, list) or not keys:
             raise Refusal("invalid_argument", "keys must be a non-empty list of strings")
         texts = [_text(key, "keys[]") for key in keys]
-        placements = [self.layout.place(text) for text in texts]
-        if len({(p.segment, p.bucket) for p in placements}) != 1:
-            raise Refusal("invalid_argument", "the keys of a batch must all lie in one bucket of one segment")
-        hashes = [p.hash & 0xFFFF for p in placements]
+        if self.layout is None:
+            if len(set(texts)) != 1:
+                # req: KS-GEN-4 (outside buckets a batch is key-based: one key per batch, PIP-34)
+                raise Refusal("invalid_argument", "outside selector buckets the keys of a batch must all be the same")
+            placements: list[Placement] = []
+            hashes = [bucket_hash(texts[0]) & 0xFFFF]
+        else:
+            placements = [self.layout.place(text) for text in texts]
+            if len({(p.segment, p.bucket) for p in placements}) != 1:
+                raise Refusal("invalid_argument", "the keys of a batch must all lie in one bucket of one segment")
+            hashes = [p.hash & 0xFFFF for p in placements]
         if (hash_min, hash_max) != (min(hashes), max(hashes)):
             raise Refusal(
                 "invalid_argument",

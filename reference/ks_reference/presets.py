@@ -95,9 +95,10 @@ class Preset:
     """Where the preset still differs from the seed, with the reason (also in spec section 21)."""
 
     def declared_capabilities(self) -> dict[str, Any]:
-        """The reference's capabilities narrowed to this preset."""
+        """The reference's capabilities narrowed to this preset (key-based batches only where a preset says so)."""
         return {
             **CAPABILITIES,
+            "key_batches": False,
             "profiles": [self.profile],
             "selectors": [self.selector],
             "config_values": self.config_values,
@@ -126,12 +127,21 @@ PRESETS: dict[str, Preset] = {
                 "persist_trigger": ["advance"],
                 "persist_flush": [2, 3],
             },
-            # Pulsar delivers delayed messages (deliverAt, deliverAfter) on Key_Shared subscriptions (KS-ORD-5).
-            capabilities={**PULSAR_CAPABILITIES, "ops": [*PULSAR_CAPABILITIES["ops"], "publish_delayed"]},
+            # Pulsar delivers delayed messages (deliverAt, deliverAfter) on Key_Shared subscriptions (KS-ORD-5), and
+            # batched entries of one key each from the producer's key-based batcher (PIP-34, spec section 17).
+            capabilities={
+                **PULSAR_CAPABILITIES,
+                "ops": [*PULSAR_CAPABILITIES["ops"], "publish_delayed", "publish_entry"],
+                "key_batches": True,
+            },
             differences=(
                 "the look-ahead limit is checked before each message is read, where Pulsar checks it before reading a "
                 "batch of entries that may overshoot it (KS-FLW-5)",
                 "redelivery keeps key order (KS-ORD-3), where Pulsar's replay may break it",
+                "a batched entry needs a permit when it is sent and is charged its messages (KS-FLW-4), where Pulsar's "
+                "dispatcher counts one permit per entry against the permits it saw before a read, so one read may "
+                "send a consumer several batches on one check; the look-ahead counts waiting messages, where Pulsar's "
+                "replay queue counts entries (it reads on longer, which KS-FLW-5 allows)",
             ),
         ),
         Preset(

@@ -63,6 +63,7 @@ class Mutant:
 WITHOUT_ZOMBIES: dict[str, Any] = {
     "ops": [op for op in OPS if op not in ("zombie_ack", "zombie_nack", "publish_delayed", "seek", "extend")],
     "shared_names": False,
+    "key_batches": False,
     "config_values": {
         k: v
         for k, v in CAPABILITIES["config_values"].items()
@@ -71,7 +72,8 @@ WITHOUT_ZOMBIES: dict[str, Any] = {
 }
 """What a mutant declares unless its slice says otherwise: the reference's ops and options without those added
 since 1.6 (the zombie ops and `ack_by_id`, KS-ACK-3; `publish_delayed`, KS-ORD-5; `seek`, section 14; `extend`,
-KS-RTY-8; the debounce options, KS-CUR-12; the reported layout, KS-BKT-11; shared consumer names, KS-ASN-5), which
+KS-RTY-8; the debounce options, KS-CUR-12; the reported layout, KS-BKT-11; shared consumer names, KS-ASN-5;
+key-based batches and batches under permits or the look-ahead, `key_batches`, section 17), which
 change how Hypothesis draws every example; only the mutants that test them draw them, so every other mutant's search
 stays as tuned."""
 OWNER = {"profiles": ["owner"]}
@@ -117,6 +119,10 @@ LOOKAHEAD: dict[str, Any] = {
     },
 }
 """Pulsar's look-ahead limits (spec section 8) instead of the window."""
+KEY_BATCHES: dict[str, Any] = {**BASE, "key_batches": True}
+"""Key-based batches (spec section 17, PIP-34): the repeats of a burst's first key are published as one entry."""
+KEY_BATCH_PERMITS: dict[str, Any] = {**KEY_BATCHES, "config_values": {"flow_control": ["permits"]}}
+"""Key-based batches under Pulsar's permits: a batch needs one permit and is charged whole (KS-FLW-4)."""
 PARKING: dict[str, Any] = {**BASE, "config_values": {"park_after": [1, 2]}}
 """Parking a hot key's backlog (spec section 15): the kit draws `park_after` 1 or 2 in every example."""
 HEARTBEAT_READS: dict[str, Any] = {**BASE, "config_values": {"read_trigger": ["heartbeat"]}}
@@ -528,6 +534,11 @@ MUTANTS: tuple[Mutant, ...] = (
         poison_policies=["drop"],
         config_values=CHECKPOINTS,
     ),
+    # a key-based batch split at the consumer's capacity: its rest follows in a later op (BKT-10); a message left
+    # waiting past the window overruns it when it goes (FLW-2), or idles with the key's consumer free (ISO-1)
+    _mutant("key_batch_split", "KS-BKT-10", bugs.KeyBatchSplit, may="KS-FLW-2 KS-ISO-1", **KEY_BATCHES),
+    # a batch charged as one permit: the consumer is sent more than its grants (FLW-4)
+    _mutant("batch_charged_one_permit", "KS-FLW-4", bugs.BatchChargedOnePermit, **KEY_BATCH_PERMITS),
     # a batch is read whole, past the window: delivered piece by piece, its later messages overrun it (FLW-2)
     _mutant(
         "batch_split",

@@ -1041,6 +1041,25 @@ class BatchSplit(Dispatcher):
         return [message]  # breaks KS-BKT-10
 
 
+class KeyBatchSplit(Dispatcher):
+    """A key-based batch (outside buckets) is dispatched message by message: its later messages wait for room."""
+
+    def batch_to_deliver(self, message: Message, holder: Member) -> list[Message] | None:
+        if self.layout is None:
+            return [message]  # breaks KS-BKT-10 (the rest goes in a later op, or to the key's next consumer)
+        return super().batch_to_deliver(message, holder)
+
+
+class BatchChargedOnePermit(Dispatcher):
+    """Under permits a batch is charged one permit, like one message, as if permits counted entries."""
+
+    def batch_to_deliver(self, message: Message, holder: Member) -> list[Message] | None:
+        batch = super().batch_to_deliver(message, holder)
+        if batch is not None and self.config.flow_control == "permits":
+            holder.permits += len(batch) - 1  # breaks KS-FLW-4 (each delivery of the batch then takes one back)
+        return batch
+
+
 class OwnersReversed(Dispatcher):
     """Bucket owners are counted over the members sorted in reverse name order."""
 

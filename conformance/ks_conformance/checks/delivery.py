@@ -289,10 +289,10 @@ class DeliveryChecks(BucketChecks):
                     ),
                 )
         if incarnation is not None and incarnation.permits is not None:
-            # req: KS-FLW-4
+            # req: KS-FLW-4 (a batch's first message needs a permit; the rest follow it and are charged too)
             if incarnation.permits == 1:
                 self._exercise("permit-overrun")
-            if incarnation.permits < 1:
+            if incarnation.permits < 1 and not self._continuing_batch:
                 self._report(
                     "permit-overrun",
                     seq,

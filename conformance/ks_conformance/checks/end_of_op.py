@@ -422,6 +422,8 @@ class EndOfOpChecks(CheckerState):
                 continue
             if self.buckets and self._bucket_explains(message):
                 continue
+            if not self.buckets and message.entry is not None and self._batch_explains(message):
+                continue  # req: KS-BKT-10 (a key-based batch goes whole)
             eligible = [m for m in self.members.values() if accepts(m.filters, key)]
             marker = (head, self.state_version)
             if not eligible and self.members:
@@ -628,11 +630,18 @@ class EndOfOpChecks(CheckerState):
         for _, earlier in self.ancestors_unresolved(segment):
             if earlier.hash is None or segment.lo <= earlier.hash >> 16 <= segment.hi:
                 return True
+        return self._batch_explains(message)
+
+    def _batch_explains(self, message: Message) -> bool:
+        """KS-BKT-10: a message of a batch goes with its batch's first undelivered message, and the batch waits while
+        a message of it cannot go (an earlier message of its key unresolved, outstanding, awaiting or blocked)."""
         if message.entry is None:
             return False
         op = self.op
         if op is not None and op.published is not None and self.messages[op.published].entry == message.entry:
             return True  # a trace file gives each message of a batch its own publish op: the batch may go on
+        if not self.buckets:
+            return False  # a key-based batch: its other messages are of its key, whose state the caller judged
         mates = self.batches.get(message.entry, [])
         undelivered = [o for o in mates if o in self.unresolved and not self.messages[o].delivered_since_restart]
         if not undelivered or undelivered[0] != message.offset:

@@ -319,8 +319,8 @@ ENTRY_SPLIT = define(
     witness="the batch's first delivery or earlier message's publish, the delivery or the op",
     exercised="a first delivery of a message of a batch with other messages still to deliver",
     needs=lambda a: need(
-        "buckets" in a.selectors and "owner" in a.profiles and ("publish_entry" in a.ops),
-        "the owner profile, selector buckets and op publish_entry",
+        ("buckets" in a.selectors or a.key_batches) and "owner" in a.profiles and "publish_entry" in a.ops,
+        "the owner profile, op publish_entry and selector buckets or key-based batches (capability key_batches)",
     ),
 )
 

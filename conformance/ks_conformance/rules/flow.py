@@ -74,7 +74,8 @@ PERMIT_OVERRUN = define(
     Scope.CONSUMER,
     (
         'with `flow_control = "permits"`, a delivery to a consumer whose deliveries since it joined already '
-        "equal its grants (its `capacity`, then every `permits_granted`)"
+        "equal or exceed its grants (its `capacity`, then every `permits_granted`), other than of a batch's "
+        "message that follows its first (KS-BKT-10)"
     ),
     witness="the `consumer_added`, the grants, the delivery",
     exercised="a delivery to a consumer with one permit left",

@@ -112,6 +112,8 @@ class Abilities:
     stats: bool
     held_events: bool
     deterministic: bool
+    key_batches: bool
+    """`publish_entry` takes key-based batches outside selector buckets (PIP-34)."""
 
     def positive(self, field_name: str) -> bool:
         """True if the kit may draw a value above 0 for a timing field (declared, and not refused)."""
