@@ -7,10 +7,11 @@ from the capabilities an adapter declares). Standard library and ks_spec only: S
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 
@@ -73,9 +74,15 @@ class Rule:
     @property
     def level(self) -> str:
         """MUST or SHOULD: the level of its requirement in spec/requirements.json."""
-        from ks_conformance.anomalies import requirement_levels
+        return _levels()[self.requirement]
 
-        return requirement_levels()[self.requirement]
+
+@cache
+def _levels() -> dict[str, str]:
+    """Requirement ID -> MUST, SHOULD or MAY, from the generated index."""
+    from ks_spec.requirements import load_index
+
+    return {str(entry["id"]): str(entry["level"]) for entry in load_index()}
 
 
 NO_TIMERS = "behaviour driven by ticks (the implementation declares timers: false)"
@@ -224,10 +231,7 @@ def define(
     needs: Needs = always,
 ) -> Rule:
     """Register one rule (a module of this package calls it once per anomaly kind, in the order of its tables)."""
-    import inspect
-
-    caller = inspect.stack()[1]
-    module = inspect.getmodulename(caller.filename) or ""
+    module = str(sys._getframe(1).f_globals["__name__"]).rsplit(".", 1)[-1]
     if any(rule.name == name for rule in _DEFINED):
         raise ValueError(f"rule {name!r} is defined twice")
     rule = Rule(name, requirement, stage, scope, condition, witness, exercised, needs, module)
