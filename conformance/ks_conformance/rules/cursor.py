@@ -210,11 +210,7 @@ PERSIST_EARLY = define(
     ),
     witness="both persists",
     exercised="a persist",
-    needs=lambda a: (
-        need("tick" in a.ops, "op tick")
-        or need(a.cursor, NO_CURSOR)
-        or need(a.positive("persist_interval"), a.supported("persist_interval"))
-    ),
+    needs=lambda a: need("tick" in a.ops, "op tick") or need(a.cursor, NO_CURSOR) or a.above_zero("persist_interval"),
 )
 
 

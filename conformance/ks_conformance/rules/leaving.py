@@ -61,10 +61,7 @@ PREMATURE_EVICTION = define(
     ),
     witness="the `consumer_disconnected`, the eviction",
     exercised="an eviction",
-    needs=lambda a: (
-        need("disconnect" in a.ops and "tick" in a.ops, "op disconnect")
-        or need(a.positive("evict_after"), a.supported("evict_after"))
-    ),
+    needs=lambda a: need("disconnect" in a.ops and "tick" in a.ops, "op disconnect") or a.above_zero("evict_after"),
 )
 
 
@@ -111,10 +108,7 @@ MISSED_EVICTION = define(
     ),
     witness="the `consumer_disconnected`, the `tick`",
     exercised="a member is disconnected",
-    needs=lambda a: (
-        need("disconnect" in a.ops and "tick" in a.ops, "op disconnect")
-        or need(a.positive("evict_after"), a.supported("evict_after"))
-    ),
+    needs=lambda a: need("disconnect" in a.ops and "tick" in a.ops, "op disconnect") or a.above_zero("evict_after"),
 )
 
 

@@ -135,6 +135,14 @@ class Abilities:
         said = f"; refused {gone}" if gone else ""
         return f"{field_name} > 0 (the adapter supports {values or 'none of the values drawn'}{said})"
 
+    def above_zero(self, field_name: str) -> str | None:
+        """Why the kit cannot draw a timing field above 0, or None."""
+        return need(self.positive(field_name), self.supported(field_name))
+
+    def timeouts_drawn(self) -> str | None:
+        """Why no delivery can time out (the capability, ticks, an ack_timeout above 0), or None."""
+        return need(self.ack_timeout and "tick" in self.ops, "capability ack_timeout") or self.above_zero("ack_timeout")
+
     @cached_property
     def failures(self) -> bool:
         """A delivery can fail: a nack, or an ack timeout."""
@@ -207,13 +215,6 @@ class Abilities:
     def no_filters(self) -> str:
         """The skip reason of a filter rule."""
         return f"capability filters and a selector that takes them (not {', '.join(self.filter_selectors_refused)})"
-
-
-def extension(a: Abilities) -> str | None:
-    """An extension moves a timeout: it needs timeouts (KS-RTY-8, KS-RTY-9)."""
-    return need(a.ack_timeout and "tick" in a.ops, "capability ack_timeout") or need(
-        a.positive("ack_timeout"), a.supported("ack_timeout")
-    )
 
 
 _DEFINED: list[Rule] = []

@@ -15,7 +15,13 @@ from ks_conformance.explain import (
     last_delivered,
     message_clause,
 )
-from ks_conformance.rules.registry import NO_REDELIVERY, Scope, Stage, define, extension, need
+from ks_conformance.rules.registry import NO_REDELIVERY, Abilities, Scope, Stage, define, need
+
+
+def extending(a: Abilities) -> str | None:
+    """An extension moves a timeout: it needs the op and timeouts (KS-RTY-8, KS-RTY-9)."""
+    return need("extend" in a.ops, "op extend") or a.timeouts_drawn()
+
 
 ATTEMPT_MISCOUNT = define(
     "attempt-miscount",
@@ -51,8 +57,7 @@ EARLY_RETRY = define(
     witness="the failure, the delivery",
     exercised="a redelivery after a failure",
     needs=lambda a: (
-        need(a.failures and "tick" in a.ops, "op nack or capability ack_timeout")
-        or need(a.positive("backoff_base"), a.supported("backoff_base"))
+        need(a.failures and "tick" in a.ops, "op nack or capability ack_timeout") or a.above_zero("backoff_base")
     ),
 )
 
@@ -156,10 +161,7 @@ PREMATURE_TIMEOUT = define(
     ),
     witness="the delivery, the `timeout`",
     exercised="a timeout",
-    needs=lambda a: (
-        need(a.ack_timeout and "tick" in a.ops, "capability ack_timeout")
-        or need(a.positive("ack_timeout"), a.supported("ack_timeout"))
-    ),
+    needs=lambda a: a.timeouts_drawn(),
 )
 
 
@@ -193,7 +195,7 @@ EXTENDED_TIMEOUT_EARLY = define(
     "a `timeout` of a delivery whose deadline an `extended` event moved to tick D, at a tick before D",
     witness="the delivery, the `extended` event, the `timeout`",
     exercised="a timeout of an extended delivery",
-    needs=lambda a: need("extend" in a.ops, "op extend") or extension(a),
+    needs=extending,
 )
 
 
@@ -225,7 +227,7 @@ ZOMBIE_EXTENSION = define(
     "an `extended` event answering an `extend` op whose consumer does not hold the offset's outstanding delivery",
     witness="the `extend` op, the `extended` event",
     exercised="an `extend` from a consumer that does not hold the delivery",
-    needs=lambda a: need("extend" in a.ops, "op extend") or extension(a),
+    needs=extending,
 )
 
 
@@ -309,10 +311,7 @@ MISSED_TIMEOUT = define(
     ),
     witness="the delivery, the `tick`",
     exercised="a delivery is outstanding when its timeout is due",
-    needs=lambda a: (
-        need(a.ack_timeout and "tick" in a.ops, "capability ack_timeout")
-        or need(a.positive("ack_timeout"), a.supported("ack_timeout"))
-    ),
+    needs=lambda a: a.timeouts_drawn(),
 )
 
 
@@ -345,7 +344,7 @@ EXTENDED_TIMEOUT_MISSED = define(
     ),
     witness="the delivery, the `extended` event, the `tick`",
     exercised="an extended delivery is outstanding when its new deadline is due",
-    needs=lambda a: need("extend" in a.ops, "op extend") or extension(a),
+    needs=extending,
 )
 
 
@@ -382,7 +381,7 @@ EXTENSION_LOST = define(
     ),
     witness="the delivery, the `extend` op, the `extend_ignored`",
     exercised="an `extend` from the holder",
-    needs=lambda a: need("extend" in a.ops, "op extend") or extension(a),
+    needs=extending,
 )
 
 
