@@ -84,6 +84,7 @@ def test_every_anomaly_names_a_requirement_of_the_spec() -> None:
     levels = {r.id: r.level for r in parse_spec()}
     for kind in RULES:
         assert levels.get(kind.requirement) in ("MUST", "SHOULD"), kind
+        assert kind.level == levels[kind.requirement], kind
 
 
 def test_indirect_requirements_are_those_of_section_3_and_have_no_check_of_their_own() -> None:

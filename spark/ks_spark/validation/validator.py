@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ks_conformance import explain, rules
-from ks_conformance.anomalies import Anomaly, Explanation, requirement_levels
+from ks_conformance.anomalies import Anomaly, Explanation
 from ks_conformance.rules import rule
 from ks_conformance.tracefile import config_problem
 from ks_spec.errors import MissingInput, UserError
@@ -394,8 +394,7 @@ def _conclude(
     shown = _select(found, witnesses)
     witness_events = _events_by_seq(events, sorted({s for a in shown for s in a.witness}))
     result.findings = [Finding(a, [witness_events[s] for s in a.witness if s in witness_events]) for a in shown]
-    levels = requirement_levels()
-    if any(levels[rule(name).requirement] == "MUST" for name in result.counts):
+    if any(rule(name).level == "MUST" for name in result.counts):
         result.verdict = Verdict.INVALID
     elif result.problems:
         result.verdict = Verdict.UNKNOWN
