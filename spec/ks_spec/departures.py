@@ -103,9 +103,14 @@ DEPARTURES: tuple[Departure, ...] = (
         _positive,
     ),
     Departure(
-        "timer_slack", "timer_slack > 0", "timeliness", "KS-GEN-9", ("KS-RTY-3", "KS-RTY-4", "KS-MEM-2", "KS-CUR-5"),
-        "Timeouts, retries, evictions and cursor writes may come up to timer_slack ticks late, never early: a hung "
-        "or vanished consumer keeps its keys, and a crash may replay work, that much longer.",
+        "timer_slack",
+        "timer_slack > 0",
+        "timeliness",
+        "KS-GEN-9",
+        ("KS-RTY-3", "KS-RTY-4", "KS-MEM-2", "KS-CUR-5", "KS-ORD-7"),
+        "Timeouts, retries, evictions, cursor writes and delayed messages falling due may come up to timer_slack "
+        "ticks late, never early: a hung or vanished consumer keeps its keys, and a crash may replay work, that much "
+        "longer.",
         _positive,
     ),
     Departure(
