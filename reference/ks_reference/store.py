@@ -83,7 +83,7 @@ class Store(ABC):
 
     @abstractmethod
     def save_segments(self, segments: list[SegmentRecord]) -> None:
-        """Record the bucket layout."""
+        """Record the bucket layout (a restart loads it in segment-number order, whatever order it was saved in)."""
 
     @abstractmethod
     def save_checkpoints(self, checkpoints: dict[tuple[int, int], int]) -> None:
@@ -128,7 +128,7 @@ class MemoryStore(Store):
             holes=decode_holes([self._chunks[c] for c in sorted(self._chunks)]),
             persisted_at=self._persisted_at,
             clock=self._clock,
-            segments=list(self._segments),
+            segments=sorted(self._segments, key=lambda segment: segment.number),  # as SQLite returns them
             checkpoints=dict(self._checkpoints),
         )
 
