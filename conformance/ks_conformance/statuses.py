@@ -63,7 +63,11 @@ def check_needs(
     refused: Mapping[str, Sequence[Any]] | None = None,
 ) -> str | None:
     """Why an anomaly's rule cannot be exercised against these capabilities, or None if it can."""
-    able = abilities(capabilities, skipped, refused)
+    return needs_of(name, abilities(capabilities, skipped, refused))
+
+
+def needs_of(name: str, able: Abilities) -> str | None:
+    """Why an anomaly's rule cannot be exercised with these abilities, or None if it can."""
     if name in OUT_OF_ORDER_KINDS and False not in able.forms("out_of_order"):
         return "key order kept (the implementation declares only out_of_order: true, a departure of spec section 21.1)"
     return rule(name).needs(able)
@@ -96,6 +100,7 @@ def _split_note(why: str) -> tuple[str, str]:
 def requirement_statuses(result: RunResult) -> list[dict[str, Any]]:
     """One `requirement` line per requirement of the spec, in spec order."""
     capabilities = result.capabilities
+    able = abilities(capabilities, result.skipped_ops, result.refused_values)
     violations: dict[str, list[Anomaly]] = {}
     for anomaly in result.anomalies:
         violations.setdefault(anomaly.requirement, []).append(anomaly)
@@ -126,7 +131,7 @@ def requirement_statuses(result: RunResult) -> list[dict[str, Any]]:
         elif found:
             line["status"] = "failed" if level == "MUST" else "warning"
         else:
-            missing = [check_needs(name, capabilities, result.skipped_ops, result.refused_values) for name in checks]
+            missing = [needs_of(name, able) for name in checks]
             usable = [name for name, why in zip(checks, missing, strict=True) if not why]
             if not usable:
                 line.update(status="skipped", reason=skip_reason([why for why in missing if why]))

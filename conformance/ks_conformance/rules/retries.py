@@ -161,7 +161,7 @@ PREMATURE_TIMEOUT = define(
     ),
     witness="the delivery, the `timeout`",
     exercised="a timeout",
-    needs=lambda a: a.timeouts_drawn(),
+    needs=Abilities.timeouts_drawn,
 )
 
 
@@ -311,7 +311,7 @@ MISSED_TIMEOUT = define(
     ),
     witness="the delivery, the `tick`",
     exercised="a delivery is outstanding when its timeout is due",
-    needs=lambda a: a.timeouts_drawn(),
+    needs=Abilities.timeouts_drawn,
 )
 
 
