@@ -31,34 +31,35 @@ with a predecessor as the start of a new epoch, or KS-ASN-1 would contradict KS-
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from inspect import isfunction
 
 from ks_spec.trace import OP_EVENTS
 
+from ks_conformance.checks import buckets, delivery, end_of_op, membership, quiescence, resolution
 from ks_conformance.checks.records import Incarnation, Message, Problem
-from ks_conformance.checks.resolution import ResolutionChecks
-from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, Event, phase_of
+from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, CheckerState, Event, phase_of
 
 
-class Checker(ResolutionChecks):
+class Checker(CheckerState):
     """The incremental trace checker of spec/checking.md: `feed` events, read `anomalies` and `exercised`."""
 
     def begin_op(self, kind: str) -> None:
         """Open an op that has no op event (`ack`, `nack`): its ack-class effect will not open another."""
-        self._close_op()
-        self._check_layout()
-        self._open_op(kind, self.last_seq + 1)
+        end_of_op.close_op(self)
+        end_of_op.check_layout(self)
+        end_of_op.open_op(self, kind, self.last_seq + 1)
         self._expect_ack_class = kind in ("ack", "nack")
 
     def end_op(self) -> None:
         """Close the open op and run the end-of-op checks (the harness calls this after every op)."""
-        self._close_op()
-        self._check_layout()
+        end_of_op.close_op(self)
+        end_of_op.check_layout(self)
 
     def finish(self) -> None:
         """Close the last op (call once, after the last event)."""
-        self._close_op()
-        self._check_layout()
+        end_of_op.close_op(self)
+        end_of_op.check_layout(self)
 
     def abandon(self) -> None:
         """Drop the open op without its end-of-op checks: the history was cut off in the middle of it."""
@@ -72,23 +73,22 @@ class Checker(ResolutionChecks):
         self.events_seen += 1
         kind = event["event"]
         seq = int(event["seq"])
-        if kind not in self._handlers:
-            self._handlers[kind] = getattr(self, f"_on_{kind}", None)
-        handler = self._handlers[kind]
+        handler = HANDLERS.get(kind)
         if (self.created_in_op and kind != "segment_created") or (self.layout_findings and kind not in LAYOUT_EVENTS):
-            self._check_layout()  # req: KS-BKT-11 (a layout change's segment events have ended; a seal begins the next)
+            # req: KS-BKT-11 (a layout change's segment events have ended; a seal begins the next)
+            end_of_op.check_layout(self)
         if kind in OP_EVENTS:
-            self._close_op()
+            end_of_op.close_op(self)
             self.now = int(event["tick"])
-            self._open_op(kind, seq)
+            end_of_op.open_op(self, kind, seq)
         elif kind in ACK_CLASS:
             if (self._expect_ack_class or self.explicit_ops) and self.op is not None:
                 self._expect_ack_class = False
                 self.now = int(event["tick"])
             else:
-                self._close_op()
+                end_of_op.close_op(self)
                 self.now = int(event["tick"])
-                self._open_op(kind, seq)
+                end_of_op.open_op(self, kind, seq)
         else:
             self.now = int(event["tick"])
             op = self.op
@@ -96,15 +96,23 @@ class Checker(ResolutionChecks):
             if op is not None and phase is not None:
                 if phase == 5 and op.phase <= 3 and kind in DANUBE_PHASE_3 and self.danube_ticks:
                     phase = 3  # req: KS-GEN-7 (tick_order danube: phase 3 ends with a deliver step)
-                self._tick_phase(event, phase)
+                end_of_op.tick_phase(self, event, phase)
         self.last_seq = seq
         if self.heartbeat_reads and kind in DANUBE_PHASE_3 and int(event["offset"]) >= self.read_below:
             self.read_below = int(event["offset"]) + 1  # req: KS-GEN-8 (a message named was read, and all before it)
         if handler is None:
             self._problem(seq, f"event kind {kind!r} is unknown to the checker")
             return
-        handler(event)
+        handler(self, event)
 
+
+HANDLERS: dict[str, Callable[[CheckerState, Event], None]] = {
+    name.removeprefix("on_"): function
+    for module in (membership, quiescence, buckets, delivery, resolution)
+    for name, function in vars(module).items()
+    if name.startswith("on_") and isfunction(function)
+}
+"""Event kind -> the function that judges it and updates the state (`on_<kind>` in the checks' modules)."""
 
 LAYOUT_EVENTS = ("segment_sealed", "segment_created")
 """The op events of one layout change, which a reported layout is judged after (KS-BKT-11)."""

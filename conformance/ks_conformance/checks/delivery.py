@@ -12,567 +12,578 @@ from itertools import takewhile
 from ks_spec.slots import slot_of
 
 from ks_conformance import explain, rules
-from ks_conformance.checks.buckets import BucketChecks
+from ks_conformance.checks import buckets as bucket_checks
+from ks_conformance.checks import membership
 from ks_conformance.checks.records import BatchRun, Delivery, Incarnation, KeyState, Message, OrderedOffsets
-from ks_conformance.checks.state import STABLE_SELECTORS, Event
+from ks_conformance.checks.state import STABLE_SELECTORS, CheckerState, Event
 from ks_conformance.glob import accepts
 
 
-class DeliveryChecks(BucketChecks):
-    """The checks of a delivery (section 2.1)."""
+def on_deliver(st: CheckerState, event: Event) -> None:
+    message = st._message_of(event)
+    if message is None:
+        return
+    seq = int(event["seq"])
+    name = str(event["consumer"])
+    attempt = int(event["attempt"])
+    incarnation = st.members.get(name)
+    state = st._key(message.key)
+    first = message.deliveries == 0
+    run = st.batch_run
+    anew = not message.delivered_since_restart
+    st._continuing_batch = bool(
+        anew and run is not None and run.consumer == name and run.expected and run.expected[0] == message.offset
+    )
+    if message.deliver_at is not None:
+        check_due(st, message, seq)
+    check_order(st, message, state, seq, first)
+    check_exclusive(st, message, state, seq, incarnation or st._phantoms.get(name), name)
+    check_reason(st, message, seq)
+    check_consumer(st, message, seq, incarnation, name)
+    check_flow(st, message, seq, first)
+    check_attempt(st, message, seq, attempt)
+    check_assignment(st, message, state, seq, incarnation, name)
+    check_retry(st, message, seq)
+    if st.buckets and message.segment is not None:
+        bucket_checks.check_bucket_delivery(st, message, seq, incarnation, name)
+    if st.best_effort:
+        check_best_effort_outcome(st, message, seq)
+    check_batch(st, message, seq, name, anew)
+    if incarnation is None:
+        incarnation = st._phantoms.get(name)
+    if incarnation is None:
+        st._incarnations += 1
+        incarnation = Incarnation(st._incarnations, name, 0, (), (), seq, member=False, connected=False)
+        st._phantoms[name] = incarnation
+    record_delivery(st, message, state, incarnation, attempt, seq)
 
-    def _on_deliver(self, event: Event) -> None:
-        message = self._message_of(event)
-        if message is None:
-            return
-        seq = int(event["seq"])
-        name = str(event["consumer"])
-        attempt = int(event["attempt"])
-        incarnation = self.members.get(name)
-        state = self._key(message.key)
-        first = message.deliveries == 0
-        run = self.batch_run
-        anew = not message.delivered_since_restart
-        self._continuing_batch = bool(
-            anew and run is not None and run.consumer == name and run.expected and run.expected[0] == message.offset
+
+def check_due(st: CheckerState, message: Message, seq: int) -> None:
+    """A delayed message is not delivered before its due tick (KS-ORD-5); late by the slack at most is the
+    idle checks' business (KS-ORD-7)."""
+    deliver_at = message.deliver_at
+    assert deliver_at is not None
+    if st.now < deliver_at:
+        # req: KS-ORD-5
+        st._report(
+            "delivered-before-due",
+            seq,
+            [message.publish_seq, seq],
+            rules.ordering.delivered_before_due(*message.facts, deliver_at, st.now, seq),
         )
-        if message.deliver_at is not None:
-            self._check_due(message, seq)
-        self._check_order(message, state, seq, first)
-        self._check_exclusive(message, state, seq, incarnation or self._phantoms.get(name), name)
-        self._check_reason(message, seq)
-        self._check_consumer(message, seq, incarnation, name)
-        self._check_flow(message, seq, first)
-        self._check_attempt(message, seq, attempt)
-        self._check_assignment(message, state, seq, incarnation, name)
-        self._check_retry(message, seq)
-        if self.buckets and message.segment is not None:
-            self._check_bucket_delivery(message, seq, incarnation, name)
-        if self.best_effort:
-            self._check_best_effort_outcome(message, seq)
-        self._check_batch(message, seq, name, anew)
-        if incarnation is None:
-            incarnation = self._phantoms.get(name)
-        if incarnation is None:
-            self._incarnations += 1
-            incarnation = Incarnation(self._incarnations, name, 0, (), (), seq, member=False, connected=False)
-            self._phantoms[name] = incarnation
-        self._record_delivery(message, state, incarnation, attempt, seq)
 
-    def _check_due(self, message: Message, seq: int) -> None:
-        """A delayed message is not delivered before its due tick (KS-ORD-5); late by the slack at most is the
-        idle checks' business (KS-ORD-7)."""
-        deliver_at = message.deliver_at
-        assert deliver_at is not None
-        if self.now < deliver_at:
-            # req: KS-ORD-5
-            self._report(
-                "delivered-before-due",
+
+def first_in_order(st: CheckerState, offsets: OrderedOffsets, before: int) -> int | None:
+    """The first of `offsets` below `before` that holds its place in its key's order (KS-ORD-6): a delayed
+    message not yet due is left out (an ordinary one always counts, so without delays this is `first()`)."""
+    if not st.delays_seen:
+        return offsets.first()
+    return next((o for o in takewhile(lambda o: o < before, offsets) if st.counts_for_order(o)), None)
+
+
+def check_order(st: CheckerState, message: Message, state: KeyState, seq: int, first: bool) -> None:
+    offset = message.offset
+    # req: KS-ORD-6 (a delayed message not yet due is neither waited for nor overtaken by its key's later ones)
+    earliest_unresolved = first_in_order(st, state.unresolved, offset)
+    has_earlier_unresolved = earliest_unresolved is not None and earliest_unresolved < offset
+    if first and has_earlier_unresolved:
+        # req: KS-ORD-1
+        st._exercise("key-reorder")
+        held_earlier = next(
+            (
+                o
+                for o in takewhile(lambda o: o < offset, state.unresolved)
+                if st.messages[o].held and st.counts_for_order(o)
+            ),
+            None,
+        )
+        if held_earlier is not None:
+            st._exercise("overtaken-hold")
+        earlier = first_in_order(st, state.undelivered, offset)
+        if earlier is not None and earlier < offset:
+            previous = st.messages[earlier]
+            st._report(
+                "key-reorder",
                 seq,
-                [message.publish_seq, seq],
-                rules.ordering.delivered_before_due(*message.facts, deliver_at, self.now, seq),
+                [previous.publish_seq, message.publish_seq, seq],
+                rules.ordering.key_reorder(*message.facts, earlier, previous.publish_seq, seq),
             )
-
-    def _first_in_order(self, offsets: OrderedOffsets, before: int) -> int | None:
-        """The first of `offsets` below `before` that holds its place in its key's order (KS-ORD-6): a delayed
-        message not yet due is left out (an ordinary one always counts, so without delays this is `first()`)."""
-        if not self.delays_seen:
-            return offsets.first()
-        return next((o for o in takewhile(lambda o: o < before, offsets) if self.counts_for_order(o)), None)
-
-    def _check_order(self, message: Message, state: KeyState, seq: int, first: bool) -> None:
-        offset = message.offset
-        # req: KS-ORD-6 (a delayed message not yet due is neither waited for nor overtaken by its key's later ones)
-        earliest_unresolved = self._first_in_order(state.unresolved, offset)
-        has_earlier_unresolved = earliest_unresolved is not None and earliest_unresolved < offset
-        if first and has_earlier_unresolved:
-            # req: KS-ORD-1
-            self._exercise("key-reorder")
-            held_earlier = next(
+            # req: KS-FLW-3
+            held = next(
                 (
                     o
-                    for o in takewhile(lambda o: o < offset, state.unresolved)
-                    if self.messages[o].held and self.counts_for_order(o)
+                    for o in takewhile(lambda o: o < offset, state.undelivered)
+                    if st.messages[o].held and st.counts_for_order(o)
                 ),
                 None,
             )
-            if held_earlier is not None:
-                self._exercise("overtaken-hold")
-            earlier = self._first_in_order(state.undelivered, offset)
-            if earlier is not None and earlier < offset:
-                previous = self.messages[earlier]
-                self._report(
-                    "key-reorder",
+            if held is not None:
+                overtaken = st.messages[held]
+                st._report(
+                    "overtaken-hold",
                     seq,
-                    [previous.publish_seq, message.publish_seq, seq],
-                    rules.ordering.key_reorder(*message.facts, earlier, previous.publish_seq, seq),
+                    [overtaken.held_seq, message.publish_seq, seq],
+                    rules.flow.overtaken_hold(*message.facts, held, overtaken.publish_seq, overtaken.held_seq, seq),
                 )
-                # req: KS-FLW-3
-                held = next(
-                    (
-                        o
-                        for o in takewhile(lambda o: o < offset, state.undelivered)
-                        if self.messages[o].held and self.counts_for_order(o)
-                    ),
-                    None,
-                )
-                if held is not None:
-                    overtaken = self.messages[held]
-                    self._report(
-                        "overtaken-hold",
-                        seq,
-                        [overtaken.held_seq, message.publish_seq, seq],
-                        rules.flow.overtaken_hold(*message.facts, held, overtaken.publish_seq, overtaken.held_seq, seq),
-                    )
-        if self.profile == "strict":
-            # req: KS-ORD-2
-            others = len(state.unresolved) - (1 if offset in state.unresolved else 0)
-            if others > 0:
-                self._exercise("strict-overlap")
-            if has_earlier_unresolved:
-                assert earliest_unresolved is not None
-                previous = self.messages[earliest_unresolved]
-                self._report(
-                    "strict-overlap",
-                    seq,
-                    [previous.publish_seq, seq],
-                    rules.ordering.strict_overlap(*message.facts, earliest_unresolved, previous.publish_seq, seq),
-                )
-        if not self.best_effort:
-            # req: KS-ORD-3
-            awaiting = [o for o in state.awaiting if o < offset]
-            if awaiting:
-                self._exercise("retry-overtaken")
-                waiting = self.messages[min(awaiting)]
-                self._report(
-                    "retry-overtaken",
-                    seq,
-                    [waiting.awaiting_seq, seq],
-                    rules.ordering.retry_overtaken(
-                        *message.facts, waiting.offset, waiting.publish_seq, waiting.awaiting_seq, seq
-                    ),
-                )
-
-    def _check_exclusive(
-        self, message: Message, state: KeyState, seq: int, incarnation: Incarnation | None, name: str
-    ) -> None:
-        if self.best_effort:
-            return
-        # req: KS-DRN-1
-        if any(d.epoch < self.epoch for d in state.outstanding.values()):
-            self._exercise("split-owner")
-        other = next((d for d in state.outstanding.values() if d.holder is not incarnation), None)
-        if other is not None:
-            self._report(
-                "split-owner",
+    if st.profile == "strict":
+        # req: KS-ORD-2
+        others = len(state.unresolved) - (1 if offset in state.unresolved else 0)
+        if others > 0:
+            st._exercise("strict-overlap")
+        if has_earlier_unresolved:
+            assert earliest_unresolved is not None
+            previous = st.messages[earliest_unresolved]
+            st._report(
+                "strict-overlap",
                 seq,
-                [other.seq, seq],
-                rules.draining.split_owner(*message.facts, other.offset, other.holder.name, other.seq, name, seq),
+                [previous.publish_seq, seq],
+                rules.ordering.strict_overlap(*message.facts, earliest_unresolved, previous.publish_seq, seq),
             )
-        if state.blocked:
-            # req: KS-POI-3
-            blocked = self.messages[min(state.blocked)]
-            self._report(
-                "blocked-key-leak",
+    if not st.best_effort:
+        # req: KS-ORD-3
+        awaiting = [o for o in state.awaiting if o < offset]
+        if awaiting:
+            st._exercise("retry-overtaken")
+            waiting = st.messages[min(awaiting)]
+            st._report(
+                "retry-overtaken",
                 seq,
-                [blocked.blocked_seq, seq],
-                rules.poison.blocked_key_leak(
-                    *message.facts, blocked.offset, blocked.publish_seq, blocked.blocked_seq, seq
+                [waiting.awaiting_seq, seq],
+                rules.ordering.retry_overtaken(
+                    *message.facts, waiting.offset, waiting.publish_seq, waiting.awaiting_seq, seq
                 ),
             )
 
-    def _check_reason(self, message: Message, seq: int) -> None:
-        if self.seek is not None:
-            # req: KS-CUR-9
-            self._exercise("seek-resurrected")
-            target, seek_seq = self.seek
-            if message.offset < target:
-                self._report(
-                    "seek-resurrected",
-                    seq,
-                    [seek_seq, seq],
-                    rules.cursor.seek_resurrected(*message.facts, target, seek_seq, message.resolution, seq),
-                )
-                return
-        # req: KS-RES-2
-        if message.delivered_ever:
-            self._exercise("duplicate")
-        if message.resolved:
-            self._report(
-                "duplicate",
-                seq,
-                [message.resolution_seq, seq],
-                rules.resolutions.duplicate_resolved(*message.facts, message.resolution, message.resolution_seq, seq),
-            )
-        elif message.outstanding is not None:
-            d = message.outstanding
-            self._report(
-                "duplicate",
-                seq,
-                [d.seq, seq],
-                rules.resolutions.duplicate_outstanding(*message.facts, d.holder.name, d.seq, seq),
-            )
-        if self.loaded is not None:
-            # req: KS-CUR-4
-            self._exercise("resurrected")
-            cursor, holes, persist_seq, restart_seq = self.loaded
-            if message.offset < cursor or message.offset in holes:
-                self._report(
-                    "resurrected",
-                    seq,
-                    [persist_seq, restart_seq, seq],
-                    rules.cursor.resurrected(*message.facts, cursor, persist_seq, restart_seq, seq),
-                )
-            elif self.loaded_checkpoints:
-                # req: KS-BKT-9
-                self._exercise("checkpoint-resurrected")
-                checkpoint = self._checkpointed(message)
-                if checkpoint is not None:
-                    self._report(
-                        "checkpoint-resurrected",
-                        seq,
-                        [checkpoint[1], restart_seq, seq],
-                        rules.buckets.checkpoint_resurrected(
-                            *message.facts, (message.segment, message.bucket), *checkpoint, restart_seq, seq
-                        ),
-                    )
 
-    def _check_consumer(self, message: Message, seq: int, incarnation: Incarnation | None, name: str) -> None:
-        if incarnation is not None and incarnation.filters:
-            # req: KS-FLT-2
-            self._exercise("filter-violation")
-            if not accepts(incarnation.filters, message.key):
-                self._report(
-                    "filter-violation",
-                    seq,
-                    [incarnation.added_seq, seq],
-                    rules.filters.filter_violation(
-                        *message.facts, name, incarnation.filters, incarnation.added_seq, seq
-                    ),
-                )
-        # req: KS-MEM-3
-        if incarnation is None or self._offline:  # a member is disconnected
-            self._exercise("inactive-delivery")
-        if incarnation is None:
-            ended = self.left.get(name)
-            self._report(
-                "inactive-delivery",
-                seq,
-                [ended, seq],
-                rules.leaving.inactive_delivery_to_non_member(*message.facts, name, ended, seq),
-            )
-        elif not incarnation.connected:
-            self._report(
-                "inactive-delivery",
-                seq,
-                [incarnation.disconnected_seq, seq],
-                rules.leaving.inactive_delivery_to_disconnected(
-                    *message.facts, name, incarnation.disconnected_seq, seq
-                ),
-            )
-        if incarnation is not None and self.max_unacked:
-            # req: KS-FLW-1 (max_unacked: a consumer that reached the limit gets nothing until half of it is acked)
-            if len(incarnation.outstanding) >= self.max_unacked - 1 or incarnation.unacked_blocked_seq is not None:
-                self._exercise("capacity-overrun")
-            if incarnation.unacked_blocked_seq is not None and not self._continuing_batch:
-                self._report(
-                    "capacity-overrun",
-                    seq,
-                    [incarnation.unacked_blocked_seq, seq],
-                    explain.unacked_overrun(
-                        message.offset,
-                        name,
-                        self.max_unacked,
-                        incarnation.unacked_blocked_seq,
-                        len(incarnation.outstanding),
-                        seq,
-                    ),
-                )
-        if incarnation is not None and incarnation.permits is not None:
-            # req: KS-FLW-4 (a batch's first message needs a permit; the rest follow it and are charged too)
-            if incarnation.permits == 1:
-                self._exercise("permit-overrun")
-            if incarnation.permits < 1 and not self._continuing_batch:
-                self._report(
-                    "permit-overrun",
-                    seq,
-                    [incarnation.added_seq, *incarnation.grants, seq],
-                    rules.flow.permit_overrun(
-                        message.offset, name, incarnation.capacity, incarnation.added_seq, incarnation.grants, seq
-                    ),
-                )
-            incarnation.permits -= 1
-        elif incarnation is not None:
-            # req: KS-FLW-1
-            held = len(incarnation.outstanding)
-            if held >= incarnation.capacity - 1:
-                self._exercise("capacity-overrun")
-            if held + 1 > incarnation.capacity and not self._continuing_batch:  # KS-BKT-10: the batch follows
-                seqs = sorted(d.seq for d in incarnation.outstanding.values())
-                self._report(
-                    "capacity-overrun",
-                    seq,
-                    [incarnation.added_seq, *seqs, seq],
-                    rules.flow.capacity_overrun(
-                        message.offset, name, incarnation.capacity, incarnation.added_seq, seqs, seq
-                    ),
-                )
-
-    def _check_flow(self, message: Message, seq: int, first: bool) -> None:
-        if self.best_effort or not first:
-            return
-        # req: KS-FLW-2, KS-ISO-4 (parked messages left out of the count)
-        window = self.window
-        parked = self._parked_below(message.offset)
-        below = (self.unresolved.rank(message.offset - 1) if message.offset > 0 else 0) - parked
-        if below >= window - 1:
-            self._exercise("window-overrun")
-        if below >= window and not self._continuing_batch:  # KS-BKT-10: a batch is read and delivered whole
-            shown = parked if self.park_after else None
-            self._report(
-                "window-overrun", seq, [seq], rules.flow.window_overrun(*message.facts, window, below, seq, shown)
-            )
-
-    def _check_batch(self, message: Message, seq: int, name: str, anew: bool) -> None:
-        """A batch is delivered whole (KS-BKT-10): its first delivery since it was published (or the last restart)
-        starts from its first such message, and the others follow it to the same consumer, delivery after delivery."""
-        run = self.batch_run
-        if run is not None:
-            if self._continuing_batch:
-                run.expected.pop(0)
-                if not run.expected:
-                    self.batch_run = None
-                return
-            self.batch_run = None
-            self._batch_findings.append(
-                (
-                    [run.first_seq, seq],
-                    rules.buckets.entry_split_interrupted(
-                        run.entry,
-                        run.first_offset,
-                        run.consumer,
-                        run.first_seq,
-                        run.expected[0],
-                        message.offset,
-                        name,
-                        seq,
-                    ),
-                )
-            )
-        if message.entry is None or not anew:
-            return
-        waiting = [
-            o
-            for o in self.batches.get(message.entry, ())
-            if o != message.offset and not self.messages[o].resolved and not self.messages[o].delivered_since_restart
-        ]
-        if not waiting:
-            return
-        # req: KS-BKT-10
-        self._exercise("entry-split")
-        earlier = [o for o in waiting if o < message.offset]
-        if earlier:
-            before = self.messages[earlier[0]]
-            self._batch_findings.append(
-                (
-                    [before.publish_seq, seq],
-                    rules.buckets.entry_split_later_first(*message.facts, message.entry, *before.facts, seq),
-                )
-            )
-            return
-        self.batch_run = BatchRun(message.entry, name, message.offset, seq, waiting)
-
-    def _check_attempt(self, message: Message, seq: int, attempt: int) -> None:
-        if self.best_effort:
-            return
-        # req: KS-RTY-5
-        if message.deliveries > 0:
-            self._exercise("attempt-miscount")
-        if attempt != message.deliveries + 1:
-            self._report(
-                "attempt-miscount",
-                seq,
-                [message.last_delivery_seq, seq],
-                rules.retries.attempt_miscount(*message.facts, message.deliveries, attempt, seq),
-            )
-
-    def _check_assignment(
-        self, message: Message, state: KeyState, seq: int, incarnation: Incarnation | None, name: str
-    ) -> None:
-        last = state.last_delivery
-        if last is None:
-            return
-        epoch, previous, previous_seq, segment = last
-        if segment != message.segment:
-            return  # selector `buckets`: each segment has its own N, so its own bucket and target (KS-BKT-3)
-        if epoch == self.epoch:
-            # req: KS-ASN-1
-            self._exercise("key-moved")
-            if previous.name != name and not self.controller_moved(message.segment, message.bucket, name, previous_seq):
-                self._report(
-                    "key-moved",
-                    seq,
-                    [previous_seq, seq],
-                    rules.assignment.key_moved(*message.facts, previous.name, previous_seq, name, seq),
-                )
-        elif epoch == self.epoch - 1 and self.config["selector"] in STABLE_SELECTORS:
-            change, changed, change_seq = self.epoch_change[self.epoch]
-            if change == "restart":
-                return
-            # req: KS-ASN-2 (under `partitions` a joiner takes no key from a present member)
-            self._exercise("unstable-assignment")
-            moved = previous is not incarnation and previous.name != name
-            to_joiner = change == "join" and changed is incarnation and self.config["selector"] != "partitions"
-            allowed = to_joiner or (change == "leave" and changed is previous)
-            if moved and not allowed:
-                assert changed is not None
-                self._report(
-                    "unstable-assignment",
-                    seq,
-                    [previous_seq, change_seq, seq],
-                    rules.assignment.unstable_assignment(
-                        message.key,
-                        message.offset,
-                        previous.name,
-                        previous_seq,
-                        changed.name,
-                        change,
-                        change_seq,
-                        name,
-                        self.config["selector"],
-                        seq,
-                    ),
-                )
-
-    def _check_retry(self, message: Message, seq: int) -> None:
-        if self.best_effort:
-            return
-        if message.retrying:
-            # req: KS-RTY-4
-            self._exercise("early-retry")
-            # With a back-off of 0 the retry may also go at once, in the op that failed it (KS-RTY-4).
-            immediate = self._retry_due(message) == message.failure_tick
-            if not message.ready and not immediate:
-                self._report(
-                    "early-retry",
-                    seq,
-                    [message.awaiting_seq, seq],
-                    rules.retries.early_retry(
-                        *message.facts, message.failures, message.awaiting_seq, self._retry_due(message), self.now, seq
-                    ),
-                )
-        maximum = int(self.config["max_redeliveries"])
-        # With returns_as_failures a message a return took over its budget may go again (a return is no failure):
-        # its next failure poisons it (KS-RTY-6).
-        counted = message.failures if self.ended_by_return(message) else self.counted_failures(message)
-        if counted > maximum:
-            # req: KS-RTY-6
-            returns = message.returns if self.returns_as_failures else 0
-            self._report(
-                "retry-overrun",
-                seq,
-                [*message.failure_seqs, *([message.return_seq] if returns else []), seq],
-                rules.retries.retry_overrun(
-                    *message.facts, message.failures, message.failure_seqs, maximum, seq, returns=returns
-                ),
-            )
-
-    def _check_best_effort_outcome(self, message: Message, seq: int) -> None:
-        # req: KS-BEF-1
-        assert self.op is not None
-        if message.outcome_seq is not None:
-            self._report(
-                "best-effort-redelivery",
-                seq,
-                [message.outcome_seq, seq],
-                rules.best_effort.best_effort_redelivery_second(*message.facts, message.outcome_seq, seq),
-            )
-        elif self.op.index != message.publish_op:
-            self._report(
-                "best-effort-redelivery",
-                seq,
-                [message.publish_seq, seq],
-                rules.best_effort.best_effort_redelivery_late(*message.facts, seq),
-            )
-        message.outcome_seq = seq
-
-    def _record_delivery(self, message: Message, state: KeyState, holder: Incarnation, attempt: int, seq: int) -> None:
-        if message.outstanding is not None:
-            self._end_delivery(message)
-        self._serial += 1
-        delivery = Delivery(self._serial, message.offset, holder, attempt, self.now, seq, self.epoch)
-        message.deliveries += 1
-        message.delivered_ever = True
-        message.delivered_since_restart = True
-        message.last_delivery_seq = seq
-        message.restored_seq = None
-        message.outstanding = delivery
-        self._outstanding_epochs[self.epoch] += 1
-        self.parked.discard(message.offset)  # an outstanding message is never parked (KS-ISO-4)
-        holder.outstanding[message.offset] = delivery
-        if self.max_unacked and len(holder.outstanding) >= self.max_unacked and holder.unacked_blocked_seq is None:
-            holder.unacked_blocked_seq = seq  # req: KS-FLW-1 (blocked at the limit)
-        state.outstanding[message.offset] = delivery
-        self._holding_keys.add(message.key)
-        state.undelivered.discard(message.offset)
-        state.last_delivery = (self.epoch, holder, seq, message.segment)
-        if message.segment is not None and message.bucket is not None:
-            self.bucket_outstanding.setdefault((message.segment, message.bucket), {})[message.offset] = delivery
-        self._clear_awaiting(message, state)
-        if self.ack_timeout > 0 and not self.best_effort:
-            self._push_timeout(self.now + self.ack_timeout + self.timer_slack, delivery)
-        if self.best_effort and not message.resolved:
-            self._resolve_silently(message, "delivered", seq)
-        self._refresh_head(message.key)
-
-    def _check_draining_hold(self, message: Message, target_name: str | None, seq: int) -> None:
-        """KS-DRN-3 allows a hold for draining only while a key of its slot may sit at an old owner (a delivery at
-        another consumer than the target from an earlier epoch, or any while members have filters), awaits
-        redelivery or is blocked; otherwise the slot's target did not move (PIP-379 drains only hashes whose owner
-        changed) and the hold must stop (KS-DRN-2). A hold that names no target is judged the same way."""
-        target = None
-        if target_name is not None:
-            target = self.members.get(target_name)
-            if target is None:
-                return  # a hold naming a non-member is judged elsewhere (its delivery, or idle-while-ready)
-        # req: KS-DRN-2, KS-DRN-3
-        self._exercise("unjustified-hold")
-        slot = slot_of(str(self.config["selector"]), message.key)
-        filtered = any(m.filters for m in self.members.values())
-        unmoved: list[int] = []
-        for other in self._keys_of_slot.get(slot, [message.key]):
-            state = self.keys.get(other)
-            if state is None:
-                continue  # at rest: nothing blocked, awaiting or outstanding
-            if state.blocked or state.awaiting:
-                return
-            for delivery in state.outstanding.values():
-                if delivery.holder is not target and (filtered or delivery.epoch < self.epoch):
-                    return  # may sit at an old owner: it may drain
-                unmoved.append(delivery.seq)  # at the target, or delivered in this epoch: at the slot's target
-        latest = max(unmoved, default=None)
-        self._report(
-            "unjustified-hold",
+def check_exclusive(
+    st: CheckerState, message: Message, state: KeyState, seq: int, incarnation: Incarnation | None, name: str
+) -> None:
+    if st.best_effort:
+        return
+    # req: KS-DRN-1
+    if any(d.epoch < st.epoch for d in state.outstanding.values()):
+        st._exercise("split-owner")
+    other = next((d for d in state.outstanding.values() if d.holder is not incarnation), None)
+    if other is not None:
+        st._report(
+            "split-owner",
             seq,
-            [latest, seq],
-            rules.draining.unjustified_hold(*message.facts, slot, target_name, latest, seq),
+            [other.seq, seq],
+            rules.draining.split_owner(*message.facts, other.offset, other.holder.name, other.seq, name, seq),
+        )
+    if state.blocked:
+        # req: KS-POI-3
+        blocked = st.messages[min(state.blocked)]
+        st._report(
+            "blocked-key-leak",
+            seq,
+            [blocked.blocked_seq, seq],
+            rules.poison.blocked_key_leak(
+                *message.facts, blocked.offset, blocked.publish_seq, blocked.blocked_seq, seq
+            ),
         )
 
-    def _on_held(self, event: Event) -> None:
-        message = self._message_of(event)
-        if message is None:
+
+def check_reason(st: CheckerState, message: Message, seq: int) -> None:
+    if st.seek is not None:
+        # req: KS-CUR-9
+        st._exercise("seek-resurrected")
+        target, seek_seq = st.seek
+        if message.offset < target:
+            st._report(
+                "seek-resurrected",
+                seq,
+                [seek_seq, seq],
+                rules.cursor.seek_resurrected(*message.facts, target, seek_seq, message.resolution, seq),
+            )
             return
-        seq = int(event["seq"])
-        message.held = True
-        message.held_seq = seq
-        message.last_hold_reason = str(event["reason"])
-        message.last_hold_seq = seq
-        if event["reason"] == "inactive" and event.get("consumer") is not None:
-            target = self.members.get(str(event["consumer"]))
-            if target is not None and target.connected and target.reconnected_seq is not None:
-                self._report_reconnect_ignored(target, seq, explain.held_inactive(message.offset, target.name, seq))
-        if event["reason"] == "draining":
-            self._exercise("drain-stuck")
-            if self.slots_by_hash:
-                consumer = event.get("consumer")
-                self._check_draining_hold(message, None if consumer is None else str(consumer), seq)
+    # req: KS-RES-2
+    if message.delivered_ever:
+        st._exercise("duplicate")
+    if message.resolved:
+        st._report(
+            "duplicate",
+            seq,
+            [message.resolution_seq, seq],
+            rules.resolutions.duplicate_resolved(*message.facts, message.resolution, message.resolution_seq, seq),
+        )
+    elif message.outstanding is not None:
+        d = message.outstanding
+        st._report(
+            "duplicate",
+            seq,
+            [d.seq, seq],
+            rules.resolutions.duplicate_outstanding(*message.facts, d.holder.name, d.seq, seq),
+        )
+    if st.loaded is not None:
+        # req: KS-CUR-4
+        st._exercise("resurrected")
+        cursor, holes, persist_seq, restart_seq = st.loaded
+        if message.offset < cursor or message.offset in holes:
+            st._report(
+                "resurrected",
+                seq,
+                [persist_seq, restart_seq, seq],
+                rules.cursor.resurrected(*message.facts, cursor, persist_seq, restart_seq, seq),
+            )
+        elif st.loaded_checkpoints:
+            # req: KS-BKT-9
+            st._exercise("checkpoint-resurrected")
+            checkpoint = membership.checkpointed(st, message)
+            if checkpoint is not None:
+                st._report(
+                    "checkpoint-resurrected",
+                    seq,
+                    [checkpoint[1], restart_seq, seq],
+                    rules.buckets.checkpoint_resurrected(
+                        *message.facts, (message.segment, message.bucket), *checkpoint, restart_seq, seq
+                    ),
+                )
+
+
+def check_consumer(st: CheckerState, message: Message, seq: int, incarnation: Incarnation | None, name: str) -> None:
+    if incarnation is not None and incarnation.filters:
+        # req: KS-FLT-2
+        st._exercise("filter-violation")
+        if not accepts(incarnation.filters, message.key):
+            st._report(
+                "filter-violation",
+                seq,
+                [incarnation.added_seq, seq],
+                rules.filters.filter_violation(*message.facts, name, incarnation.filters, incarnation.added_seq, seq),
+            )
+    # req: KS-MEM-3
+    if incarnation is None or st._offline:  # a member is disconnected
+        st._exercise("inactive-delivery")
+    if incarnation is None:
+        ended = st.left.get(name)
+        st._report(
+            "inactive-delivery",
+            seq,
+            [ended, seq],
+            rules.leaving.inactive_delivery_to_non_member(*message.facts, name, ended, seq),
+        )
+    elif not incarnation.connected:
+        st._report(
+            "inactive-delivery",
+            seq,
+            [incarnation.disconnected_seq, seq],
+            rules.leaving.inactive_delivery_to_disconnected(*message.facts, name, incarnation.disconnected_seq, seq),
+        )
+    if incarnation is not None and st.max_unacked:
+        # req: KS-FLW-1 (max_unacked: a consumer that reached the limit gets nothing until half of it is acked)
+        if len(incarnation.outstanding) >= st.max_unacked - 1 or incarnation.unacked_blocked_seq is not None:
+            st._exercise("capacity-overrun")
+        if incarnation.unacked_blocked_seq is not None and not st._continuing_batch:
+            st._report(
+                "capacity-overrun",
+                seq,
+                [incarnation.unacked_blocked_seq, seq],
+                explain.unacked_overrun(
+                    message.offset,
+                    name,
+                    st.max_unacked,
+                    incarnation.unacked_blocked_seq,
+                    len(incarnation.outstanding),
+                    seq,
+                ),
+            )
+    if incarnation is not None and incarnation.permits is not None:
+        # req: KS-FLW-4 (a batch's first message needs a permit; the rest follow it and are charged too)
+        if incarnation.permits == 1:
+            st._exercise("permit-overrun")
+        if incarnation.permits < 1 and not st._continuing_batch:
+            st._report(
+                "permit-overrun",
+                seq,
+                [incarnation.added_seq, *incarnation.grants, seq],
+                rules.flow.permit_overrun(
+                    message.offset, name, incarnation.capacity, incarnation.added_seq, incarnation.grants, seq
+                ),
+            )
+        incarnation.permits -= 1
+    elif incarnation is not None:
+        # req: KS-FLW-1
+        held = len(incarnation.outstanding)
+        if held >= incarnation.capacity - 1:
+            st._exercise("capacity-overrun")
+        if held + 1 > incarnation.capacity and not st._continuing_batch:  # KS-BKT-10: the batch follows
+            seqs = sorted(d.seq for d in incarnation.outstanding.values())
+            st._report(
+                "capacity-overrun",
+                seq,
+                [incarnation.added_seq, *seqs, seq],
+                rules.flow.capacity_overrun(
+                    message.offset, name, incarnation.capacity, incarnation.added_seq, seqs, seq
+                ),
+            )
+
+
+def check_flow(st: CheckerState, message: Message, seq: int, first: bool) -> None:
+    if st.best_effort or not first:
+        return
+    # req: KS-FLW-2, KS-ISO-4 (parked messages left out of the count)
+    window = st.window
+    parked = st._parked_below(message.offset)
+    below = (st.unresolved.rank(message.offset - 1) if message.offset > 0 else 0) - parked
+    if below >= window - 1:
+        st._exercise("window-overrun")
+    if below >= window and not st._continuing_batch:  # KS-BKT-10: a batch is read and delivered whole
+        shown = parked if st.park_after else None
+        st._report("window-overrun", seq, [seq], rules.flow.window_overrun(*message.facts, window, below, seq, shown))
+
+
+def check_batch(st: CheckerState, message: Message, seq: int, name: str, anew: bool) -> None:
+    """A batch is delivered whole (KS-BKT-10): its first delivery since it was published (or the last restart)
+    starts from its first such message, and the others follow it to the same consumer, delivery after delivery."""
+    run = st.batch_run
+    if run is not None:
+        if st._continuing_batch:
+            run.expected.pop(0)
+            if not run.expected:
+                st.batch_run = None
+            return
+        st.batch_run = None
+        st._batch_findings.append(
+            (
+                [run.first_seq, seq],
+                rules.buckets.entry_split_interrupted(
+                    run.entry,
+                    run.first_offset,
+                    run.consumer,
+                    run.first_seq,
+                    run.expected[0],
+                    message.offset,
+                    name,
+                    seq,
+                ),
+            )
+        )
+    if message.entry is None or not anew:
+        return
+    waiting = [
+        o
+        for o in st.batches.get(message.entry, ())
+        if o != message.offset and not st.messages[o].resolved and not st.messages[o].delivered_since_restart
+    ]
+    if not waiting:
+        return
+    # req: KS-BKT-10
+    st._exercise("entry-split")
+    earlier = [o for o in waiting if o < message.offset]
+    if earlier:
+        before = st.messages[earlier[0]]
+        st._batch_findings.append(
+            (
+                [before.publish_seq, seq],
+                rules.buckets.entry_split_later_first(*message.facts, message.entry, *before.facts, seq),
+            )
+        )
+        return
+    st.batch_run = BatchRun(message.entry, name, message.offset, seq, waiting)
+
+
+def check_attempt(st: CheckerState, message: Message, seq: int, attempt: int) -> None:
+    if st.best_effort:
+        return
+    # req: KS-RTY-5
+    if message.deliveries > 0:
+        st._exercise("attempt-miscount")
+    if attempt != message.deliveries + 1:
+        st._report(
+            "attempt-miscount",
+            seq,
+            [message.last_delivery_seq, seq],
+            rules.retries.attempt_miscount(*message.facts, message.deliveries, attempt, seq),
+        )
+
+
+def check_assignment(
+    st: CheckerState, message: Message, state: KeyState, seq: int, incarnation: Incarnation | None, name: str
+) -> None:
+    last = state.last_delivery
+    if last is None:
+        return
+    epoch, previous, previous_seq, segment = last
+    if segment != message.segment:
+        return  # selector `buckets`: each segment has its own N, so its own bucket and target (KS-BKT-3)
+    if epoch == st.epoch:
+        # req: KS-ASN-1
+        st._exercise("key-moved")
+        if previous.name != name and not st.controller_moved(message.segment, message.bucket, name, previous_seq):
+            st._report(
+                "key-moved",
+                seq,
+                [previous_seq, seq],
+                rules.assignment.key_moved(*message.facts, previous.name, previous_seq, name, seq),
+            )
+    elif epoch == st.epoch - 1 and st.config["selector"] in STABLE_SELECTORS:
+        change, changed, change_seq = st.epoch_change[st.epoch]
+        if change == "restart":
+            return
+        # req: KS-ASN-2 (under `partitions` a joiner takes no key from a present member)
+        st._exercise("unstable-assignment")
+        moved = previous is not incarnation and previous.name != name
+        to_joiner = change == "join" and changed is incarnation and st.config["selector"] != "partitions"
+        allowed = to_joiner or (change == "leave" and changed is previous)
+        if moved and not allowed:
+            assert changed is not None
+            st._report(
+                "unstable-assignment",
+                seq,
+                [previous_seq, change_seq, seq],
+                rules.assignment.unstable_assignment(
+                    message.key,
+                    message.offset,
+                    previous.name,
+                    previous_seq,
+                    changed.name,
+                    change,
+                    change_seq,
+                    name,
+                    st.config["selector"],
+                    seq,
+                ),
+            )
+
+
+def check_retry(st: CheckerState, message: Message, seq: int) -> None:
+    if st.best_effort:
+        return
+    if message.retrying:
+        # req: KS-RTY-4
+        st._exercise("early-retry")
+        # With a back-off of 0 the retry may also go at once, in the op that failed it (KS-RTY-4).
+        immediate = st._retry_due(message) == message.failure_tick
+        if not message.ready and not immediate:
+            st._report(
+                "early-retry",
+                seq,
+                [message.awaiting_seq, seq],
+                rules.retries.early_retry(
+                    *message.facts, message.failures, message.awaiting_seq, st._retry_due(message), st.now, seq
+                ),
+            )
+    maximum = int(st.config["max_redeliveries"])
+    # With returns_as_failures a message a return took over its budget may go again (a return is no failure):
+    # its next failure poisons it (KS-RTY-6).
+    counted = message.failures if st.ended_by_return(message) else st.counted_failures(message)
+    if counted > maximum:
+        # req: KS-RTY-6
+        returns = message.returns if st.returns_as_failures else 0
+        st._report(
+            "retry-overrun",
+            seq,
+            [*message.failure_seqs, *([message.return_seq] if returns else []), seq],
+            rules.retries.retry_overrun(
+                *message.facts, message.failures, message.failure_seqs, maximum, seq, returns=returns
+            ),
+        )
+
+
+def check_best_effort_outcome(st: CheckerState, message: Message, seq: int) -> None:
+    # req: KS-BEF-1
+    assert st.op is not None
+    if message.outcome_seq is not None:
+        st._report(
+            "best-effort-redelivery",
+            seq,
+            [message.outcome_seq, seq],
+            rules.best_effort.best_effort_redelivery_second(*message.facts, message.outcome_seq, seq),
+        )
+    elif st.op.index != message.publish_op:
+        st._report(
+            "best-effort-redelivery",
+            seq,
+            [message.publish_seq, seq],
+            rules.best_effort.best_effort_redelivery_late(*message.facts, seq),
+        )
+    message.outcome_seq = seq
+
+
+def record_delivery(
+    st: CheckerState, message: Message, state: KeyState, holder: Incarnation, attempt: int, seq: int
+) -> None:
+    if message.outstanding is not None:
+        st._end_delivery(message)
+    st._serial += 1
+    delivery = Delivery(st._serial, message.offset, holder, attempt, st.now, seq, st.epoch)
+    message.deliveries += 1
+    message.delivered_ever = True
+    message.delivered_since_restart = True
+    message.last_delivery_seq = seq
+    message.restored_seq = None
+    message.outstanding = delivery
+    st._outstanding_epochs[st.epoch] += 1
+    st.parked.discard(message.offset)  # an outstanding message is never parked (KS-ISO-4)
+    holder.outstanding[message.offset] = delivery
+    if st.max_unacked and len(holder.outstanding) >= st.max_unacked and holder.unacked_blocked_seq is None:
+        holder.unacked_blocked_seq = seq  # req: KS-FLW-1 (blocked at the limit)
+    state.outstanding[message.offset] = delivery
+    st._holding_keys.add(message.key)
+    state.undelivered.discard(message.offset)
+    state.last_delivery = (st.epoch, holder, seq, message.segment)
+    if message.segment is not None and message.bucket is not None:
+        st.bucket_outstanding.setdefault((message.segment, message.bucket), {})[message.offset] = delivery
+    st._clear_awaiting(message, state)
+    if st.ack_timeout > 0 and not st.best_effort:
+        st._push_timeout(st.now + st.ack_timeout + st.timer_slack, delivery)
+    if st.best_effort and not message.resolved:
+        st._resolve_silently(message, "delivered", seq)
+    st._refresh_head(message.key)
+
+
+def check_draining_hold(st: CheckerState, message: Message, target_name: str | None, seq: int) -> None:
+    """KS-DRN-3 allows a hold for draining only while a key of its slot may sit at an old owner (a delivery at
+    another consumer than the target from an earlier epoch, or any while members have filters), awaits
+    redelivery or is blocked; otherwise the slot's target did not move (PIP-379 drains only hashes whose owner
+    changed) and the hold must stop (KS-DRN-2). A hold that names no target is judged the same way."""
+    target = None
+    if target_name is not None:
+        target = st.members.get(target_name)
+        if target is None:
+            return  # a hold naming a non-member is judged elsewhere (its delivery, or idle-while-ready)
+    # req: KS-DRN-2, KS-DRN-3
+    st._exercise("unjustified-hold")
+    slot = slot_of(str(st.config["selector"]), message.key)
+    filtered = any(m.filters for m in st.members.values())
+    unmoved: list[int] = []
+    for other in st._keys_of_slot.get(slot, [message.key]):
+        state = st.keys.get(other)
+        if state is None:
+            continue  # at rest: nothing blocked, awaiting or outstanding
+        if state.blocked or state.awaiting:
+            return
+        for delivery in state.outstanding.values():
+            if delivery.holder is not target and (filtered or delivery.epoch < st.epoch):
+                return  # may sit at an old owner: it may drain
+            unmoved.append(delivery.seq)  # at the target, or delivered in this epoch: at the slot's target
+    latest = max(unmoved, default=None)
+    st._report(
+        "unjustified-hold",
+        seq,
+        [latest, seq],
+        rules.draining.unjustified_hold(*message.facts, slot, target_name, latest, seq),
+    )
+
+
+def on_held(st: CheckerState, event: Event) -> None:
+    message = st._message_of(event)
+    if message is None:
+        return
+    seq = int(event["seq"])
+    message.held = True
+    message.held_seq = seq
+    message.last_hold_reason = str(event["reason"])
+    message.last_hold_seq = seq
+    if event["reason"] == "inactive" and event.get("consumer") is not None:
+        target = st.members.get(str(event["consumer"]))
+        if target is not None and target.connected and target.reconnected_seq is not None:
+            membership.report_reconnect_ignored(
+                st, target, seq, explain.held_inactive(message.offset, target.name, seq)
+            )
+    if event["reason"] == "draining":
+        st._exercise("drain-stuck")
+        if st.slots_by_hash:
+            consumer = event.get("consumer")
+            check_draining_hold(st, message, None if consumer is None else str(consumer), seq)

@@ -13,388 +13,398 @@ from ks_spec.slots import slot_of
 from pyroaring import BitMap
 
 from ks_conformance import rules
-from ks_conformance.checks.quiescence import QuiescenceChecks
 from ks_conformance.checks.records import Incarnation, KeyState, Message, OrderedOffsets, Segment
-from ks_conformance.checks.state import SLOTS, Event
+from ks_conformance.checks.state import SLOTS, CheckerState, Event
 from ks_conformance.explain import message_clause
 
 
-class OpEventChecks(QuiescenceChecks):
-    """The op events and their checks (section 2.1)."""
-
-    def _on_config(self, event: Event) -> None:
-        try:
-            detail = json.loads(event["detail"])
-            config = detail["config"]
-        except (ValueError, KeyError, TypeError):
-            self._problem(int(event["seq"]), "the config event's detail is not {'config': {...}}")
-            return
-        if not isinstance(config, dict):
-            self._problem(int(event["seq"]), "the config event's 'config' is not an object")
-            return
-        self.config = {**CONFIG_DEFAULTS, **config}
-        declared = detail.get("declared", {})
-        if not isinstance(declared, dict) or not isinstance(declared.get("terminal_outcomes", {}), dict):
-            self._problem(
-                int(event["seq"]), "the config event's 'declared' is not {'cursor': ..., 'terminal_outcomes': {...}}"
-            )
-            declared = {}
-        self.declared = declared
-        if self.config["profile"] not in ("strict", "owner", "best-effort"):
-            self._problem(int(event["seq"]), f"unknown profile {self.config['profile']!r}")
-        self._configure()
-
-    def _on_publish(self, event: Event) -> None:
-        seq = int(event["seq"])
-        offset = int(event["offset"])
-        if offset != len(self.messages):
-            self._problem(seq, f"publish of offset {offset}, expected {len(self.messages)}")
-            return
-        assert self.op is not None
-        message = Message(offset, str(event["key"]), seq, self.op.index, last_event_seq=seq)
-        self.messages.append(message)
-        self.unresolved.add(offset)
-        self.state_version += 1
-        state = self.keys.get(message.key)
-        if state is None and message.key in self._resting:
-            state = self._key(message.key)
-        elif state is None:
-            state = self.keys[message.key] = KeyState()
-            if self.slots_by_hash:
-                slot = slot_of(str(self.config["selector"]), message.key)
-                self._keys_of_slot.setdefault(slot, []).append(message.key)
-        state.unresolved.add(offset)
-        state.undelivered.add(offset)
-        if self.park_after:
-            self._park_published(message)
-        self._refresh_head(message.key)
-        self.op.published = offset
-        if self.best_effort:
-            self._exercise("best-effort-redelivery")
-            self._exercise("missing-outcome")
-        if state.blocked:
-            self._exercise("blocked-key-leak")
-        if self.buckets:
-            self._publish_placement(message, event)
-        if event.get("entry") is not None:
-            message.entry = int(event["entry"])
-            self.batches.setdefault(message.entry, []).append(offset)
-        if self.delays_seen and any(
-            self.messages[o].key == message.key and self.not_due(self.messages[o]) for o in self._delayed
-        ):
-            self._exercise("blocked-behind-delayed")  # a dispatcher could hold it behind that one (KS-ORD-6)
-        if event.get("deliver_at") is not None:
-            # req: KS-ORD-5, KS-ORD-6, KS-ORD-7 (a delayed message: judged from here on by its due tick)
-            message.deliver_at = int(event["deliver_at"])
-            self.delays_seen = True
-            self._delayed.add(offset)
-            if message.deliver_at > self.now:
-                self._exercise("delivered-before-due")
-
-    def _publish_placement(self, message: Message, event: Event) -> None:
-        seq = message.publish_seq
-        if event.get("hash") is None or event.get("segment") is None or event.get("bucket") is None:
-            self._problem(seq, "a publish with selector 'buckets' must carry hash, segment and bucket")
-            return
-        message.hash, message.segment, message.bucket = int(event["hash"]), int(event["segment"]), int(event["bucket"])
-        high, low = message.hash >> 16, message.hash & 0xFFFF
-        self._exercise("misrouted-bucket")
-        right = next((s for s in self.segments.values() if not s.sealed and s.lo <= high <= s.hi), None)
-        segment = self.segments.get(message.segment)
-        if segment is None and self.layout_reported:
-            # req: KS-BKT-11 (a segment is reported before anything is routed by it)
-            self._exercise("invalid-layout")
-            facts = [message_clause(message.offset, message.key, seq) + f" placed in segment {message.segment}"]
-            problem = f"no segment_created reported segment {message.segment} before m{message.offset} was routed to it"
-            self.layout_findings.append((facts, problem, [seq]))
-        elif right is None:
-            self._problem(seq, f"no active segment contains hash >> 16 = {high}")
-        elif segment is not right:
-            self._report(
-                "misrouted-bucket",
-                seq,
-                [right.created_seq, seq],
-                rules.buckets.misrouted_bucket_wrong_segment(
-                    *message.facts, message.hash, right.number, right.created_seq, message.segment
-                ),
-            )
-        elif message.bucket != low * segment.buckets // SLOTS:
-            self._report(
-                "misrouted-bucket",
-                seq,
-                [segment.created_seq, seq],
-                rules.buckets.misrouted_bucket_wrong_bucket(
-                    *message.facts, message.hash, segment.buckets, segment.created_seq, message.bucket
-                ),
-            )
-        if segment is not None:
-            segment.unresolved.add(message.offset)
-            self.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(message.offset)
-
-    def _on_consumer_added(self, event: Event) -> None:
-        seq = int(event["seq"])
-        name = str(event["consumer"])
-        if name in self.members:
-            self._problem(seq, f"consumer {name!r} joined while already a member")
-            return
-        self._incarnations += 1
-        ranges = tuple((int(r[0]), int(r[1])) for r in event.get("ranges") or ())
-        incarnation = Incarnation(
-            self._incarnations, name, int(event["capacity"]), tuple(event.get("filters") or ()), ranges, seq
+def on_config(st: CheckerState, event: Event) -> None:
+    try:
+        detail = json.loads(event["detail"])
+        config = detail["config"]
+    except (ValueError, KeyError, TypeError):
+        st._problem(int(event["seq"]), "the config event's detail is not {'config': {...}}")
+        return
+    if not isinstance(config, dict):
+        st._problem(int(event["seq"]), "the config event's 'config' is not an object")
+        return
+    st.config = {**CONFIG_DEFAULTS, **config}
+    declared = detail.get("declared", {})
+    if not isinstance(declared, dict) or not isinstance(declared.get("terminal_outcomes", {}), dict):
+        st._problem(
+            int(event["seq"]), "the config event's 'declared' is not {'cursor': ..., 'terminal_outcomes': {...}}"
         )
-        if self.permits:
-            incarnation.permits = incarnation.capacity  # req: KS-FLW-4 (the capacity is the first grant)
-        if event.get("hash_name") is not None:
-            incarnation.hash_name = str(event["hash_name"])
-        self.members[name] = incarnation
-        self._phantoms.pop(name, None)
-        self._new_epoch("join", incarnation, seq)
+        declared = {}
+    st.declared = declared
+    if st.config["profile"] not in ("strict", "owner", "best-effort"):
+        st._problem(int(event["seq"]), f"unknown profile {st.config['profile']!r}")
+    st._configure()
 
-    def _on_consumer_removed(self, event: Event) -> None:
-        seq = int(event["seq"])
-        incarnation = self.members.get(str(event["consumer"]))
-        if incarnation is None:
-            self._problem(seq, f"consumer {event['consumer']!r} left but is not a member")
-            return
-        self._end_incarnation(incarnation, seq, returned=True)
-        self._new_epoch("leave", incarnation, seq)
 
-    def _on_consumer_disconnected(self, event: Event) -> None:
-        seq = int(event["seq"])
-        incarnation = self.members.get(str(event["consumer"]))
-        if incarnation is None:
-            self._problem(seq, f"consumer {event['consumer']!r} disconnected but is not a member")
-            return
-        if not incarnation.connected:
-            return
-        incarnation.connected = False
-        self._offline.add(incarnation.number)
-        incarnation.disconnected_at = self.now
-        incarnation.disconnected_seq = seq
-        incarnation.reconnected_seq = None
-        if int(self.config["evict_after"]) > 0:
-            self._disconnected[incarnation.number] = incarnation
+def on_publish(st: CheckerState, event: Event) -> None:
+    seq = int(event["seq"])
+    offset = int(event["offset"])
+    if offset != len(st.messages):
+        st._problem(seq, f"publish of offset {offset}, expected {len(st.messages)}")
+        return
+    assert st.op is not None
+    message = Message(offset, str(event["key"]), seq, st.op.index, last_event_seq=seq)
+    st.messages.append(message)
+    st.unresolved.add(offset)
+    st.state_version += 1
+    state = st.keys.get(message.key)
+    if state is None and message.key in st._resting:
+        state = st._key(message.key)
+    elif state is None:
+        state = st.keys[message.key] = KeyState()
+        if st.slots_by_hash:
+            slot = slot_of(str(st.config["selector"]), message.key)
+            st._keys_of_slot.setdefault(slot, []).append(message.key)
+    state.unresolved.add(offset)
+    state.undelivered.add(offset)
+    if st.park_after:
+        st._park_published(message)
+    st._refresh_head(message.key)
+    st.op.published = offset
+    if st.best_effort:
+        st._exercise("best-effort-redelivery")
+        st._exercise("missing-outcome")
+    if state.blocked:
+        st._exercise("blocked-key-leak")
+    if st.buckets:
+        publish_placement(st, message, event)
+    if event.get("entry") is not None:
+        message.entry = int(event["entry"])
+        st.batches.setdefault(message.entry, []).append(offset)
+    if st.delays_seen and any(st.messages[o].key == message.key and st.not_due(st.messages[o]) for o in st._delayed):
+        st._exercise("blocked-behind-delayed")  # a dispatcher could hold it behind that one (KS-ORD-6)
+    if event.get("deliver_at") is not None:
+        # req: KS-ORD-5, KS-ORD-6, KS-ORD-7 (a delayed message: judged from here on by its due tick)
+        message.deliver_at = int(event["deliver_at"])
+        st.delays_seen = True
+        st._delayed.add(offset)
+        if message.deliver_at > st.now:
+            st._exercise("delivered-before-due")
 
-    def _on_consumer_reconnected(self, event: Event) -> None:
-        seq = int(event["seq"])
-        incarnation = self.members.get(str(event["consumer"]))
-        if incarnation is None:
-            self._problem(seq, f"consumer {event['consumer']!r} reconnected but is not a member")
-            return
-        if incarnation.connected:
-            return
-        # req: KS-MEM-4 (connected again with all it holds; its eviction clock is off)
-        self._exercise("reconnect-ignored")
-        incarnation.connected = True
-        self._offline.discard(incarnation.number)
-        incarnation.reconnected_seq = seq
-        self._disconnected.pop(incarnation.number, None)
-        self.state_version += 1
 
-    def _on_permits_granted(self, event: Event) -> None:
-        seq = int(event["seq"])
-        incarnation = self.members.get(str(event["consumer"]))
-        if incarnation is None:
-            self._problem(seq, f"consumer {event['consumer']!r} granted permits but is not a member")
-            return
-        if incarnation.permits is None:
-            self._problem(seq, "permits_granted in a trace whose flow_control is capacity (the flow op is refused)")
-            return
-        incarnation.permits += int(event["capacity"])
-        incarnation.grants.append(seq)
-        self.state_version += 1
-
-    def _on_tick(self, event: Event) -> None:
-        op = self.op
-        assert op is not None
-        timeout = int(self.config["ack_timeout"])
-        while self._timeouts and self._timeouts[0][0] <= self.now:
-            due, _, _, delivery = heapq.heappop(self._timeouts)
-            message = self.messages.peek(delivery.offset)  # an archived message is not outstanding
-            if message is not None and message.outstanding is delivery:
-                if due == self.timeout_due(delivery) + self.timer_slack and delivery not in op.due_timeouts:
-                    op.due_timeouts.append(delivery)  # an entry an extension replaced is stale (KS-RTY-8)
-        if timeout > 0:
-            extended = sum(1 for delivery in op.due_timeouts if delivery.deadline is not None)
-            self._exercise("missed-timeout", len(op.due_timeouts) - extended)
-            self._exercise("extended-timeout-missed", extended)
-        evict_after = int(self.config["evict_after"])
-        for incarnation in list(self._disconnected.values()):
-            if incarnation.disconnected_at + evict_after + self.timer_slack <= self.now:  # req: KS-GEN-9
-                op.due_evictions.append(incarnation)
-                del self._disconnected[incarnation.number]
-        self._exercise("missed-eviction", len(op.due_evictions))
-
-    def _on_restart(self, event: Event) -> None:
-        seq = int(event["seq"])
-        for incarnation in list(self.members.values()):
-            if self.returns_as_failures and self.durable_attempts:
-                # req: KS-RTY-7 (counts kept across the restart: a delivery it ended is a return that counts)
-                for delivery in incarnation.outstanding.values():
-                    message = self.messages[delivery.offset]
-                    message.returns += 1
-                    message.return_seq = seq
-                    message.returned_delivery_seq = delivery.seq
-            self._end_incarnation(incarnation, seq, returned=False)
-        self.restarts += 1
-        if not self.has_cursor:
-            # Without a cursor the implementation keeps each message's resolution (KS-CUR-4 judged against them).
-            self.persisted_cursor = self.cursor()
-            self.persisted_holes = self.resolved_above_cursor()
-            self.persist_seq = self.last_resolution_seq
-        self.loaded = (self.persisted_cursor, BitMap(self.persisted_holes), self.persist_seq, seq)
-        self.seek = None  # the restart loads a cursor at or past the last seek's target (KS-CUR-10)
-        self.seek_holders = {}
-        self.read_below = 0  # req: KS-GEN-8 (a restart reads again from the persisted cursor, at the next tick)
-        self.flush_owed = False  # a flush owed before the crash was volatile; the reloaded cursor is the stored one
-        if self.config.get("checkpoint_resume"):
-            self.loaded_checkpoints = dict(self.checkpoints)
-        holes = self.persisted_holes
-        self.messages.restarted(len(self.messages) if self.best_effort else self.persisted_cursor)
-        for message in self.messages.live_messages():
-            self._reset_volatile(message)
-            if message.entry is not None:  # a mate the restart may restore waits for its batch again (KS-BKT-10)
-                mates = self.batches.setdefault(message.entry, [])
-                if message.offset not in mates:
-                    insort(mates, message.offset)
-            if self.best_effort:
-                continue  # best-effort outcomes are final (KS-BEF-1): there is no cursor to resume from
-            if message.resolved and message.offset >= self.persisted_cursor and message.offset not in holes:
-                if self._checkpointed(message) is not None:
-                    continue  # req: KS-BKT-9 (below its bucket's checkpoint: durable, like a hole)
-                # req: KS-CUR-3 (resolved after the last persistence: volatile, so it must be dispatched again)
-                self._exercise("restart-skip")
-                message.resolved = False
-                message.resolution = None
-                message.resolution_seq = None
-                message.restored_seq = seq
-                self.unresolved.add(message.offset)
-        self.state_version += 1
-        self._rebuild_indexes()
-        self._new_epoch("restart", None, seq)
-
-    def _on_seek(self, event: Event) -> None:
-        """A seek: every delivery ends, the members stay, the cursor becomes the target (section 14, KS-CUR-8..11)."""
-        seq = int(event["seq"])
-        target = int(event["offset"])
-        if not 0 <= target <= len(self.messages):
-            self._problem(seq, f"seek names offset {target}, past the end of the log ({len(self.messages)})")
-            return
-        holders: dict[int, set[str]] = {}
-        for incarnation in self.members.values():
-            for offset in list(incarnation.outstanding):
-                holders.setdefault(offset, set()).add(incarnation.name)
-                message = self.messages[offset]
-                self._end_delivery(message)
-                self._refresh_head(message.key)
-            incarnation.outstanding.clear()
-            incarnation.unacked_blocked_seq = None
-        self.seek_holders = holders
-        self.restarts += 1  # a zombie op names a delivery made since the last restart or seek (KS-ACK-3)
-        self.seek = (target, seq)
-        self.loaded = None  # what a restart loaded is superseded: the seek's target is the store's cursor now
-        self.loaded_checkpoints = {}
-        self.read_below = 0  # req: KS-GEN-8 (reading starts again at the target, at the next read)
-        self.messages.restarted(target)
-        for message in self.messages.live_messages():
-            self._reset_volatile(message)
-            if message.offset >= target and message.resolved:
-                # req: KS-CUR-8 (resolved before the seek, at or after its target: it must be dispatched again)
-                self._exercise("seek-skip")
-                message.resolved = False
-                message.resolution = None
-                message.resolution_seq = None
-                message.restored_seq = seq
-                self.unresolved.add(message.offset)
-            elif message.offset < target and not message.resolved:
-                # req: KS-CUR-9, KS-RES-1 (given up by the seek: resolved as `seeked`, recorded by the seek event)
-                message.resolved = True
-                message.resolution = "seeked"
-                message.resolution_seq = seq
-                message.restored_seq = None
-                self.unresolved.discard(message.offset)
-                self.last_resolution_seq = seq
-        self.state_version += 1
-        disconnected = dict(self._disconnected)
-        self._rebuild_indexes()
-        self._disconnected = disconnected  # the members stay, and so do their eviction clocks (KS-MEM-2)
-        self._new_epoch("seek", None, seq)
-
-    def _checkpointed(self, message: Message) -> tuple[int, int] | None:
-        """With `checkpoint_resume`, the loaded checkpoint (position, seq) of the message's bucket when the message
-        lies below it, else None."""
-        if message.segment is None or message.bucket is None:
-            return None
-        loaded = self.loaded_checkpoints.get((message.segment, message.bucket))
-        return loaded if loaded is not None and message.offset < loaded[0] else None
-
-    def _on_key_released(self, event: Event) -> None:
-        seq = int(event["seq"])
-        state = self.keys.get(str(event["key"]))
-        if state is None or not state.blocked:
-            self._problem(seq, f"key {event['key']!r} was released but is not blocked")
-            return
-        # req: KS-POI-4 (every blocked message of the key: see the module doc)
-        for offset in sorted(state.blocked):
-            message = self.messages[offset]
-            message.blocked = False
-            message.failures = 0
-            message.failure_seqs = []
-            message.released_seq = seq
-            message.awaiting_seq = seq
-            message.last_event_seq = seq
-            state.awaiting.add(offset)
-        state.blocked = set()
-        self._awaiting_keys.add(str(event["key"]))
-        self._refresh_head(str(event["key"]))
-
-    def _on_key_skipped(self, event: Event) -> None:
-        seq = int(event["seq"])
-        op = self.op
-        assert op is not None
-        state = self.keys.get(str(event["key"]))
-        op.key = str(event["key"])
-        self._exercise("skip-ignored")
-        if state is None or not state.blocked:
-            self._problem(seq, f"key {event['key']!r} was skipped but is not blocked")
-            return
-        op.skip_targets = sorted(state.blocked)
-
-    def _on_segment_created(self, event: Event) -> None:
-        number = int(event["segment"])
-        predecessors = tuple(
-            int(event[column]) for column in ("predecessor", "second_predecessor") if event.get(column) is not None
-        )
-        if predecessors:
-            # A layout change re-routes keys (new N, new buckets) although membership is unchanged: for
-            # KS-ASN-1 it starts a new routing epoch, as a membership change does (see the module doc).
-            self._new_epoch("layout", None, int(event["seq"]))
-        if self.layout_reported:
-            self.created_in_op.append(number)
-        self.segments[number] = Segment(
-            number,
-            int(event["buckets"]),
-            int(event["range_lo"]),
-            int(event["range_hi"]),
-            predecessors,
-            int(event["seq"]),
-        )
-
-    def _on_segment_sealed(self, event: Event) -> None:
-        segment = self.segments.get(int(event["segment"]))
-        if segment is None:
-            self._problem(int(event["seq"]), f"segment {event['segment']} was sealed but never created")
-            return
-        segment.sealed = True
-
-    def _report_reconnect_ignored(self, incarnation: Incarnation, seq: int, what: str) -> None:
-        """`what` (an eviction or a hold at `seq`) treats a reconnected member as still away."""
-        # req: KS-MEM-4
-        self._report(
-            "reconnect-ignored",
+def publish_placement(st: CheckerState, message: Message, event: Event) -> None:
+    seq = message.publish_seq
+    if event.get("hash") is None or event.get("segment") is None or event.get("bucket") is None:
+        st._problem(seq, "a publish with selector 'buckets' must carry hash, segment and bucket")
+        return
+    message.hash, message.segment, message.bucket = int(event["hash"]), int(event["segment"]), int(event["bucket"])
+    high, low = message.hash >> 16, message.hash & 0xFFFF
+    st._exercise("misrouted-bucket")
+    right = next((s for s in st.segments.values() if not s.sealed and s.lo <= high <= s.hi), None)
+    segment = st.segments.get(message.segment)
+    if segment is None and st.layout_reported:
+        # req: KS-BKT-11 (a segment is reported before anything is routed by it)
+        st._exercise("invalid-layout")
+        facts = [message_clause(message.offset, message.key, seq) + f" placed in segment {message.segment}"]
+        problem = f"no segment_created reported segment {message.segment} before m{message.offset} was routed to it"
+        st.layout_findings.append((facts, problem, [seq]))
+    elif right is None:
+        st._problem(seq, f"no active segment contains hash >> 16 = {high}")
+    elif segment is not right:
+        st._report(
+            "misrouted-bucket",
             seq,
-            [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
-            rules.leaving.reconnect_ignored(
-                incarnation.name, incarnation.disconnected_seq, incarnation.reconnected_seq, what
+            [right.created_seq, seq],
+            rules.buckets.misrouted_bucket_wrong_segment(
+                *message.facts, message.hash, right.number, right.created_seq, message.segment
             ),
         )
+    elif message.bucket != low * segment.buckets // SLOTS:
+        st._report(
+            "misrouted-bucket",
+            seq,
+            [segment.created_seq, seq],
+            rules.buckets.misrouted_bucket_wrong_bucket(
+                *message.facts, message.hash, segment.buckets, segment.created_seq, message.bucket
+            ),
+        )
+    if segment is not None:
+        segment.unresolved.add(message.offset)
+        st.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(message.offset)
+
+
+def on_consumer_added(st: CheckerState, event: Event) -> None:
+    seq = int(event["seq"])
+    name = str(event["consumer"])
+    if name in st.members:
+        st._problem(seq, f"consumer {name!r} joined while already a member")
+        return
+    st._incarnations += 1
+    ranges = tuple((int(r[0]), int(r[1])) for r in event.get("ranges") or ())
+    incarnation = Incarnation(
+        st._incarnations, name, int(event["capacity"]), tuple(event.get("filters") or ()), ranges, seq
+    )
+    if st.permits:
+        incarnation.permits = incarnation.capacity  # req: KS-FLW-4 (the capacity is the first grant)
+    if event.get("hash_name") is not None:
+        incarnation.hash_name = str(event["hash_name"])
+    st.members[name] = incarnation
+    st._phantoms.pop(name, None)
+    st._new_epoch("join", incarnation, seq)
+
+
+def on_consumer_removed(st: CheckerState, event: Event) -> None:
+    seq = int(event["seq"])
+    incarnation = st.members.get(str(event["consumer"]))
+    if incarnation is None:
+        st._problem(seq, f"consumer {event['consumer']!r} left but is not a member")
+        return
+    st._end_incarnation(incarnation, seq, returned=True)
+    st._new_epoch("leave", incarnation, seq)
+
+
+def on_consumer_disconnected(st: CheckerState, event: Event) -> None:
+    seq = int(event["seq"])
+    incarnation = st.members.get(str(event["consumer"]))
+    if incarnation is None:
+        st._problem(seq, f"consumer {event['consumer']!r} disconnected but is not a member")
+        return
+    if not incarnation.connected:
+        return
+    incarnation.connected = False
+    st._offline.add(incarnation.number)
+    incarnation.disconnected_at = st.now
+    incarnation.disconnected_seq = seq
+    incarnation.reconnected_seq = None
+    if int(st.config["evict_after"]) > 0:
+        st._disconnected[incarnation.number] = incarnation
+
+
+def on_consumer_reconnected(st: CheckerState, event: Event) -> None:
+    seq = int(event["seq"])
+    incarnation = st.members.get(str(event["consumer"]))
+    if incarnation is None:
+        st._problem(seq, f"consumer {event['consumer']!r} reconnected but is not a member")
+        return
+    if incarnation.connected:
+        return
+    # req: KS-MEM-4 (connected again with all it holds; its eviction clock is off)
+    st._exercise("reconnect-ignored")
+    incarnation.connected = True
+    st._offline.discard(incarnation.number)
+    incarnation.reconnected_seq = seq
+    st._disconnected.pop(incarnation.number, None)
+    st.state_version += 1
+
+
+def on_permits_granted(st: CheckerState, event: Event) -> None:
+    seq = int(event["seq"])
+    incarnation = st.members.get(str(event["consumer"]))
+    if incarnation is None:
+        st._problem(seq, f"consumer {event['consumer']!r} granted permits but is not a member")
+        return
+    if incarnation.permits is None:
+        st._problem(seq, "permits_granted in a trace whose flow_control is capacity (the flow op is refused)")
+        return
+    incarnation.permits += int(event["capacity"])
+    incarnation.grants.append(seq)
+    st.state_version += 1
+
+
+def on_tick(st: CheckerState, event: Event) -> None:
+    op = st.op
+    assert op is not None
+    timeout = int(st.config["ack_timeout"])
+    while st._timeouts and st._timeouts[0][0] <= st.now:
+        due, _, _, delivery = heapq.heappop(st._timeouts)
+        message = st.messages.peek(delivery.offset)  # an archived message is not outstanding
+        if message is not None and message.outstanding is delivery:
+            if due == st.timeout_due(delivery) + st.timer_slack and delivery not in op.due_timeouts:
+                op.due_timeouts.append(delivery)  # an entry an extension replaced is stale (KS-RTY-8)
+    if timeout > 0:
+        extended = sum(1 for delivery in op.due_timeouts if delivery.deadline is not None)
+        st._exercise("missed-timeout", len(op.due_timeouts) - extended)
+        st._exercise("extended-timeout-missed", extended)
+    evict_after = int(st.config["evict_after"])
+    for incarnation in list(st._disconnected.values()):
+        if incarnation.disconnected_at + evict_after + st.timer_slack <= st.now:  # req: KS-GEN-9
+            op.due_evictions.append(incarnation)
+            del st._disconnected[incarnation.number]
+    st._exercise("missed-eviction", len(op.due_evictions))
+
+
+def on_restart(st: CheckerState, event: Event) -> None:
+    seq = int(event["seq"])
+    for incarnation in list(st.members.values()):
+        if st.returns_as_failures and st.durable_attempts:
+            # req: KS-RTY-7 (counts kept across the restart: a delivery it ended is a return that counts)
+            for delivery in incarnation.outstanding.values():
+                message = st.messages[delivery.offset]
+                message.returns += 1
+                message.return_seq = seq
+                message.returned_delivery_seq = delivery.seq
+        st._end_incarnation(incarnation, seq, returned=False)
+    st.restarts += 1
+    if not st.has_cursor:
+        # Without a cursor the implementation keeps each message's resolution (KS-CUR-4 judged against them).
+        st.persisted_cursor = st.cursor()
+        st.persisted_holes = st.resolved_above_cursor()
+        st.persist_seq = st.last_resolution_seq
+    st.loaded = (st.persisted_cursor, BitMap(st.persisted_holes), st.persist_seq, seq)
+    st.seek = None  # the restart loads a cursor at or past the last seek's target (KS-CUR-10)
+    st.seek_holders = {}
+    st.read_below = 0  # req: KS-GEN-8 (a restart reads again from the persisted cursor, at the next tick)
+    st.flush_owed = False  # a flush owed before the crash was volatile; the reloaded cursor is the stored one
+    if st.config.get("checkpoint_resume"):
+        st.loaded_checkpoints = dict(st.checkpoints)
+    holes = st.persisted_holes
+    st.messages.restarted(len(st.messages) if st.best_effort else st.persisted_cursor)
+    for message in st.messages.live_messages():
+        st._reset_volatile(message)
+        if message.entry is not None:  # a mate the restart may restore waits for its batch again (KS-BKT-10)
+            mates = st.batches.setdefault(message.entry, [])
+            if message.offset not in mates:
+                insort(mates, message.offset)
+        if st.best_effort:
+            continue  # best-effort outcomes are final (KS-BEF-1): there is no cursor to resume from
+        if message.resolved and message.offset >= st.persisted_cursor and message.offset not in holes:
+            if checkpointed(st, message) is not None:
+                continue  # req: KS-BKT-9 (below its bucket's checkpoint: durable, like a hole)
+            # req: KS-CUR-3 (resolved after the last persistence: volatile, so it must be dispatched again)
+            st._exercise("restart-skip")
+            message.resolved = False
+            message.resolution = None
+            message.resolution_seq = None
+            message.restored_seq = seq
+            st.unresolved.add(message.offset)
+    st.state_version += 1
+    st._rebuild_indexes()
+    st._new_epoch("restart", None, seq)
+
+
+def on_seek(st: CheckerState, event: Event) -> None:
+    """A seek: every delivery ends, the members stay, the cursor becomes the target (section 14, KS-CUR-8..11)."""
+    seq = int(event["seq"])
+    target = int(event["offset"])
+    if not 0 <= target <= len(st.messages):
+        st._problem(seq, f"seek names offset {target}, past the end of the log ({len(st.messages)})")
+        return
+    holders: dict[int, set[str]] = {}
+    for incarnation in st.members.values():
+        for offset in list(incarnation.outstanding):
+            holders.setdefault(offset, set()).add(incarnation.name)
+            message = st.messages[offset]
+            st._end_delivery(message)
+            st._refresh_head(message.key)
+        incarnation.outstanding.clear()
+        incarnation.unacked_blocked_seq = None
+    st.seek_holders = holders
+    st.restarts += 1  # a zombie op names a delivery made since the last restart or seek (KS-ACK-3)
+    st.seek = (target, seq)
+    st.loaded = None  # what a restart loaded is superseded: the seek's target is the store's cursor now
+    st.loaded_checkpoints = {}
+    st.read_below = 0  # req: KS-GEN-8 (reading starts again at the target, at the next read)
+    st.messages.restarted(target)
+    for message in st.messages.live_messages():
+        st._reset_volatile(message)
+        if message.offset >= target and message.resolved:
+            # req: KS-CUR-8 (resolved before the seek, at or after its target: it must be dispatched again)
+            st._exercise("seek-skip")
+            message.resolved = False
+            message.resolution = None
+            message.resolution_seq = None
+            message.restored_seq = seq
+            st.unresolved.add(message.offset)
+        elif message.offset < target and not message.resolved:
+            # req: KS-CUR-9, KS-RES-1 (given up by the seek: resolved as `seeked`, recorded by the seek event)
+            message.resolved = True
+            message.resolution = "seeked"
+            message.resolution_seq = seq
+            message.restored_seq = None
+            st.unresolved.discard(message.offset)
+            st.last_resolution_seq = seq
+    st.state_version += 1
+    disconnected = dict(st._disconnected)
+    st._rebuild_indexes()
+    st._disconnected = disconnected  # the members stay, and so do their eviction clocks (KS-MEM-2)
+    st._new_epoch("seek", None, seq)
+
+
+def checkpointed(st: CheckerState, message: Message) -> tuple[int, int] | None:
+    """With `checkpoint_resume`, the loaded checkpoint (position, seq) of the message's bucket when the message
+    lies below it, else None."""
+    if message.segment is None or message.bucket is None:
+        return None
+    loaded = st.loaded_checkpoints.get((message.segment, message.bucket))
+    return loaded if loaded is not None and message.offset < loaded[0] else None
+
+
+def on_key_released(st: CheckerState, event: Event) -> None:
+    seq = int(event["seq"])
+    state = st.keys.get(str(event["key"]))
+    if state is None or not state.blocked:
+        st._problem(seq, f"key {event['key']!r} was released but is not blocked")
+        return
+    # req: KS-POI-4 (every blocked message of the key: see the module doc)
+    for offset in sorted(state.blocked):
+        message = st.messages[offset]
+        message.blocked = False
+        message.failures = 0
+        message.failure_seqs = []
+        message.released_seq = seq
+        message.awaiting_seq = seq
+        message.last_event_seq = seq
+        state.awaiting.add(offset)
+    state.blocked = set()
+    st._awaiting_keys.add(str(event["key"]))
+    st._refresh_head(str(event["key"]))
+
+
+def on_key_skipped(st: CheckerState, event: Event) -> None:
+    seq = int(event["seq"])
+    op = st.op
+    assert op is not None
+    state = st.keys.get(str(event["key"]))
+    op.key = str(event["key"])
+    st._exercise("skip-ignored")
+    if state is None or not state.blocked:
+        st._problem(seq, f"key {event['key']!r} was skipped but is not blocked")
+        return
+    op.skip_targets = sorted(state.blocked)
+
+
+def on_segment_created(st: CheckerState, event: Event) -> None:
+    number = int(event["segment"])
+    predecessors = tuple(
+        int(event[column]) for column in ("predecessor", "second_predecessor") if event.get(column) is not None
+    )
+    if predecessors:
+        # A layout change re-routes keys (new N, new buckets) although membership is unchanged: for
+        # KS-ASN-1 it starts a new routing epoch, as a membership change does (see the module doc).
+        st._new_epoch("layout", None, int(event["seq"]))
+    if st.layout_reported:
+        st.created_in_op.append(number)
+    st.segments[number] = Segment(
+        number,
+        int(event["buckets"]),
+        int(event["range_lo"]),
+        int(event["range_hi"]),
+        predecessors,
+        int(event["seq"]),
+    )
+
+
+def on_segment_sealed(st: CheckerState, event: Event) -> None:
+    segment = st.segments.get(int(event["segment"]))
+    if segment is None:
+        st._problem(int(event["seq"]), f"segment {event['segment']} was sealed but never created")
+        return
+    segment.sealed = True
+
+
+def report_reconnect_ignored(st: CheckerState, incarnation: Incarnation, seq: int, what: str) -> None:
+    """`what` (an eviction or a hold at `seq`) treats a reconnected member as still away."""
+    # req: KS-MEM-4
+    st._report(
+        "reconnect-ignored",
+        seq,
+        [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
+        rules.leaving.reconnect_ignored(
+            incarnation.name, incarnation.disconnected_seq, incarnation.reconnected_seq, what
+        ),
+    )

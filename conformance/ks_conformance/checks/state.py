@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS, OUT_OF_ORDER_KINDS
@@ -76,7 +76,8 @@ def phase_of(event: Mapping[str, Any]) -> int | None:
 class CheckerState:
     """The reconstructed state of spec/checking.md section 1, its transitions, and how anomalies are reported.
 
-    The checks of section 2 are the subclasses of the `ks_conformance.checks` modules; `Checker` is the last.
+    The checks of section 2 are functions of this state in the `ks_conformance.checks` modules; `Checker` adds the
+    public interface that feeds them.
     """
 
     archive_chunk = CHUNK
@@ -176,8 +177,6 @@ class CheckerState:
         """Disconnected members that can be evicted (`evict_after` > 0), until their eviction is due."""
         self._offline: set[int] = set()
         """The incarnation numbers of the members that are disconnected (any, not only the evictable)."""
-        self._handlers: dict[str, Callable[[Event], None] | None] = {}
-        """Event kind -> its `_on_<kind>` handler (None for a kind the checker does not know), looked up once."""
         self._over_budget: set[int] = set()
         self._poison_reported: set[tuple[int, int]] = set()
         self._idle_heads: set[str] = set()
