@@ -13,7 +13,7 @@ from enum import StrEnum
 from functools import cache
 from typing import Any
 
-from ks_conformance.rules import BY_NAME
+from ks_conformance.rules.registry import rule_named
 
 
 class Verdict(StrEnum):
@@ -84,7 +84,7 @@ class Anomaly:
     @property
     def requirement(self) -> str:
         """The requirement ID this anomaly violates."""
-        return BY_NAME[self.name].requirement
+        return rule_named(self.name).requirement
 
     @property
     def level(self) -> str:

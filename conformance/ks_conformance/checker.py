@@ -36,6 +36,7 @@ from inspect import isfunction
 
 from ks_spec.trace import OP_EVENTS
 
+from ks_conformance import rules
 from ks_conformance.checks import buckets, delivery, end_of_op, membership, quiescence, resolution
 from ks_conformance.checks.records import Incarnation, Message, Problem
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, CheckerState, Event, phase_of
@@ -47,19 +48,19 @@ class Checker(CheckerState):
     def begin_op(self, kind: str) -> None:
         """Open an op that has no op event (`ack`, `nack`): its ack-class effect will not open another."""
         end_of_op.close_op(self)
-        end_of_op.check_layout(self)
+        rules.buckets.check_layout(self)
         end_of_op.open_op(self, kind, self.last_seq + 1)
         self._expect_ack_class = kind in ("ack", "nack")
 
     def end_op(self) -> None:
         """Close the open op and run the end-of-op checks (the harness calls this after every op)."""
         end_of_op.close_op(self)
-        end_of_op.check_layout(self)
+        rules.buckets.check_layout(self)
 
     def finish(self) -> None:
         """Close the last op (call once, after the last event)."""
         end_of_op.close_op(self)
-        end_of_op.check_layout(self)
+        rules.buckets.check_layout(self)
 
     def abandon(self) -> None:
         """Drop the open op without its end-of-op checks: the history was cut off in the middle of it."""
@@ -76,7 +77,7 @@ class Checker(CheckerState):
         handler = HANDLERS.get(kind)
         if (self.created_in_op and kind != "segment_created") or (self.layout_findings and kind not in LAYOUT_EVENTS):
             # req: KS-BKT-11 (a layout change's segment events have ended; a seal begins the next)
-            end_of_op.check_layout(self)
+            rules.buckets.check_layout(self)
         if kind in OP_EVENTS:
             end_of_op.close_op(self)
             self.now = int(event["tick"])

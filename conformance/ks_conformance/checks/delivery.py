@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from itertools import takewhile
 
-from ks_spec.slots import slot_of
-
 from ks_conformance import explain, rules
-from ks_conformance.checks import buckets as bucket_checks
 from ks_conformance.checks import membership
-from ks_conformance.checks.records import BatchRun, Delivery, Incarnation, KeyState, Message, OrderedOffsets
-from ks_conformance.checks.state import STABLE_SELECTORS, CheckerState, Event
+from ks_conformance.checks.hooks import DELIVERY_CHECKS
+from ks_conformance.checks.records import Delivery, Incarnation, KeyState, Message, OrderedOffsets
+from ks_conformance.checks.state import CheckerState, Event
 from ks_conformance.glob import accepts
 
 
@@ -35,20 +33,21 @@ def on_deliver(st: CheckerState, event: Event) -> None:
         anew and run is not None and run.consumer == name and run.expected and run.expected[0] == message.offset
     )
     if message.deliver_at is not None:
-        check_due(st, message, seq)
+        rules.ordering.check_due(st, message, seq)
     check_order(st, message, state, seq, first)
     check_exclusive(st, message, state, seq, incarnation or st._phantoms.get(name), name)
     check_reason(st, message, seq)
     check_consumer(st, message, seq, incarnation, name)
-    check_flow(st, message, seq, first)
-    check_attempt(st, message, seq, attempt)
-    check_assignment(st, message, state, seq, incarnation, name)
-    check_retry(st, message, seq)
+    rules.flow.check_flow(st, message, seq, first)
+    rules.retries.check_attempt(st, message, seq, attempt)
+    rules.assignment.check_assignment(st, message, state, seq, incarnation, name)
+    rules.retries.check_retry(st, message, seq)
     if st.buckets and message.segment is not None:
-        bucket_checks.check_bucket_delivery(st, message, seq, incarnation, name)
+        rules.buckets.check_bucket_delivery(st, message, seq, incarnation, name)
     if st.best_effort:
-        check_best_effort_outcome(st, message, seq)
-    check_batch(st, message, seq, name, anew)
+        rules.best_effort.check_best_effort_outcome(st, message, seq)
+    for check in DELIVERY_CHECKS:
+        check(st, message, event)
     if incarnation is None:
         incarnation = st._phantoms.get(name)
     if incarnation is None:
@@ -56,21 +55,6 @@ def on_deliver(st: CheckerState, event: Event) -> None:
         incarnation = Incarnation(st._incarnations, name, 0, (), (), seq, member=False, connected=False)
         st._phantoms[name] = incarnation
     record_delivery(st, message, state, incarnation, attempt, seq)
-
-
-def check_due(st: CheckerState, message: Message, seq: int) -> None:
-    """A delayed message is not delivered before its due tick (KS-ORD-5); late by the slack at most is the
-    idle checks' business (KS-ORD-7)."""
-    deliver_at = message.deliver_at
-    assert deliver_at is not None
-    if st.now < deliver_at:
-        # req: KS-ORD-5
-        st._report(
-            "delivered-before-due",
-            seq,
-            [message.publish_seq, seq],
-            rules.ordering.delivered_before_due(*message.facts, deliver_at, st.now, seq),
-        )
 
 
 def first_in_order(st: CheckerState, offsets: OrderedOffsets, before: int) -> int | None:
@@ -319,188 +303,6 @@ def check_consumer(st: CheckerState, message: Message, seq: int, incarnation: In
             )
 
 
-def check_flow(st: CheckerState, message: Message, seq: int, first: bool) -> None:
-    if st.best_effort or not first:
-        return
-    # req: KS-FLW-2, KS-ISO-4 (parked messages left out of the count)
-    window = st.window
-    parked = st._parked_below(message.offset)
-    below = (st.unresolved.rank(message.offset - 1) if message.offset > 0 else 0) - parked
-    if below >= window - 1:
-        st._exercise("window-overrun")
-    if below >= window and not st._continuing_batch:  # KS-BKT-10: a batch is read and delivered whole
-        shown = parked if st.park_after else None
-        st._report("window-overrun", seq, [seq], rules.flow.window_overrun(*message.facts, window, below, seq, shown))
-
-
-def check_batch(st: CheckerState, message: Message, seq: int, name: str, anew: bool) -> None:
-    """A batch is delivered whole (KS-BKT-10): its first delivery since it was published (or the last restart)
-    starts from its first such message, and the others follow it to the same consumer, delivery after delivery."""
-    run = st.batch_run
-    if run is not None:
-        if st._continuing_batch:
-            run.expected.pop(0)
-            if not run.expected:
-                st.batch_run = None
-            return
-        st.batch_run = None
-        st._batch_findings.append(
-            (
-                [run.first_seq, seq],
-                rules.buckets.entry_split_interrupted(
-                    run.entry,
-                    run.first_offset,
-                    run.consumer,
-                    run.first_seq,
-                    run.expected[0],
-                    message.offset,
-                    name,
-                    seq,
-                ),
-            )
-        )
-    if message.entry is None or not anew:
-        return
-    waiting = [
-        o
-        for o in st.batches.get(message.entry, ())
-        if o != message.offset and not st.messages[o].resolved and not st.messages[o].delivered_since_restart
-    ]
-    if not waiting:
-        return
-    # req: KS-BKT-10
-    st._exercise("entry-split")
-    earlier = [o for o in waiting if o < message.offset]
-    if earlier:
-        before = st.messages[earlier[0]]
-        st._batch_findings.append(
-            (
-                [before.publish_seq, seq],
-                rules.buckets.entry_split_later_first(*message.facts, message.entry, *before.facts, seq),
-            )
-        )
-        return
-    st.batch_run = BatchRun(message.entry, name, message.offset, seq, waiting)
-
-
-def check_attempt(st: CheckerState, message: Message, seq: int, attempt: int) -> None:
-    if st.best_effort:
-        return
-    # req: KS-RTY-5
-    if message.deliveries > 0:
-        st._exercise("attempt-miscount")
-    if attempt != message.deliveries + 1:
-        st._report(
-            "attempt-miscount",
-            seq,
-            [message.last_delivery_seq, seq],
-            rules.retries.attempt_miscount(*message.facts, message.deliveries, attempt, seq),
-        )
-
-
-def check_assignment(
-    st: CheckerState, message: Message, state: KeyState, seq: int, incarnation: Incarnation | None, name: str
-) -> None:
-    last = state.last_delivery
-    if last is None:
-        return
-    epoch, previous, previous_seq, segment = last
-    if segment != message.segment:
-        return  # selector `buckets`: each segment has its own N, so its own bucket and target (KS-BKT-3)
-    if epoch == st.epoch:
-        # req: KS-ASN-1
-        st._exercise("key-moved")
-        if previous.name != name and not st.controller_moved(message.segment, message.bucket, name, previous_seq):
-            st._report(
-                "key-moved",
-                seq,
-                [previous_seq, seq],
-                rules.assignment.key_moved(*message.facts, previous.name, previous_seq, name, seq),
-            )
-    elif epoch == st.epoch - 1 and st.config["selector"] in STABLE_SELECTORS:
-        change, changed, change_seq = st.epoch_change[st.epoch]
-        if change == "restart":
-            return
-        # req: KS-ASN-2 (under `partitions` a joiner takes no key from a present member)
-        st._exercise("unstable-assignment")
-        moved = previous is not incarnation and previous.name != name
-        to_joiner = change == "join" and changed is incarnation and st.config["selector"] != "partitions"
-        allowed = to_joiner or (change == "leave" and changed is previous)
-        if moved and not allowed:
-            assert changed is not None
-            st._report(
-                "unstable-assignment",
-                seq,
-                [previous_seq, change_seq, seq],
-                rules.assignment.unstable_assignment(
-                    message.key,
-                    message.offset,
-                    previous.name,
-                    previous_seq,
-                    changed.name,
-                    change,
-                    change_seq,
-                    name,
-                    st.config["selector"],
-                    seq,
-                ),
-            )
-
-
-def check_retry(st: CheckerState, message: Message, seq: int) -> None:
-    if st.best_effort:
-        return
-    if message.retrying:
-        # req: KS-RTY-4
-        st._exercise("early-retry")
-        # With a back-off of 0 the retry may also go at once, in the op that failed it (KS-RTY-4).
-        immediate = st._retry_due(message) == message.failure_tick
-        if not message.ready and not immediate:
-            st._report(
-                "early-retry",
-                seq,
-                [message.awaiting_seq, seq],
-                rules.retries.early_retry(
-                    *message.facts, message.failures, message.awaiting_seq, st._retry_due(message), st.now, seq
-                ),
-            )
-    maximum = int(st.config["max_redeliveries"])
-    # With returns_as_failures a message a return took over its budget may go again (a return is no failure):
-    # its next failure poisons it (KS-RTY-6).
-    counted = message.failures if st.ended_by_return(message) else st.counted_failures(message)
-    if counted > maximum:
-        # req: KS-RTY-6
-        returns = message.returns if st.returns_as_failures else 0
-        st._report(
-            "retry-overrun",
-            seq,
-            [*message.failure_seqs, *([message.return_seq] if returns else []), seq],
-            rules.retries.retry_overrun(
-                *message.facts, message.failures, message.failure_seqs, maximum, seq, returns=returns
-            ),
-        )
-
-
-def check_best_effort_outcome(st: CheckerState, message: Message, seq: int) -> None:
-    # req: KS-BEF-1
-    assert st.op is not None
-    if message.outcome_seq is not None:
-        st._report(
-            "best-effort-redelivery",
-            seq,
-            [message.outcome_seq, seq],
-            rules.best_effort.best_effort_redelivery_second(*message.facts, message.outcome_seq, seq),
-        )
-    elif st.op.index != message.publish_op:
-        st._report(
-            "best-effort-redelivery",
-            seq,
-            [message.publish_seq, seq],
-            rules.best_effort.best_effort_redelivery_late(*message.facts, seq),
-        )
-    message.outcome_seq = seq
-
-
 def record_delivery(
     st: CheckerState, message: Message, state: KeyState, holder: Incarnation, attempt: int, seq: int
 ) -> None:
@@ -533,40 +335,6 @@ def record_delivery(
     st._refresh_head(message.key)
 
 
-def check_draining_hold(st: CheckerState, message: Message, target_name: str | None, seq: int) -> None:
-    """KS-DRN-3 allows a hold for draining only while a key of its slot may sit at an old owner (a delivery at
-    another consumer than the target from an earlier epoch, or any while members have filters), awaits
-    redelivery or is blocked; otherwise the slot's target did not move (PIP-379 drains only hashes whose owner
-    changed) and the hold must stop (KS-DRN-2). A hold that names no target is judged the same way."""
-    target = None
-    if target_name is not None:
-        target = st.members.get(target_name)
-        if target is None:
-            return  # a hold naming a non-member is judged elsewhere (its delivery, or idle-while-ready)
-    # req: KS-DRN-2, KS-DRN-3
-    st._exercise("unjustified-hold")
-    slot = slot_of(str(st.config["selector"]), message.key)
-    filtered = any(m.filters for m in st.members.values())
-    unmoved: list[int] = []
-    for other in st._keys_of_slot.get(slot, [message.key]):
-        state = st.keys.get(other)
-        if state is None:
-            continue  # at rest: nothing blocked, awaiting or outstanding
-        if state.blocked or state.awaiting:
-            return
-        for delivery in state.outstanding.values():
-            if delivery.holder is not target and (filtered or delivery.epoch < st.epoch):
-                return  # may sit at an old owner: it may drain
-            unmoved.append(delivery.seq)  # at the target, or delivered in this epoch: at the slot's target
-    latest = max(unmoved, default=None)
-    st._report(
-        "unjustified-hold",
-        seq,
-        [latest, seq],
-        rules.draining.unjustified_hold(*message.facts, slot, target_name, latest, seq),
-    )
-
-
 def on_held(st: CheckerState, event: Event) -> None:
     message = st._message_of(event)
     if message is None:
@@ -579,11 +347,11 @@ def on_held(st: CheckerState, event: Event) -> None:
     if event["reason"] == "inactive" and event.get("consumer") is not None:
         target = st.members.get(str(event["consumer"]))
         if target is not None and target.connected and target.reconnected_seq is not None:
-            membership.report_reconnect_ignored(
+            rules.leaving.report_reconnect_ignored(
                 st, target, seq, explain.held_inactive(message.offset, target.name, seq)
             )
     if event["reason"] == "draining":
         st._exercise("drain-stuck")
         if st.slots_by_hash:
             consumer = event.get("consumer")
-            check_draining_hold(st, message, None if consumer is None else str(consumer), seq)
+            rules.draining.check_draining_hold(st, message, None if consumer is None else str(consumer), seq)

@@ -15,7 +15,7 @@ from ks_spec.config import lookahead_limit
 from ks_spec.slots import SLOT_SELECTORS, slot_of
 
 from ks_conformance import rules
-from ks_conformance.checks.layout import layout_problem
+from ks_conformance.checks.hooks import END_OF_OP_CHECKS
 from ks_conformance.checks.records import Incarnation, Message, OpState
 from ks_conformance.checks.state import CheckerState, Event
 from ks_conformance.glob import accepts
@@ -44,57 +44,23 @@ def close_op(st: CheckerState) -> None:
     if op.kind == "tick":
         advance_phase(st, 7)
     if op.kind == "key_skipped":
-        check_skip(st, op)
+        rules.poison.check_skip(st, op)
     if op.kind == "extend" and op.extension is not None and op.extension[2] is not None:
-        check_extension_answered(st, op)
+        rules.retries.check_extension_answered(st, op)
     if op.published is not None and st.best_effort:
-        check_outcome(st, op)
+        rules.best_effort.check_outcome(st, op)
     if op.kind not in ("config", "quiescent"):
-        check_persistence(st, op)
+        rules.cursor.check_persistence(st, op)
         check_idle(st, op)
         if st._delayed:
             st._note_delays_due()
         count_temptations(st)
         if op.kind == "tick" and st.heartbeat_reads:
             note_heartbeat_read(st)
+    for check in END_OF_OP_CHECKS:
+        check(st, op)
     st.op = None
     st._settle()
-
-
-def check_layout(st: CheckerState) -> None:
-    """KS-BKT-11: the layout the dispatcher reported is a valid one, and it routed nothing by a segment it had
-    not reported; judged once an op's segment events end (its first other event, or the op's end)."""
-    created, st.created_in_op = st.created_in_op, []
-    findings, st.layout_findings = st.layout_findings, []
-    if created:
-        st._exercise("invalid-layout")
-        found = layout_problem(st.segments, created, int(st.config["bucket_max"]))
-        if found is not None:
-            findings.insert(0, found)
-    for facts, problem, witness in findings[:1]:
-        # req: KS-BKT-11
-        st._report("invalid-layout", st.last_seq, witness, rules.buckets.invalid_layout(facts, problem))
-
-
-def check_extension_answered(st: CheckerState, op: OpState) -> None:
-    """The holder's `extend` must be answered by an `extended` event (KS-RTY-8): one answered by `extend_ignored`,
-    or not at all, lost it."""
-    assert op.extension is not None
-    name, _, delivery = op.extension
-    ignored = op.extension_ignored_seq
-    if (op.extension_answered and ignored is None) or delivery is None:
-        return
-    message = st.messages.peek(delivery.offset)
-    if message is None:
-        return
-    witness = [delivery.seq, op.seq] + ([ignored] if ignored is not None else [])
-    # req: KS-RTY-8
-    st._report(
-        "extension-lost",
-        st.last_seq,
-        witness,
-        rules.retries.extension_lost(*message.facts, name, delivery.seq, op.seq, ignored),
-    )
 
 
 def count_temptations(st: CheckerState) -> None:
@@ -178,83 +144,13 @@ def advance_phase(st: CheckerState, phase: int) -> None:
     assert op is not None
     current = op.phase
     if current < 2 <= phase:
-        after_phase_1(st, op)
+        rules.retries.after_phase_1(st, op)
     if current < 3 <= phase:
-        after_phase_2(st, op)
+        rules.retries.after_phase_2(st, op)
         phase_3_point(st)
     if current < 5 <= phase:
-        after_phase_4(st, op)
+        rules.leaving.after_phase_4(st, op)
     op.phase = max(op.phase, min(phase, 6))
-
-
-def after_phase_1(st: CheckerState, op: OpState) -> None:
-    timeout = int(st.config["ack_timeout"])
-    for delivery in op.due_timeouts:
-        message = st.messages.peek(delivery.offset)  # an archived message is not outstanding
-        due = message is not None and message.outstanding is delivery and timeout > 0
-        if due and delivery.deadline is not None:
-            # req: KS-RTY-8
-            st._report(
-                "extended-timeout-missed",
-                op.seq,
-                [delivery.seq, delivery.extended_seq or delivery.seq, op.seq],
-                rules.retries.extended_timeout_missed(
-                    delivery.offset,
-                    delivery.holder.name,
-                    delivery.seq,
-                    delivery.extended_seq,
-                    delivery.deadline,
-                    st.now,
-                    op.seq,
-                    st.timer_slack,
-                ),
-            )
-        elif due:
-            # req: KS-RTY-3
-            st._report(
-                "missed-timeout",
-                op.seq,
-                [delivery.seq, op.seq],
-                rules.retries.missed_timeout(
-                    delivery.offset,
-                    delivery.holder.name,
-                    delivery.tick,
-                    delivery.seq,
-                    timeout,
-                    st.now,
-                    op.seq,
-                    st.timer_slack,
-                ),
-            )
-
-
-def after_phase_2(st: CheckerState, op: OpState) -> None:
-    maximum = int(st.config["max_redeliveries"])
-    for offset in sorted(st._over_budget):
-        message = st.messages[offset]
-        if message.resolved or message.blocked or st.counted_failures(message) <= maximum:
-            continue
-        marker = (offset, st.counted_failures(message))
-        if marker in st._poison_reported:
-            continue
-        st._poison_reported.add(marker)
-        # req: KS-RTY-6
-        returns = message.returns if st.returns_as_failures else 0
-        st._report(
-            "poison-ignored",
-            op.seq,
-            [*message.failure_seqs, *([message.return_seq] if returns else []), op.seq],
-            rules.retries.poison_ignored(
-                *message.facts,
-                message.failures,
-                message.failure_seqs,
-                maximum,
-                st.config["poison_policy"],
-                st.now,
-                op.seq,
-                returns=returns,
-            ),
-        )
 
 
 def phase_3_point(st: CheckerState) -> None:
@@ -265,126 +161,6 @@ def phase_3_point(st: CheckerState) -> None:
             # req: KS-RTY-4
             message.ready = True
             message.ready_tick = st.now
-
-
-def after_phase_4(st: CheckerState, op: OpState) -> None:
-    for incarnation in op.due_evictions:
-        if st.members.get(incarnation.name) is incarnation:
-            # req: KS-MEM-2
-            st._report(
-                "missed-eviction",
-                op.seq,
-                [incarnation.disconnected_seq, op.seq],
-                rules.leaving.missed_eviction(
-                    incarnation.name,
-                    incarnation.disconnected_at,
-                    incarnation.disconnected_seq,
-                    st.config["evict_after"],
-                    st.now,
-                    op.seq,
-                    st.timer_slack,
-                ),
-            )
-
-
-def check_skip(st: CheckerState, op: OpState) -> None:
-    for offset in op.skip_targets:
-        message = st.messages[offset]
-        if message.resolved:
-            continue
-        # req: KS-POI-5
-        st._report(
-            "skip-ignored",
-            op.seq,
-            [message.blocked_seq, op.seq],
-            rules.poison.skip_ignored(*message.facts, message.blocked_seq, op.seq),
-        )
-        return
-
-
-def check_outcome(st: CheckerState, op: OpState) -> None:
-    assert op.published is not None
-    message = st.messages[op.published]
-    if message.outcome_seq is None:
-        # req: KS-BEF-1
-        st._report("missing-outcome", op.seq, [message.publish_seq], rules.best_effort.missing_outcome(*message.facts))
-
-
-def check_persistence(st: CheckerState, op: OpState) -> None:
-    if st.best_effort:
-        return
-    cursor = st.cursor()
-    if op.kind == "seek" and st.has_cursor and st.seek is not None:
-        # req: KS-CUR-10
-        st._exercise("seek-unpersisted")
-        target, seek_seq = st.seek
-        if st.persist_seq is None or st.persist_seq < seek_seq or st.persisted_cursor < target:
-            st.late_version = st.state_version
-            st._report(
-                "seek-unpersisted",
-                op.seq,
-                [op.seq],
-                rules.cursor.seek_unpersisted(target, st.persisted_cursor, st.persist_seq, op.seq),
-            )
-            return
-    if cursor > op.cursor_at_start or (op.resolved and st.persist_holes):
-        st._exercise("persist-late")
-    if st.state_version == st.synced_version:
-        return
-    holes = st.resolved_above_cursor() if st.persist_holes else None
-    if cursor == st.persisted_cursor and (holes is None or holes == st.persisted_holes):
-        st.synced_version = st.state_version
-        st.persist_due_since = None
-        return
-    if st.persisted_cursor > cursor or st.persisted_holes.intersect(st.unresolved):
-        return  # ahead (a cursor or a hole past an unresolved offset), not late: cursor-skip reported it
-    interval = st.persist_interval
-    if st.persist_on_advance:
-        due = advance_persistence_due(st, op, cursor)
-    elif interval == 0:
-        due = True
-    else:
-        due = op.kind == "tick" and (st.persist_tick is None or st.now - st.persist_tick >= interval)
-    if due and st.timer_slack and not st.persist_on_advance:
-        # req: KS-GEN-9 (with timer_slack = s, a persistence due at tick t may wait until phase 6 of tick t + s)
-        if st.persist_due_since is None:
-            st.persist_due_since = st.now
-        due = op.kind == "tick" and st.now >= st.persist_due_since + st.timer_slack
-    if not due or st.late_version == st.state_version:
-        return
-    st.late_version = st.state_version
-    # req: KS-CUR-5, KS-RES-3
-    st._report(
-        "persist-late",
-        op.seq,
-        [st.last_resolution_seq, op.seq],
-        rules.cursor.persist_late(
-            cursor,
-            holes,
-            st.persisted_cursor,
-            st.persisted_holes,
-            interval,
-            st.last_resolution_seq,
-            op.seq,
-            st.timer_slack,
-            st.persist_flush if st.persist_on_advance else None,
-        ),
-    )
-
-
-def advance_persistence_due(st: CheckerState, op: OpState, cursor: int) -> bool:
-    """KS-CUR-12 (persist_trigger = advance): due in an op that moved the cursor once persist_interval ticks have
-    passed since the last persistence, or, with persist_flush, from a flush tick on (a timer: KS-GEN-9's slack)."""
-    flush = st.persist_flush
-    if flush and op.kind == "tick" and st.now % flush == 0:
-        st.flush_owed = True  # req: KS-CUR-12 (the periodic flush writes what the debounce held back)
-    if st.flush_owed:
-        if st.persist_due_since is None:
-            st.persist_due_since = st.now
-        if op.kind == "tick" and st.now >= st.persist_due_since + st.timer_slack:
-            return True
-    moved = cursor > op.cursor_at_start
-    return moved and (st.persist_tick is None or st.now - st.persist_tick >= st.persist_interval)
 
 
 def check_idle(st: CheckerState, op: OpState) -> None:
@@ -441,7 +217,7 @@ def check_idle(st: CheckerState, op: OpState) -> None:
                 continue  # req: KS-ISO-3 (under the look-ahead, reading waits for a member that can take one)
             if marker not in st._idle_reported:
                 st._idle_reported.add(marker)
-                report_unfiltered(st, message, op)
+                rules.filters.report_unfiltered(st, message, op)
             continue
         able = [m for m in eligible if has_room(st, m)]
         if fixed_target and (not eligible or len(able) < len(eligible)):
@@ -452,10 +228,10 @@ def check_idle(st: CheckerState, op: OpState) -> None:
             continue
         st._idle_reported.add(marker)
         if message.restored_seq is not None:
-            report_restart_skip(st, message, op.seq)
+            rules.cursor.report_restart_skip(st, message, op.seq)
             continue
         if delayed_before is not None or message.deliver_at is not None:
-            report_delay_wait(st, message, delayed_before, op.seq)
+            rules.ordering.report_delay_wait(st, message, delayed_before, op.seq)
             continue
         # req: KS-ISO-1, KS-GEN-6, KS-ISO-2
         shown = [(m.name, len(m.outstanding), m.capacity if m.permits is None else m.permits) for m in able or eligible]
@@ -494,33 +270,6 @@ def due_head(st: CheckerState, unresolved: Iterable[int]) -> tuple[int | None, i
         if skipped is None:
             skipped = offset
     return None, skipped
-
-
-def report_delay_wait(st: CheckerState, message: Message, delayed_before: int | None, seq: int) -> None:
-    """An idle message a delayed one explains: it is a delayed message past its due tick, and the slack, that
-    nobody got (KS-ORD-7), or an ordinary one waiting behind a delayed message not yet due (KS-ORD-6). A due
-    delayed message behind another not yet due is the first: its own falling due is the missing step."""
-    if delayed_before is not None and message.deliver_at is None:
-        # req: KS-ORD-6
-        delayed = st.messages[delayed_before]
-        assert delayed.deliver_at is not None
-        st._report(
-            "blocked-behind-delayed",
-            seq,
-            [delayed.publish_seq, message.publish_seq, seq],
-            rules.ordering.blocked_behind_delayed(
-                *message.facts, delayed.offset, delayed.publish_seq, delayed.deliver_at, seq
-            ),
-        )
-        return
-    # req: KS-ORD-7
-    assert message.deliver_at is not None
-    st._report(
-        "due-left-waiting",
-        seq,
-        [message.publish_seq, seq],
-        rules.ordering.due_left_waiting(*message.facts, message.deliver_at, st.timer_slack, st.now, seq),
-    )
 
 
 def may_still_retry(st: CheckerState, message: Message) -> bool:
@@ -670,35 +419,3 @@ def batch_explains(st: CheckerState, message: Message) -> bool:
         if state.unresolved.first() != offset or state.outstanding or state.awaiting or state.blocked:
             return True
     return False
-
-
-def report_restart_skip(st: CheckerState, message: Message, seq: int) -> None:
-    if st.seek is not None and message.restored_seq == st.seek[1]:
-        # req: KS-CUR-8
-        st._report(
-            "seek-skip",
-            seq,
-            [message.publish_seq, st.seek[1], seq],
-            rules.cursor.seek_skip(*message.facts, st.seek[0], st.seek[1], seq),
-        )
-        return
-    # req: KS-CUR-3
-    restart = message.restored_seq
-    persisted_before = st.loaded[2] if st.loaded is not None else None
-    st._report(
-        "restart-skip",
-        seq,
-        [message.publish_seq, persisted_before, restart, seq],
-        rules.cursor.restart_skip(*message.facts, restart, st.loaded[0] if st.loaded else 0, seq),
-    )
-
-
-def report_unfiltered(st: CheckerState, message: Message, op: OpState) -> None:
-    # req: KS-FLT-3
-    filters = [(m.name, m.filters) for m in st.members.values()]
-    st._report(
-        "unfiltered-wait",
-        op.seq,
-        [message.publish_seq, op.seq],
-        rules.filters.unfiltered_wait(*message.facts, filters, op.seq),
-    )

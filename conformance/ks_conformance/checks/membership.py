@@ -13,9 +13,8 @@ from ks_spec.slots import slot_of
 from pyroaring import BitMap
 
 from ks_conformance import rules
-from ks_conformance.checks.records import Incarnation, KeyState, Message, OrderedOffsets, Segment
-from ks_conformance.checks.state import SLOTS, CheckerState, Event
-from ks_conformance.explain import message_clause
+from ks_conformance.checks.records import Incarnation, KeyState, Message, Segment
+from ks_conformance.checks.state import CheckerState, Event
 
 
 def on_config(st: CheckerState, event: Event) -> None:
@@ -72,7 +71,7 @@ def on_publish(st: CheckerState, event: Event) -> None:
     if state.blocked:
         st._exercise("blocked-key-leak")
     if st.buckets:
-        publish_placement(st, message, event)
+        rules.buckets.publish_placement(st, message, event)
     if event.get("entry") is not None:
         message.entry = int(event["entry"])
         st.batches.setdefault(message.entry, []).append(offset)
@@ -85,47 +84,6 @@ def on_publish(st: CheckerState, event: Event) -> None:
         st._delayed.add(offset)
         if message.deliver_at > st.now:
             st._exercise("delivered-before-due")
-
-
-def publish_placement(st: CheckerState, message: Message, event: Event) -> None:
-    seq = message.publish_seq
-    if event.get("hash") is None or event.get("segment") is None or event.get("bucket") is None:
-        st._problem(seq, "a publish with selector 'buckets' must carry hash, segment and bucket")
-        return
-    message.hash, message.segment, message.bucket = int(event["hash"]), int(event["segment"]), int(event["bucket"])
-    high, low = message.hash >> 16, message.hash & 0xFFFF
-    st._exercise("misrouted-bucket")
-    right = next((s for s in st.segments.values() if not s.sealed and s.lo <= high <= s.hi), None)
-    segment = st.segments.get(message.segment)
-    if segment is None and st.layout_reported:
-        # req: KS-BKT-11 (a segment is reported before anything is routed by it)
-        st._exercise("invalid-layout")
-        facts = [message_clause(message.offset, message.key, seq) + f" placed in segment {message.segment}"]
-        problem = f"no segment_created reported segment {message.segment} before m{message.offset} was routed to it"
-        st.layout_findings.append((facts, problem, [seq]))
-    elif right is None:
-        st._problem(seq, f"no active segment contains hash >> 16 = {high}")
-    elif segment is not right:
-        st._report(
-            "misrouted-bucket",
-            seq,
-            [right.created_seq, seq],
-            rules.buckets.misrouted_bucket_wrong_segment(
-                *message.facts, message.hash, right.number, right.created_seq, message.segment
-            ),
-        )
-    elif message.bucket != low * segment.buckets // SLOTS:
-        st._report(
-            "misrouted-bucket",
-            seq,
-            [segment.created_seq, seq],
-            rules.buckets.misrouted_bucket_wrong_bucket(
-                *message.facts, message.hash, segment.buckets, segment.created_seq, message.bucket
-            ),
-        )
-    if segment is not None:
-        segment.unresolved.add(message.offset)
-        st.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(message.offset)
 
 
 def on_consumer_added(st: CheckerState, event: Event) -> None:
@@ -395,16 +353,3 @@ def on_segment_sealed(st: CheckerState, event: Event) -> None:
         st._problem(int(event["seq"]), f"segment {event['segment']} was sealed but never created")
         return
     segment.sealed = True
-
-
-def report_reconnect_ignored(st: CheckerState, incarnation: Incarnation, seq: int, what: str) -> None:
-    """`what` (an eviction or a hold at `seq`) treats a reconnected member as still away."""
-    # req: KS-MEM-4
-    st._report(
-        "reconnect-ignored",
-        seq,
-        [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
-        rules.leaving.reconnect_ignored(
-            incarnation.name, incarnation.disconnected_seq, incarnation.reconnected_seq, what
-        ),
-    )

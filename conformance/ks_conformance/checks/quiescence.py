@@ -8,8 +8,10 @@ from pyroaring import BitMap
 
 from ks_conformance import rules
 from ks_conformance.checks import end_of_op
+from ks_conformance.checks.hooks import QUIESCENCE_CHECKS
 from ks_conformance.checks.records import Message
-from ks_conformance.checks.state import SLOTS, CheckerState, Event
+from ks_conformance.checks.selectors import SLOTS
+from ks_conformance.checks.state import CheckerState, Event
 from ks_conformance.glob import accepts
 
 
@@ -18,23 +20,24 @@ def on_quiescent(st: CheckerState, event: Event) -> None:
     st._exercise("cursor-stall")
     if st.messages:
         st._exercise("stuck-key")
-    if st.best_effort:
-        return
-    if st.unresolved and someone_accepts_everything(st):
-        for offset in st.unresolved:
-            judge_unresolved_at_quiescence(st, st.messages[offset], seq)
-    if not st.unresolved and st.persisted_cursor != len(st.messages):
-        st._report(
-            "cursor-stall",
-            seq,
-            [st.persist_seq, seq],
-            rules.liveness.cursor_stall(len(st.messages), st.persisted_cursor, st.persist_seq, seq),
-        )
+    if not st.best_effort:
+        if st.unresolved and someone_accepts_everything(st):
+            for offset in st.unresolved:
+                judge_unresolved_at_quiescence(st, st.messages[offset], seq)
+        if not st.unresolved and st.persisted_cursor != len(st.messages):
+            st._report(
+                "cursor-stall",
+                seq,
+                [st.persist_seq, seq],
+                rules.liveness.cursor_stall(len(st.messages), st.persisted_cursor, st.persist_seq, seq),
+            )
+    for check in QUIESCENCE_CHECKS:
+        check(st, event)
 
 
 def judge_unresolved_at_quiescence(st: CheckerState, message: Message, seq: int) -> None:
     if message.restored_seq is not None:
-        end_of_op.report_restart_skip(st, message, seq)
+        rules.cursor.report_restart_skip(st, message, seq)
     elif message.returned and not wait_explained(st, message):
         st._report(
             "lost",

@@ -10,8 +10,6 @@ from __future__ import annotations
 from pyroaring import BitMap
 
 from ks_conformance import explain, rules
-from ks_conformance.checks import delivery as delivery_checks
-from ks_conformance.checks import membership
 from ks_conformance.checks.records import Delivery, Message
 from ks_conformance.checks.state import BEST_EFFORT_DROPS, OUTCOME_EVENTS, CheckerState, Event
 from ks_conformance.glob import accepts
@@ -21,76 +19,11 @@ ZOMBIE_OPS = frozenset({"zombie_ack", "zombie_nack"})
 
 
 def on_zombie_ack(st: CheckerState, event: Event) -> None:
-    zombie_op(st, event)
+    rules.acks.zombie_op(st, event)
 
 
 def on_zombie_nack(st: CheckerState, event: Event) -> None:
-    zombie_op(st, event)
-
-
-def zombie_op(st: CheckerState, event: Event) -> None:
-    """A late result for an ended delivery: its ack-class effect belongs to this op (KS-ACK-3)."""
-    op = st.op
-    assert op is not None
-    st._expect_ack_class = True
-    message = st._message_of(event)
-    if message is None or st.best_effort:
-        return
-    name, attempt = str(event["consumer"]), int(event["attempt"])
-    if st.ended_deliveries(message).get(attempt) != name:
-        st._problem(
-            int(event["seq"]),
-            f"{event['event']} names a delivery of offset {message.offset} to {name!r} (attempt {attempt}) that "
-            "has not ended, or was never made, since the last restart",
-        )
-        return
-    op.zombie = (name, attempt)
-    # req: KS-ACK-3
-    st._exercise("zombie-accepted")
-    if op.kind == "zombie_ack" and st.config.get("ack_by_id") and not message.resolved:
-        st._exercise("zombie-ack-ignored")
-
-
-def zombie_answered(st: CheckerState, message: Message, event: Event, accepted: bool) -> bool:
-    """Judge an ack-class effect of a zombie op (KS-ACK-3); True if it was one (the caller then stops)."""
-    op = st.op
-    if op is None or op.zombie is None or st.best_effort:
-        return False
-    name, attempt = op.zombie
-    seq = int(event["seq"])
-    by_id = op.kind == "zombie_ack" and bool(st.config.get("ack_by_id"))
-    kind = str(event["event"])
-    if kind == "ack" and by_id:
-        # req: KS-ACK-3 (ack_by_id: the ack names the message and ends its outstanding delivery; a second
-        # resolution of it is double-resolution, KS-RES-1)
-        st._resolve(message, "acked", seq)
-        return True
-    if not accepted:
-        if by_id and kind == "ack_ignored" and not message.resolved:
-            # req: KS-ACK-3 (ack_by_id)
-            st._report(
-                "zombie-ack-ignored",
-                seq,
-                [op.seq, seq],
-                rules.acks.zombie_ack_ignored(*message.facts, name, attempt, op.seq, seq),
-            )
-        return True
-    delivery = message.outstanding
-    holder, holder_seq = (delivery.holder.name, delivery.seq) if delivery is not None else (None, None)
-    # req: KS-ACK-3
-    st._report(
-        "zombie-accepted",
-        seq,
-        [op.seq, seq],
-        rules.acks.zombie_accepted(*message.facts, op.kind, name, attempt, op.seq, holder, holder_seq, kind, seq),
-    )
-    if kind == "ack":
-        st._resolve(message, "acked", seq)
-    elif not message.resolved:
-        st._fail(message, "nack", seq)
-    else:
-        st._end_delivery(message)
-    return True
+    rules.acks.zombie_op(st, event)
 
 
 def on_extend(st: CheckerState, event: Event) -> None:
@@ -164,7 +97,7 @@ def on_ack(st: CheckerState, event: Event) -> None:
     message = st._message_of(event)
     if message is None:
         return
-    if zombie_answered(st, message, event, accepted=True):
+    if rules.acks.zombie_answered(st, message, event, accepted=True):
         return
     seq = int(event["seq"])
     name = str(event["consumer"])
@@ -178,7 +111,7 @@ def on_ack(st: CheckerState, event: Event) -> None:
     if holds:
         st._exercise("holder-ack-ignored")
     elif name in st.seek_holders.get(message.offset, ()):
-        seek_stale_answer(st, message, name, "ack", seq)
+        rules.cursor.seek_stale_answer(st, message, name, "ack", seq)
     else:
         # req: KS-ACK-2, KS-GEN-3
         st._exercise("stale-ack-accepted")
@@ -189,59 +122,20 @@ def on_ack(st: CheckerState, event: Event) -> None:
             [message.last_delivery_seq, seq],
             rules.acks.stale_ack_accepted(*message.facts, message.last_delivery_seq, holder, holder_seq, name, seq),
         )
-    st._resolve(message, "acked", seq)
-
-
-def seek_stale_answer(st: CheckerState, message: Message, name: str, what: str, seq: int) -> None:
-    """KS-CUR-11: an accepted ack or nack from a member whose delivery of the message the last seek ended."""
-    seek_seq = st.seek[1] if st.seek is not None else None
-    # req: KS-CUR-11
-    st._exercise("seek-stale-ack")
-    st._report(
-        "seek-stale-ack",
-        seq,
-        [seek_seq, seq],
-        rules.cursor.seek_stale_ack(*message.facts, name, seek_seq if seek_seq is not None else 0, what, seq),
-    )
+    rules.resolutions.resolve(st, message, "acked", seq)
 
 
 def on_ack_ignored(st: CheckerState, event: Event) -> None:
-    ignored(st, event, "ack")
+    rules.cursor.ignored(st, event, "ack")
 
 
 def on_nack_ignored(st: CheckerState, event: Event) -> None:
-    ignored(st, event, "nack")
-
-
-def ignored(st: CheckerState, event: Event, what: str) -> None:
-    offset = int(event["offset"])
-    seq = int(event["seq"])
-    if not 0 <= offset < len(st.messages):
-        st._exercise(f"stale-{what}-accepted")
-        return
-    message = st._message_of(event)
-    if message is None or zombie_answered(st, message, event, accepted=False):
-        return
-    incarnation = st.members.get(str(event["consumer"]))
-    delivery = message.outstanding
-    if delivery is not None and incarnation is not None and delivery.holder is incarnation:
-        st._exercise(f"holder-{what}-ignored")
-        explain_it = rules.acks.holder_ack_ignored if what == "ack" else rules.retries.holder_nack_ignored
-        st._report(
-            f"holder-{what}-ignored",
-            seq,
-            [delivery.seq, seq],
-            explain_it(*message.facts, incarnation.name, delivery.seq, seq),
-        )
-    else:
-        st._exercise(f"stale-{what}-accepted")
-        if str(event["consumer"]) in st.seek_holders.get(message.offset, ()):
-            st._exercise("seek-stale-ack")
+    rules.cursor.ignored(st, event, "nack")
 
 
 def on_nack(st: CheckerState, event: Event) -> None:
     message = st._message_of(event)
-    if message is None or zombie_answered(st, message, event, accepted=True):
+    if message is None or rules.acks.zombie_answered(st, message, event, accepted=True):
         return
     seq = int(event["seq"])
     name = str(event["consumer"])
@@ -250,7 +144,7 @@ def on_nack(st: CheckerState, event: Event) -> None:
     if delivery is not None and incarnation is not None and delivery.holder is incarnation:
         st._exercise("holder-nack-ignored")
     elif name in st.seek_holders.get(message.offset, ()):
-        seek_stale_answer(st, message, name, "nack", seq)
+        rules.cursor.seek_stale_answer(st, message, name, "nack", seq)
     else:
         # req: KS-RTY-1
         st._exercise("stale-nack-accepted")
@@ -337,7 +231,7 @@ def on_drop(st: CheckerState, event: Event) -> None:
         why = explain.delivery_outstanding(message.outstanding.holder.name, message.outstanding.seq)
     if reason == "poison":
         st._exercise("return-counted")
-    if why and reason == "poison" and returns_counted(st, message, seq, "drop"):
+    if why and reason == "poison" and rules.retries.returns_counted(st, message, seq, "drop"):
         why = ""
     if why:
         st._report(
@@ -347,8 +241,8 @@ def on_drop(st: CheckerState, event: Event) -> None:
             rules.resolutions.unjustified_resolution_drop(*message.facts, reason, why, seq),
         )
     if st.best_effort:
-        delivery_checks.check_best_effort_outcome(st, message, seq)
-    st._resolve(message, "dropped", seq)
+        rules.best_effort.check_best_effort_outcome(st, message, seq)
+    rules.resolutions.resolve(st, message, "dropped", seq)
 
 
 def on_dead_letter(st: CheckerState, event: Event) -> None:
@@ -363,7 +257,7 @@ def on_dead_letter(st: CheckerState, event: Event) -> None:
     if not why and message.outstanding is not None:
         why = explain.delivery_outstanding(message.outstanding.holder.name, message.outstanding.seq)
     st._exercise("return-counted")
-    if why and message.failures <= maximum and returns_counted(st, message, seq, "dead_letter"):
+    if why and message.failures <= maximum and rules.retries.returns_counted(st, message, seq, "dead_letter"):
         why = ""
     if why:
         st._report(
@@ -386,7 +280,7 @@ def on_dead_letter(st: CheckerState, event: Event) -> None:
                 *message.facts, message.deliveries, message.last_failure, last_failure, attempt, reason, seq
             ),
         )
-    st._resolve(message, "dead_lettered", seq)
+    rules.resolutions.resolve(st, message, "dead_lettered", seq)
 
 
 def poison_why(st: CheckerState, message: Message, policy: str) -> str:
@@ -420,8 +314,8 @@ def on_filter(st: CheckerState, event: Event) -> None:
                 rules.filters.unjustified_filter(*message.facts, taker.name, taker.filters, taker.added_seq, seq),
             )
     if st.best_effort:
-        delivery_checks.check_best_effort_outcome(st, message, seq)
-    st._resolve(message, "filtered", seq)
+        rules.best_effort.check_best_effort_outcome(st, message, seq)
+    rules.resolutions.resolve(st, message, "filtered", seq)
 
 
 def on_outcome(st: CheckerState, event: Event) -> None:
@@ -453,46 +347,7 @@ def on_outcome(st: CheckerState, event: Event) -> None:
         [message.publish_seq, seq],
         rules.resolutions.unjustified_outcome(*message.facts, name, name in outcomes, seq),
     )
-    st._resolve(message, f"outcome:{name}", seq)
-
-
-def report_early_block(st: CheckerState, message: Message, seq: int, maximum: int) -> None:
-    """A key_blocked of a message that has not failed more than max_redeliveries times (since its release)."""
-    if message.released_seq is not None:
-        # req: KS-POI-4
-        st._report(
-            "stale-budget",
-            seq,
-            [message.released_seq, *message.failure_seqs, seq],
-            rules.poison.stale_budget(*message.facts, message.released_seq, message.failures, maximum, seq),
-        )
-        return
-    # req: KS-POI-3
-    st._report(
-        "unjustified-block",
-        seq,
-        [*message.failure_seqs, seq],
-        rules.poison.unjustified_block(*message.facts, message.failures, maximum, seq),
-    )
-
-
-def returns_counted(st: CheckerState, message: Message, seq: int, event: explain.PoisonEvent) -> bool:
-    """True (and `return-counted` reported) if a message was poisoned only because its returns counted."""
-    maximum = int(st.config["max_redeliveries"])
-    # req: KS-RTY-7
-    if message.returns == 0 or message.failures > maximum or message.failures + message.returns <= maximum:
-        return False
-    if st.returns_as_failures:
-        return True  # req: KS-RTY-6 (declared: the returns count, so the message is over its budget)
-    st._report(
-        "return-counted",
-        seq,
-        [message.returned_delivery_seq, message.return_seq, seq],
-        rules.retries.return_counted(
-            *message.facts, message.failures, message.returns, message.return_seq, maximum, event, seq
-        ),
-    )
-    return True
+    rules.resolutions.resolve(st, message, f"outcome:{name}", seq)
 
 
 def on_key_blocked(st: CheckerState, event: Event) -> None:
@@ -512,8 +367,8 @@ def on_key_blocked(st: CheckerState, event: Event) -> None:
     if message.released_seq is not None:
         st._exercise("stale-budget")
     maximum = int(st.config["max_redeliveries"])
-    if message.failures <= maximum and not returns_counted(st, message, seq, "key_blocked"):
-        report_early_block(st, message, seq, maximum)
+    if message.failures <= maximum and not rules.retries.returns_counted(st, message, seq, "key_blocked"):
+        rules.poison.report_early_block(st, message, seq, maximum)
     last = max(state.unresolved) if len(state.unresolved) else message.offset
     if last > message.offset:
         st._exercise("blocked-key-leak")
@@ -529,7 +384,7 @@ def on_consumer_evicted(st: CheckerState, event: Event) -> None:
     st._exercise("premature-eviction")
     why = ""
     if incarnation is not None and incarnation.reconnected_seq is not None:
-        membership.report_reconnect_ignored(st, incarnation, seq, explain.evicted_at(name, st.now, seq))
+        rules.leaving.report_reconnect_ignored(st, incarnation, seq, explain.evicted_at(name, st.now, seq))
     elif incarnation is None:
         why = explain.not_a_member(name)
     elif incarnation.connected:

@@ -17,7 +17,7 @@ from ks_spec.config import CONFIG_DEFAULTS, OUT_OF_ORDER_KINDS
 from ks_spec.slots import SLOT_SELECTORS
 from pyroaring import BitMap
 
-from ks_conformance import explain, rules
+from ks_conformance import explain
 from ks_conformance.anomalies import Anomaly, Explanation, Verdict, requirement_profiles, verdict_of
 from ks_conformance.checks.messages import CHUNK, MessageLog
 from ks_conformance.checks.records import (
@@ -31,18 +31,13 @@ from ks_conformance.checks.records import (
     Problem,
     Segment,
 )
-from ks_conformance.rules import RULES
+from ks_conformance.rules.registry import defined
 
 Event = dict[str, Any]
 
 ACK_CLASS = frozenset({"ack", "ack_ignored", "nack", "nack_ignored"})
 """Effects that only an ack or nack op causes, and always first: they mark an op boundary."""
 
-STABLE_SELECTORS = frozenset(
-    {"ring", "pulsar-consistent", "pulsar-auto-split", "pulsar-sticky", "danube", "partitions"}
-)
-"""The selectors KS-ASN-2 holds to: a membership change moves a key only to a joiner or away from a leaver
-(under `partitions` only away from a leaver, KS-ASN-11)."""
 CURSOR_KINDS = frozenset(
     {"cursor-skip", "cursor-regress", "persist-early", "persist-late", "cursor-stall", "seek-unpersisted"}
 )
@@ -54,7 +49,6 @@ OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_lett
 DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
 """The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
 BEST_EFFORT_DROPS = frozenset({"saturated", "inactive", "no-consumer"})
-SLOTS = 65536
 
 
 def phase_of(event: Mapping[str, Any]) -> int | None:
@@ -88,7 +82,7 @@ class CheckerState:
     def __init__(self) -> None:
         self.anomalies: list[Anomaly] = []
         self.problems: list[Problem] = []
-        self.exercised: Counter[str] = Counter({kind.name: 0 for kind in RULES})
+        self.exercised: Counter[str] = Counter({kind.name: 0 for kind in defined()})
         self.config: dict[str, Any] = dict(CONFIG_DEFAULTS)
         self.events_seen = 0
         self.now = 0
@@ -212,7 +206,7 @@ class CheckerState:
         self.profile = profile
         self.best_effort = profile == "best-effort"
         self.buckets = self.config["selector"] == "buckets"
-        self._applies = {kind.name: profile in profiles.get(kind.requirement, ()) for kind in RULES}
+        self._applies = {kind.name: profile in profiles.get(kind.requirement, ()) for kind in defined()}
         if self.config["out_of_order"]:
             for name in OUT_OF_ORDER_KINDS:  # req: KS-ORD-1, KS-DRN-1 (given up by the declared out_of_order)
                 self._applies[name] = False
@@ -483,26 +477,6 @@ class CheckerState:
         message.awaiting_seq = None
         state.awaiting.discard(message.offset)
 
-    def _resolve(self, message: Message, resolution: str, seq: int) -> None:
-        # req: KS-RES-1
-        self._exercise("double-resolution")
-        if message.resolved and message.resolution != "delivered":
-            self._end_delivery(message)  # it still ends the delivery it answers (a resurrected one, KS-CUR-4)
-            self._report(
-                "double-resolution",
-                seq,
-                [message.resolution_seq, seq],
-                rules.resolutions.double_resolution(
-                    *message.facts, message.resolution, message.resolution_seq, resolution, seq
-                ),
-            )
-            return
-        if message.resolved:
-            message.resolution = resolution
-            return
-        self._end_delivery(message)
-        self._resolve_silently(message, resolution, seq)
-
     def _resolve_silently(self, message: Message, resolution: str, seq: int) -> None:
         state = self._key(message.key)
         message.resolved = True
@@ -672,14 +646,3 @@ class CheckerState:
 
 def _settled(message: Message) -> bool:
     return message.resolved and message.outstanding is None
-
-
-def bucket_owner(bucket: int, buckets: int, names: list[str], segment: int = 0) -> str:
-    """KS-BKT-3: the member that is the target of a bucket of segment `segment` with N buckets: position j in the
-    segment's order (the names sorted, rotated by the segment's number) owns floor(j*N/k) to floor((j+1)*N/k) - 1."""
-    count = len(names)
-    order = names[segment % count :] + names[: segment % count]
-    for j, name in enumerate(order):
-        if j * buckets // count <= bucket < (j + 1) * buckets // count:
-            return name
-    return order[-1]

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ks_conformance.explain import Explained, ended_delivery, holder_ignored, last_delivered, message_clause
+from ks_conformance.rules import resolutions
 from ks_conformance.rules.registry import NO_ENDING, Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message
+    from ks_conformance.checks.state import CheckerState, Event
 
 STALE_ACK_ACCEPTED = define(
     "stale-ack-accepted",
@@ -131,3 +138,71 @@ def zombie_ack_ignored(
         "it must resolve it (KS-ACK-3)",
         {"offset": offset, "consumer": consumer, "attempt": attempt},
     )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def zombie_op(st: CheckerState, event: Event) -> None:
+    """A late result for an ended delivery: its ack-class effect belongs to this op (KS-ACK-3)."""
+    op = st.op
+    assert op is not None
+    st._expect_ack_class = True
+    message = st._message_of(event)
+    if message is None or st.best_effort:
+        return
+    name, attempt = str(event["consumer"]), int(event["attempt"])
+    if st.ended_deliveries(message).get(attempt) != name:
+        st._problem(
+            int(event["seq"]),
+            f"{event['event']} names a delivery of offset {message.offset} to {name!r} (attempt {attempt}) that "
+            "has not ended, or was never made, since the last restart",
+        )
+        return
+    op.zombie = (name, attempt)
+    # req: KS-ACK-3
+    st._exercise("zombie-accepted")
+    if op.kind == "zombie_ack" and st.config.get("ack_by_id") and not message.resolved:
+        st._exercise("zombie-ack-ignored")
+
+
+def zombie_answered(st: CheckerState, message: Message, event: Event, accepted: bool) -> bool:
+    """Judge an ack-class effect of a zombie op (KS-ACK-3); True if it was one (the caller then stops)."""
+    op = st.op
+    if op is None or op.zombie is None or st.best_effort:
+        return False
+    name, attempt = op.zombie
+    seq = int(event["seq"])
+    by_id = op.kind == "zombie_ack" and bool(st.config.get("ack_by_id"))
+    kind = str(event["event"])
+    if kind == "ack" and by_id:
+        # req: KS-ACK-3 (ack_by_id: the ack names the message and ends its outstanding delivery; a second
+        # resolution of it is double-resolution, KS-RES-1)
+        resolutions.resolve(st, message, "acked", seq)
+        return True
+    if not accepted:
+        if by_id and kind == "ack_ignored" and not message.resolved:
+            # req: KS-ACK-3 (ack_by_id)
+            st._report(
+                "zombie-ack-ignored",
+                seq,
+                [op.seq, seq],
+                zombie_ack_ignored(*message.facts, name, attempt, op.seq, seq),
+            )
+        return True
+    delivery = message.outstanding
+    holder, holder_seq = (delivery.holder.name, delivery.seq) if delivery is not None else (None, None)
+    # req: KS-ACK-3
+    st._report(
+        "zombie-accepted",
+        seq,
+        [op.seq, seq],
+        zombie_accepted(*message.facts, op.kind, name, attempt, op.seq, holder, holder_seq, kind, seq),
+    )
+    if kind == "ack":
+        resolutions.resolve(st, message, "acked", seq)
+    elif not message.resolved:
+        st._fail(message, "nack", seq)
+    else:
+        st._end_delivery(message)
+    return True

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ks_conformance.checks.selectors import STABLE_SELECTORS
 from ks_conformance.explain import Explained, message_clause, only_changed
 from ks_conformance.rules.registry import Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Incarnation, KeyState, Message
+    from ks_conformance.checks.state import CheckerState
 
 KEY_MOVED = define(
     "key-moved",
@@ -73,3 +80,57 @@ def unstable_assignment(
         f"m{offset} went to {consumer} [seq {seq}], but with selector {selector!r} {rule}",
         {"key": key, "consumer": consumer, "other": previous},
     )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def check_assignment(
+    st: CheckerState, message: Message, state: KeyState, seq: int, incarnation: Incarnation | None, name: str
+) -> None:
+    """KS-ASN-1 and KS-ASN-2 at a delivery: within an epoch a key stays with its consumer; across a membership
+    change a stable selector moves it only to a joiner or away from a leaver."""
+    last = state.last_delivery
+    if last is None:
+        return
+    epoch, previous, previous_seq, segment = last
+    if segment != message.segment:
+        return  # selector `buckets`: each segment has its own N, so its own bucket and target (KS-BKT-3)
+    if epoch == st.epoch:
+        # req: KS-ASN-1
+        st._exercise("key-moved")
+        if previous.name != name and not st.controller_moved(message.segment, message.bucket, name, previous_seq):
+            st._report(
+                "key-moved",
+                seq,
+                [previous_seq, seq],
+                key_moved(*message.facts, previous.name, previous_seq, name, seq),
+            )
+    elif epoch == st.epoch - 1 and st.config["selector"] in STABLE_SELECTORS:
+        change, changed, change_seq = st.epoch_change[st.epoch]
+        if change == "restart":
+            return
+        # req: KS-ASN-2 (under `partitions` a joiner takes no key from a present member)
+        st._exercise("unstable-assignment")
+        moved = previous is not incarnation and previous.name != name
+        to_joiner = change == "join" and changed is incarnation and st.config["selector"] != "partitions"
+        allowed = to_joiner or (change == "leave" and changed is previous)
+        if moved and not allowed:
+            assert changed is not None
+            st._report(
+                "unstable-assignment",
+                seq,
+                [previous_seq, change_seq, seq],
+                unstable_assignment(
+                    message.key,
+                    message.offset,
+                    previous.name,
+                    previous_seq,
+                    changed.name,
+                    change,
+                    change_seq,
+                    name,
+                    st.config["selector"],
+                    seq,
+                ),
+            )

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ks_conformance.explain import Explained, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.state import CheckerState
 
 BEST_EFFORT_REDELIVERY = define(
     "best-effort-redelivery",
@@ -67,3 +73,36 @@ DROP_UNCOUNTED = define(
     "best-effort: `dropped_total` disagrees with the `drop` events",
     needs=lambda a: need(a.stats, "capability stats"),
 )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def check_outcome(st: CheckerState, op: OpState) -> None:
+    """KS-BEF-1 at the end of a best-effort publish: the op reported the message's one outcome."""
+    assert op.published is not None
+    message = st.messages[op.published]
+    if message.outcome_seq is None:
+        # req: KS-BEF-1
+        st._report("missing-outcome", op.seq, [message.publish_seq], missing_outcome(*message.facts))
+
+
+def check_best_effort_outcome(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-BEF-1 at a delivery: a best-effort message is delivered at most once, in the op that published it."""
+    # req: KS-BEF-1
+    assert st.op is not None
+    if message.outcome_seq is not None:
+        st._report(
+            "best-effort-redelivery",
+            seq,
+            [message.outcome_seq, seq],
+            best_effort_redelivery_second(*message.facts, message.outcome_seq, seq),
+        )
+    elif st.op.index != message.publish_op:
+        st._report(
+            "best-effort-redelivery",
+            seq,
+            [message.publish_seq, seq],
+            best_effort_redelivery_late(*message.facts, seq),
+        )
+    message.outcome_seq = seq

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ks_conformance.explain import Explained, message_clause, ranges_text, ticks
+from ks_conformance.rules import acks, retries
 from ks_conformance.rules.registry import NO_CURSOR, NO_SEEK, Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.state import CheckerState, Event
 
 RESURRECTED = define(
     "resurrected",
@@ -309,3 +315,148 @@ def restart_skip(key: str, offset: int, pub: int, restart_seq: int | None, loade
         "resumes from the store: every offset it did not record is dispatched again (KS-CUR-3)",
         {"offset": offset, "key": key},
     )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def check_persistence(st: CheckerState, op: OpState) -> None:
+    """KS-CUR-5, KS-CUR-10, KS-CUR-12 at the end of an op: a cursor (and holes) that moved is persisted when its
+    trigger says, and a seek's target at once."""
+    if st.best_effort:
+        return
+    cursor = st.cursor()
+    if op.kind == "seek" and st.has_cursor and st.seek is not None:
+        # req: KS-CUR-10
+        st._exercise("seek-unpersisted")
+        target, seek_seq = st.seek
+        if st.persist_seq is None or st.persist_seq < seek_seq or st.persisted_cursor < target:
+            st.late_version = st.state_version
+            st._report(
+                "seek-unpersisted",
+                op.seq,
+                [op.seq],
+                seek_unpersisted(target, st.persisted_cursor, st.persist_seq, op.seq),
+            )
+            return
+    if cursor > op.cursor_at_start or (op.resolved and st.persist_holes):
+        st._exercise("persist-late")
+    if st.state_version == st.synced_version:
+        return
+    holes = st.resolved_above_cursor() if st.persist_holes else None
+    if cursor == st.persisted_cursor and (holes is None or holes == st.persisted_holes):
+        st.synced_version = st.state_version
+        st.persist_due_since = None
+        return
+    if st.persisted_cursor > cursor or st.persisted_holes.intersect(st.unresolved):
+        return  # ahead (a cursor or a hole past an unresolved offset), not late: cursor-skip reported it
+    interval = st.persist_interval
+    if st.persist_on_advance:
+        due = advance_persistence_due(st, op, cursor)
+    elif interval == 0:
+        due = True
+    else:
+        due = op.kind == "tick" and (st.persist_tick is None or st.now - st.persist_tick >= interval)
+    if due and st.timer_slack and not st.persist_on_advance:
+        # req: KS-GEN-9 (with timer_slack = s, a persistence due at tick t may wait until phase 6 of tick t + s)
+        if st.persist_due_since is None:
+            st.persist_due_since = st.now
+        due = op.kind == "tick" and st.now >= st.persist_due_since + st.timer_slack
+    if not due or st.late_version == st.state_version:
+        return
+    st.late_version = st.state_version
+    # req: KS-CUR-5, KS-RES-3
+    st._report(
+        "persist-late",
+        op.seq,
+        [st.last_resolution_seq, op.seq],
+        persist_late(
+            cursor,
+            holes,
+            st.persisted_cursor,
+            st.persisted_holes,
+            interval,
+            st.last_resolution_seq,
+            op.seq,
+            st.timer_slack,
+            st.persist_flush if st.persist_on_advance else None,
+        ),
+    )
+
+
+def advance_persistence_due(st: CheckerState, op: OpState, cursor: int) -> bool:
+    """KS-CUR-12 (persist_trigger = advance): due in an op that moved the cursor once persist_interval ticks have
+    passed since the last persistence, or, with persist_flush, from a flush tick on (a timer: KS-GEN-9's slack)."""
+    flush = st.persist_flush
+    if flush and op.kind == "tick" and st.now % flush == 0:
+        st.flush_owed = True  # req: KS-CUR-12 (the periodic flush writes what the debounce held back)
+    if st.flush_owed:
+        if st.persist_due_since is None:
+            st.persist_due_since = st.now
+        if op.kind == "tick" and st.now >= st.persist_due_since + st.timer_slack:
+            return True
+    moved = cursor > op.cursor_at_start
+    return moved and (st.persist_tick is None or st.now - st.persist_tick >= st.persist_interval)
+
+
+def report_restart_skip(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-CUR-3 and KS-CUR-8: a message a restart (or seek) made unresolved again was passed over."""
+    if st.seek is not None and message.restored_seq == st.seek[1]:
+        # req: KS-CUR-8
+        st._report(
+            "seek-skip",
+            seq,
+            [message.publish_seq, st.seek[1], seq],
+            seek_skip(*message.facts, st.seek[0], st.seek[1], seq),
+        )
+        return
+    # req: KS-CUR-3
+    restart = message.restored_seq
+    persisted_before = st.loaded[2] if st.loaded is not None else None
+    st._report(
+        "restart-skip",
+        seq,
+        [message.publish_seq, persisted_before, restart, seq],
+        restart_skip(*message.facts, restart, st.loaded[0] if st.loaded else 0, seq),
+    )
+
+
+def seek_stale_answer(st: CheckerState, message: Message, name: str, what: str, seq: int) -> None:
+    """KS-CUR-11: an accepted ack or nack from a member whose delivery of the message the last seek ended."""
+    seek_seq = st.seek[1] if st.seek is not None else None
+    # req: KS-CUR-11
+    st._exercise("seek-stale-ack")
+    st._report(
+        "seek-stale-ack",
+        seq,
+        [seek_seq, seq],
+        seek_stale_ack(*message.facts, name, seek_seq if seek_seq is not None else 0, what, seq),
+    )
+
+
+def ignored(st: CheckerState, event: Event, what: str) -> None:
+    """An `ack_ignored` or `nack_ignored` (`what` = ack or nack): a current holder's answer must not be ignored
+    (KS-ACK-2, KS-RTY-2); a stale one may be."""
+    offset = int(event["offset"])
+    seq = int(event["seq"])
+    if not 0 <= offset < len(st.messages):
+        st._exercise(f"stale-{what}-accepted")
+        return
+    message = st._message_of(event)
+    if message is None or acks.zombie_answered(st, message, event, accepted=False):
+        return
+    incarnation = st.members.get(str(event["consumer"]))
+    delivery = message.outstanding
+    if delivery is not None and incarnation is not None and delivery.holder is incarnation:
+        st._exercise(f"holder-{what}-ignored")
+        explain_it = acks.holder_ack_ignored if what == "ack" else retries.holder_nack_ignored
+        st._report(
+            f"holder-{what}-ignored",
+            seq,
+            [delivery.seq, seq],
+            explain_it(*message.facts, incarnation.name, delivery.seq, seq),
+        )
+    else:
+        st._exercise(f"stale-{what}-accepted")
+        if str(event["consumer"]) in st.seek_holders.get(message.offset, ()):
+            st._exercise("seek-stale-ack")

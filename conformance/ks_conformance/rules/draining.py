@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from ks_spec.slots import SLOT_SELECTORS
+from typing import TYPE_CHECKING
+
+from ks_spec.slots import SLOT_SELECTORS, slot_of
 
 from ks_conformance.explain import Explained, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message
+    from ks_conformance.checks.state import CheckerState
 
 SPLIT_OWNER = define(
     "split-owner",
@@ -120,4 +126,41 @@ def drain_stuck(key: str, offset: int, pub: int, hold_seq: int | None, seq: int)
         [message_clause(offset, key, pub), f"m{offset} was held for draining at seq {hold_seq}"],
         f"it is still unresolved at the quiescent point [seq {seq}], but draining always clears (KS-DRN-2)",
         {"offset": offset, "key": key},
+    )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def check_draining_hold(st: CheckerState, message: Message, target_name: str | None, seq: int) -> None:
+    """KS-DRN-3 allows a hold for draining only while a key of its slot may sit at an old owner (a delivery at
+    another consumer than the target from an earlier epoch, or any while members have filters), awaits
+    redelivery or is blocked; otherwise the slot's target did not move (PIP-379 drains only hashes whose owner
+    changed) and the hold must stop (KS-DRN-2). A hold that names no target is judged the same way."""
+    target = None
+    if target_name is not None:
+        target = st.members.get(target_name)
+        if target is None:
+            return  # a hold naming a non-member is judged elsewhere (its delivery, or idle-while-ready)
+    # req: KS-DRN-2, KS-DRN-3
+    st._exercise("unjustified-hold")
+    slot = slot_of(str(st.config["selector"]), message.key)
+    filtered = any(m.filters for m in st.members.values())
+    unmoved: list[int] = []
+    for other in st._keys_of_slot.get(slot, [message.key]):
+        state = st.keys.get(other)
+        if state is None:
+            continue  # at rest: nothing blocked, awaiting or outstanding
+        if state.blocked or state.awaiting:
+            return
+        for delivery in state.outstanding.values():
+            if delivery.holder is not target and (filtered or delivery.epoch < st.epoch):
+                return  # may sit at an old owner: it may drain
+            unmoved.append(delivery.seq)  # at the target, or delivered in this epoch: at the slot's target
+    latest = max(unmoved, default=None)
+    st._report(
+        "unjustified-hold",
+        seq,
+        [latest, seq],
+        unjustified_hold(*message.facts, slot, target_name, latest, seq),
     )

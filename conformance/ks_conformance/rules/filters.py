@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ks_conformance.explain import Explained, joined_with_filters, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.state import CheckerState
 
 FILTER_VIOLATION = define(
     "filter-violation",
@@ -106,4 +111,19 @@ def unfiltered_wait(
         f"the op at seq {seq} ended with m{offset} still waiting, but a message whose key no member "
         "accepts is resolved as filtered when the dispatch pass reaches it (KS-FLT-3)",
         {"offset": offset, "key": key},
+    )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def report_unfiltered(st: CheckerState, message: Message, op: OpState) -> None:
+    """KS-FLT-3: a message no member's filters accept waits while a member without filters could take it."""
+    # req: KS-FLT-3
+    filters = [(m.name, m.filters) for m in st.members.values()]
+    st._report(
+        "unfiltered-wait",
+        op.seq,
+        [message.publish_seq, op.seq],
+        unfiltered_wait(*message.facts, filters, op.seq),
     )

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ks_conformance.explain import Explained, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message
+    from ks_conformance.checks.state import CheckerState
 
 OVERTAKEN_HOLD = define(
     "overtaken-hold",
@@ -128,3 +133,21 @@ def window_overrun(
         f"unresolved{unparked}, but a first delivery needs fewer than window of them (KS-FLW-2)",
         {"offset": offset, "unresolved_below": below},
     )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def check_flow(st: CheckerState, message: Message, seq: int, first: bool) -> None:
+    """KS-FLW-2 at a first delivery: fewer than `window` earlier offsets are unresolved (parked ones left out)."""
+    if st.best_effort or not first:
+        return
+    # req: KS-FLW-2, KS-ISO-4 (parked messages left out of the count)
+    window = st.window
+    parked = st._parked_below(message.offset)
+    below = (st.unresolved.rank(message.offset - 1) if message.offset > 0 else 0) - parked
+    if below >= window - 1:
+        st._exercise("window-overrun")
+    if below >= window and not st._continuing_batch:  # KS-BKT-10: a batch is read and delivered whole
+        shown = parked if st.park_after else None
+        st._report("window-overrun", seq, [seq], window_overrun(*message.facts, window, below, seq, shown))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ks_conformance.explain import (
     Explained,
     disconnected,
@@ -11,6 +13,10 @@ from ks_conformance.explain import (
     ticks,
 )
 from ks_conformance.rules.registry import Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Incarnation, OpState
+    from ks_conformance.checks.state import CheckerState
 
 INACTIVE_DELIVERY = define(
     "inactive-delivery",
@@ -159,4 +165,39 @@ def lost(key: str, offset: int, pub: int, left_seq: int | None, seq: int) -> Exp
         f"m{offset} was never delivered again and is unresolved at the quiescent point [seq {seq}], "
         "but a leaving consumer's messages must be delivered again (KS-MEM-1)",
         {"offset": offset, "key": key},
+    )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def after_phase_4(st: CheckerState, op: OpState) -> None:
+    """KS-MEM-2 after phase 4 of a tick: every disconnected member whose eviction was due has been evicted."""
+    for incarnation in op.due_evictions:
+        if st.members.get(incarnation.name) is incarnation:
+            # req: KS-MEM-2
+            st._report(
+                "missed-eviction",
+                op.seq,
+                [incarnation.disconnected_seq, op.seq],
+                missed_eviction(
+                    incarnation.name,
+                    incarnation.disconnected_at,
+                    incarnation.disconnected_seq,
+                    st.config["evict_after"],
+                    st.now,
+                    op.seq,
+                    st.timer_slack,
+                ),
+            )
+
+
+def report_reconnect_ignored(st: CheckerState, incarnation: Incarnation, seq: int, what: str) -> None:
+    """`what` (an eviction or a hold at `seq`) treats a reconnected member as still away."""
+    # req: KS-MEM-4
+    st._report(
+        "reconnect-ignored",
+        seq,
+        [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
+        reconnect_ignored(incarnation.name, incarnation.disconnected_seq, incarnation.reconnected_seq, what),
     )

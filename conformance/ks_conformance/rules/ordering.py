@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ks_conformance.explain import Explained, delayed_clause, message_clause
 from ks_conformance.rules.registry import NO_DELAY, Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message
+    from ks_conformance.checks.state import CheckerState
 
 KEY_REORDER = define(
     "key-reorder",
@@ -156,3 +162,46 @@ def due_left_waiting(key: str, offset: int, pub: int, deliver_at: int, slack: in
         "message is as ready as any other (KS-ORD-7)",
         {"offset": offset, "key": key, "deliver_at": deliver_at, "tick": now},
     )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def report_delay_wait(st: CheckerState, message: Message, delayed_before: int | None, seq: int) -> None:
+    """An idle message a delayed one explains: it is a delayed message past its due tick, and the slack, that
+    nobody got (KS-ORD-7), or an ordinary one waiting behind a delayed message not yet due (KS-ORD-6). A due
+    delayed message behind another not yet due is the first: its own falling due is the missing step."""
+    if delayed_before is not None and message.deliver_at is None:
+        # req: KS-ORD-6
+        delayed = st.messages[delayed_before]
+        assert delayed.deliver_at is not None
+        st._report(
+            "blocked-behind-delayed",
+            seq,
+            [delayed.publish_seq, message.publish_seq, seq],
+            blocked_behind_delayed(*message.facts, delayed.offset, delayed.publish_seq, delayed.deliver_at, seq),
+        )
+        return
+    # req: KS-ORD-7
+    assert message.deliver_at is not None
+    st._report(
+        "due-left-waiting",
+        seq,
+        [message.publish_seq, seq],
+        due_left_waiting(*message.facts, message.deliver_at, st.timer_slack, st.now, seq),
+    )
+
+
+def check_due(st: CheckerState, message: Message, seq: int) -> None:
+    """A delayed message is not delivered before its due tick (KS-ORD-5); late by the slack at most is the
+    idle checks' business (KS-ORD-7)."""
+    deliver_at = message.deliver_at
+    assert deliver_at is not None
+    if st.now < deliver_at:
+        # req: KS-ORD-5
+        st._report(
+            "delivered-before-due",
+            seq,
+            [message.publish_seq, seq],
+            delivered_before_due(*message.facts, deliver_at, st.now, seq),
+        )

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ks_conformance.explain import Explained, blocked_its_key, delivered_since_restart, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.state import CheckerState
 
 BLOCKED_KEY_LEAK = define(
     "blocked-key-leak",
@@ -145,4 +151,43 @@ def skip_ignored(key: str, offset: int, pub: int, blocked_seq: int | None, seq: 
         f"the operator skipped key {key!r} [seq {seq}] but m{offset} was not resolved, "
         "and a skip resolves the blocked message as dropped (KS-POI-5)",
         {"key": key, "offset": offset},
+    )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def check_skip(st: CheckerState, op: OpState) -> None:
+    """KS-POI-5 at the end of a `key_skipped` op: every blocked message of the key has been resolved."""
+    for offset in op.skip_targets:
+        message = st.messages[offset]
+        if message.resolved:
+            continue
+        # req: KS-POI-5
+        st._report(
+            "skip-ignored",
+            op.seq,
+            [message.blocked_seq, op.seq],
+            skip_ignored(*message.facts, message.blocked_seq, op.seq),
+        )
+        return
+
+
+def report_early_block(st: CheckerState, message: Message, seq: int, maximum: int) -> None:
+    """A key_blocked of a message that has not failed more than max_redeliveries times (since its release)."""
+    if message.released_seq is not None:
+        # req: KS-POI-4
+        st._report(
+            "stale-budget",
+            seq,
+            [message.released_seq, *message.failure_seqs, seq],
+            stale_budget(*message.facts, message.released_seq, message.failures, maximum, seq),
+        )
+        return
+    # req: KS-POI-3
+    st._report(
+        "unjustified-block",
+        seq,
+        [*message.failure_seqs, seq],
+        unjustified_block(*message.facts, message.failures, maximum, seq),
     )

@@ -218,6 +218,7 @@ class Abilities:
 
 
 _DEFINED: list[Rule] = []
+_BY_NAME: dict[str, Rule] = {}
 
 
 def define(
@@ -233,13 +234,21 @@ def define(
 ) -> Rule:
     """Register one rule (a module of this package calls it once per anomaly kind, in the order of its tables)."""
     module = str(sys._getframe(1).f_globals["__name__"]).rsplit(".", 1)[-1]
-    if any(rule.name == name for rule in _DEFINED):
+    if name in _BY_NAME:
         raise ValueError(f"rule {name!r} is defined twice")
     rule = Rule(name, requirement, stage, scope, condition, witness, exercised, needs, module)
     _DEFINED.append(rule)
+    _BY_NAME[name] = rule
     return rule
 
 
+def rule_named(name: str) -> Rule:
+    """The rule of an anomaly name (KeyError names the unknown anomaly); for modules the sections' checks import."""
+    return _BY_NAME[name]
+
+
 def defined() -> tuple[Rule, ...]:
-    """Every rule defined so far, in definition order."""
-    return tuple(_DEFINED)
+    """Every rule defined so far, by module name, then in definition order within its module (so that the order
+    does not depend on which section's checks import which)."""
+    position = {id(rule): index for index, rule in enumerate(_DEFINED)}
+    return tuple(sorted(_DEFINED, key=lambda rule: (rule.module, position[id(rule)])))

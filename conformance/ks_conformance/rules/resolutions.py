@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ks_conformance.explain import Explained, message_clause, resolved_as
 from ks_conformance.rules.registry import NO_REDELIVERY, Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message
+    from ks_conformance.checks.state import CheckerState
 
 DUPLICATE = define(
     "duplicate",
@@ -126,3 +132,27 @@ def unjustified_outcome(key: str, offset: int, pub: int, outcome: str, declared:
         "a message resolved by no rule of the spec is lost (KS-RES-1)",
         {"offset": offset, "outcome": outcome},
     )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def resolve(st: CheckerState, message: Message, resolution: str, seq: int) -> None:
+    """Resolve a message (KS-RES-1): a second resolution of a resolved message is reported, and still ends the
+    delivery it answers."""
+    # req: KS-RES-1
+    st._exercise("double-resolution")
+    if message.resolved and message.resolution != "delivered":
+        st._end_delivery(message)  # it still ends the delivery it answers (a resurrected one, KS-CUR-4)
+        st._report(
+            "double-resolution",
+            seq,
+            [message.resolution_seq, seq],
+            double_resolution(*message.facts, message.resolution, message.resolution_seq, resolution, seq),
+        )
+        return
+    if message.resolved:
+        message.resolution = resolution
+        return
+    st._end_delivery(message)
+    st._resolve_silently(message, resolution, seq)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from ks_conformance import explain
 from ks_conformance.explain import (
     POISONED_AS,
     Explained,
@@ -16,6 +18,10 @@ from ks_conformance.explain import (
     message_clause,
 )
 from ks_conformance.rules.registry import NO_REDELIVERY, Abilities, Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.state import CheckerState
 
 
 def extending(a: Abilities) -> str | None:
@@ -436,3 +442,166 @@ def poison_ignored(
         "that failed too often is poisoned in the first phase 2 after its failure (KS-RTY-6)",
         {"offset": offset},
     )
+
+
+# The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
+
+
+def check_extension_answered(st: CheckerState, op: OpState) -> None:
+    """The holder's `extend` must be answered by an `extended` event (KS-RTY-8): one answered by `extend_ignored`,
+    or not at all, lost it."""
+    assert op.extension is not None
+    name, _, delivery = op.extension
+    ignored = op.extension_ignored_seq
+    if (op.extension_answered and ignored is None) or delivery is None:
+        return
+    message = st.messages.peek(delivery.offset)
+    if message is None:
+        return
+    witness = [delivery.seq, op.seq] + ([ignored] if ignored is not None else [])
+    # req: KS-RTY-8
+    st._report(
+        "extension-lost",
+        st.last_seq,
+        witness,
+        extension_lost(*message.facts, name, delivery.seq, op.seq, ignored),
+    )
+
+
+def after_phase_1(st: CheckerState, op: OpState) -> None:
+    """KS-RTY-3 and KS-RTY-8 after phase 1 of a tick: every delivery whose timeout (or extended deadline) was due
+    has timed out."""
+    timeout = int(st.config["ack_timeout"])
+    for delivery in op.due_timeouts:
+        message = st.messages.peek(delivery.offset)  # an archived message is not outstanding
+        due = message is not None and message.outstanding is delivery and timeout > 0
+        if due and delivery.deadline is not None:
+            # req: KS-RTY-8
+            st._report(
+                "extended-timeout-missed",
+                op.seq,
+                [delivery.seq, delivery.extended_seq or delivery.seq, op.seq],
+                extended_timeout_missed(
+                    delivery.offset,
+                    delivery.holder.name,
+                    delivery.seq,
+                    delivery.extended_seq,
+                    delivery.deadline,
+                    st.now,
+                    op.seq,
+                    st.timer_slack,
+                ),
+            )
+        elif due:
+            # req: KS-RTY-3
+            st._report(
+                "missed-timeout",
+                op.seq,
+                [delivery.seq, op.seq],
+                missed_timeout(
+                    delivery.offset,
+                    delivery.holder.name,
+                    delivery.tick,
+                    delivery.seq,
+                    timeout,
+                    st.now,
+                    op.seq,
+                    st.timer_slack,
+                ),
+            )
+
+
+def after_phase_2(st: CheckerState, op: OpState) -> None:
+    """KS-RTY-6 after phase 2 of a tick: a message whose counted failures exceed the budget was dealt with as poison."""
+    maximum = int(st.config["max_redeliveries"])
+    for offset in sorted(st._over_budget):
+        message = st.messages[offset]
+        if message.resolved or message.blocked or st.counted_failures(message) <= maximum:
+            continue
+        marker = (offset, st.counted_failures(message))
+        if marker in st._poison_reported:
+            continue
+        st._poison_reported.add(marker)
+        # req: KS-RTY-6
+        returns = message.returns if st.returns_as_failures else 0
+        st._report(
+            "poison-ignored",
+            op.seq,
+            [*message.failure_seqs, *([message.return_seq] if returns else []), op.seq],
+            poison_ignored(
+                *message.facts,
+                message.failures,
+                message.failure_seqs,
+                maximum,
+                st.config["poison_policy"],
+                st.now,
+                op.seq,
+                returns=returns,
+            ),
+        )
+
+
+def check_attempt(st: CheckerState, message: Message, seq: int, attempt: int) -> None:
+    """KS-RTY-5 at a delivery: its attempt number counts every delivery of the message so far."""
+    if st.best_effort:
+        return
+    # req: KS-RTY-5
+    if message.deliveries > 0:
+        st._exercise("attempt-miscount")
+    if attempt != message.deliveries + 1:
+        st._report(
+            "attempt-miscount",
+            seq,
+            [message.last_delivery_seq, seq],
+            attempt_miscount(*message.facts, message.deliveries, attempt, seq),
+        )
+
+
+def check_retry(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-RTY-4 at a delivery: a retry goes only once its back-off has passed."""
+    if st.best_effort:
+        return
+    if message.retrying:
+        # req: KS-RTY-4
+        st._exercise("early-retry")
+        # With a back-off of 0 the retry may also go at once, in the op that failed it (KS-RTY-4).
+        immediate = st._retry_due(message) == message.failure_tick
+        if not message.ready and not immediate:
+            st._report(
+                "early-retry",
+                seq,
+                [message.awaiting_seq, seq],
+                early_retry(
+                    *message.facts, message.failures, message.awaiting_seq, st._retry_due(message), st.now, seq
+                ),
+            )
+    maximum = int(st.config["max_redeliveries"])
+    # With returns_as_failures a message a return took over its budget may go again (a return is no failure):
+    # its next failure poisons it (KS-RTY-6).
+    counted = message.failures if st.ended_by_return(message) else st.counted_failures(message)
+    if counted > maximum:
+        # req: KS-RTY-6
+        returns = message.returns if st.returns_as_failures else 0
+        st._report(
+            "retry-overrun",
+            seq,
+            [*message.failure_seqs, *([message.return_seq] if returns else []), seq],
+            retry_overrun(*message.facts, message.failures, message.failure_seqs, maximum, seq, returns=returns),
+        )
+
+
+def returns_counted(st: CheckerState, message: Message, seq: int, event: explain.PoisonEvent) -> bool:
+    """True (and `return-counted` reported) if a message was poisoned only because its returns counted."""
+    maximum = int(st.config["max_redeliveries"])
+    # req: KS-RTY-7
+    if message.returns == 0 or message.failures > maximum or message.failures + message.returns <= maximum:
+        return False
+    if st.returns_as_failures:
+        return True  # req: KS-RTY-6 (declared: the returns count, so the message is over its budget)
+    st._report(
+        "return-counted",
+        seq,
+        [message.returned_delivery_seq, message.return_seq, seq],
+        return_counted(*message.facts, message.failures, message.returns, message.return_seq, maximum, event, seq),
+    )
+    return True
