@@ -1,4 +1,8 @@
-"""The rules of spec section 17 Buckets and segments."""
+"""The rules of spec section 17 Buckets and segments.
+
+Long because the section has nine rules (ownership, handoffs, successors, layouts, batches) and each brings its
+explanation and its check; splitting it would part a rule from its section.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The rules of spec section 10 Negative acks, ack timeouts and retries."""
+"""The rules of spec section 10 Negative acks, ack timeouts and retries.
+
+Long because the section has many rules (answers, timeouts, extensions, back-off, attempts, the failure budget,
+returns) and each brings its explanation and its check; splitting it would part a rule from its section.
+"""
 
 from __future__ import annotations
 
