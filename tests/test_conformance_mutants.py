@@ -148,3 +148,16 @@ def test_mutants_are_adapter_factories() -> None:
     assert info["capabilities"]["profiles"] == ["owner"]
     with pytest.raises(AttributeError):
         _ = conformance_mutants.no_such_mutant
+
+
+def test_a_mutant_is_registered_beside_its_broken_class_under_one_name() -> None:
+    """`@mutant(...)` in bugs.py is a mutant's whole registration: a name used twice would shadow one silently."""
+    from conformance_mutants import bugs
+    from conformance_mutants.registry import REGISTERED, mutant
+
+    assert [m.name for m in MUTANTS] == [m.name for m in REGISTERED]
+    with pytest.raises(ValueError, match="registered twice"):
+        mutant("no_draining", "KS-DRN-1")(bugs.NoDraining)
+    with pytest.raises(TypeError):
+        mutant("both_halves", "KS-DRN-1", dispatcher=bugs.NoDraining)(bugs.NoDraining)
+    assert len(REGISTERED) == len(MUTANTS)
