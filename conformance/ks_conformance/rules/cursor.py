@@ -460,3 +460,43 @@ def ignored(st: CheckerState, event: Event, what: str) -> None:
         st._exercise(f"stale-{what}-accepted")
         if str(event["consumer"]) in st.seek_holders.get(message.offset, ()):
             st._exercise("seek-stale-ack")
+
+
+def check_seek_resurrected(st: CheckerState, message: Message, seq: int) -> bool:
+    """KS-CUR-9 at a delivery after a seek: nothing below its target is delivered again. True if it was (the
+    delivery is then judged no further as a duplicate or a resurrection)."""
+    if st.seek is None:
+        return False
+    st._exercise("seek-resurrected")
+    target, seek_seq = st.seek
+    if message.offset >= target:
+        return False
+    st._report(
+        "seek-resurrected",
+        seq,
+        [seek_seq, seq],
+        seek_resurrected(*message.facts, target, seek_seq, message.resolution, seq),
+    )
+    return True
+
+
+def below_loaded_cursor(st: CheckerState, message: Message) -> bool:
+    """After a restart: whether the message is below the persisted cursor it resumed from, or in its holes."""
+    assert st.loaded is not None
+    cursor, holes, _, _ = st.loaded
+    return message.offset < cursor or message.offset in holes
+
+
+def check_resurrected(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-CUR-4 at a delivery after a restart: nothing the persisted cursor (or its holes) resolved is delivered."""
+    if st.loaded is None:
+        return
+    st._exercise("resurrected")
+    cursor, _, persist_seq, restart_seq = st.loaded
+    if below_loaded_cursor(st, message):
+        st._report(
+            "resurrected",
+            seq,
+            [persist_seq, restart_seq, seq],
+            resurrected(*message.facts, cursor, persist_seq, restart_seq, seq),
+        )

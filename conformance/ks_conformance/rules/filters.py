@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ks_conformance.explain import Explained, joined_with_filters, message_clause
+from ks_conformance.glob import accepts
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.records import Incarnation, Message, OpState
     from ks_conformance.checks.state import CheckerState
 
 FILTER_VIOLATION = define(
@@ -127,3 +128,17 @@ def report_unfiltered(st: CheckerState, message: Message, op: OpState) -> None:
         [message.publish_seq, op.seq],
         unfiltered_wait(*message.facts, filters, op.seq),
     )
+
+
+def check_filter_violation(st: CheckerState, message: Message, seq: int, incarnation: Incarnation | None) -> None:
+    """KS-FLT-2 at a delivery: a consumer with filters receives only keys they accept."""
+    if incarnation is None or not incarnation.filters:
+        return
+    st._exercise("filter-violation")
+    if not accepts(incarnation.filters, message.key):
+        st._report(
+            "filter-violation",
+            seq,
+            [incarnation.added_seq, seq],
+            filter_violation(*message.facts, incarnation.name, incarnation.filters, incarnation.added_seq, seq),
+        )

@@ -15,7 +15,7 @@ from ks_conformance.explain import (
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Incarnation, OpState
+    from ks_conformance.checks.records import Incarnation, Message, OpState
     from ks_conformance.checks.state import CheckerState
 
 INACTIVE_DELIVERY = define(
@@ -201,3 +201,26 @@ def report_reconnect_ignored(st: CheckerState, incarnation: Incarnation, seq: in
         [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
         reconnect_ignored(incarnation.name, incarnation.disconnected_seq, incarnation.reconnected_seq, what),
     )
+
+
+def check_inactive_delivery(
+    st: CheckerState, message: Message, seq: int, incarnation: Incarnation | None, name: str
+) -> None:
+    """KS-MEM-3 at a delivery: only a connected member receives anything."""
+    if incarnation is None or st._offline:  # a member is disconnected
+        st._exercise("inactive-delivery")
+    if incarnation is None:
+        ended = st.left.get(name)
+        st._report(
+            "inactive-delivery",
+            seq,
+            [ended, seq],
+            inactive_delivery_to_non_member(*message.facts, name, ended, seq),
+        )
+    elif not incarnation.connected:
+        st._report(
+            "inactive-delivery",
+            seq,
+            [incarnation.disconnected_seq, seq],
+            inactive_delivery_to_disconnected(*message.facts, name, incarnation.disconnected_seq, seq),
+        )

@@ -8,7 +8,7 @@ from ks_conformance.explain import Explained, blocked_its_key, delivered_since_r
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.records import KeyState, Message, OpState
     from ks_conformance.checks.state import CheckerState
 
 BLOCKED_KEY_LEAK = define(
@@ -190,4 +190,17 @@ def report_early_block(st: CheckerState, message: Message, seq: int, maximum: in
         seq,
         [*message.failure_seqs, seq],
         unjustified_block(*message.facts, message.failures, maximum, seq),
+    )
+
+
+def check_blocked_key_leak(st: CheckerState, message: Message, state: KeyState, seq: int) -> None:
+    """KS-POI-3 at a delivery: nothing of a blocked key is delivered."""
+    if st.best_effort or not state.blocked:
+        return
+    blocked = st.messages[min(state.blocked)]
+    st._report(
+        "blocked-key-leak",
+        seq,
+        [blocked.blocked_seq, seq],
+        blocked_key_leak(*message.facts, blocked.offset, blocked.publish_seq, blocked.blocked_seq, seq),
     )

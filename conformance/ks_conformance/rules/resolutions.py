@@ -156,3 +156,24 @@ def resolve(st: CheckerState, message: Message, resolution: str, seq: int) -> No
         return
     st._end_delivery(message)
     st._resolve_silently(message, resolution, seq)
+
+
+def check_duplicate(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-RES-2 at a delivery: a resolved message, or one still outstanding, is not delivered again."""
+    if message.delivered_ever:
+        st._exercise("duplicate")
+    if message.resolved:
+        st._report(
+            "duplicate",
+            seq,
+            [message.resolution_seq, seq],
+            duplicate_resolved(*message.facts, message.resolution, message.resolution_seq, seq),
+        )
+    elif message.outstanding is not None:
+        d = message.outstanding
+        st._report(
+            "duplicate",
+            seq,
+            [d.seq, seq],
+            duplicate_outstanding(*message.facts, d.holder.name, d.seq, seq),
+        )
