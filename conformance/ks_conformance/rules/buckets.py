@@ -753,3 +753,27 @@ def checkpointed(st: CheckerState, message: Message) -> tuple[int, int] | None:
         return None
     loaded = st.loaded_checkpoints.get((message.segment, message.bucket))
     return loaded if loaded is not None and message.offset < loaded[0] else None
+
+
+def check_checkpoint(st: CheckerState, bucket: tuple[int, int], cursor: int, seq: int) -> None:
+    """KS-BKT-6 at a `checkpoint`: a bucket's checkpoint passes none of its unresolved messages and never moves
+    back."""
+    st._exercise("checkpoint-skip")
+    pending = st.bucket_unresolved.get(bucket)
+    first = pending.first() if pending is not None else None
+    if first is not None and first < cursor:
+        skipped = st.messages[first]
+        st._report(
+            "checkpoint-skip",
+            seq,
+            [skipped.publish_seq, seq],
+            checkpoint_skip_passes(*skipped.facts, bucket, cursor, seq),
+        )
+    previous = st.checkpoints.get(bucket)
+    if previous is not None and cursor < previous[0]:
+        st._report(
+            "checkpoint-skip",
+            seq,
+            [previous[1], seq],
+            checkpoint_skip_regress(bucket, previous[0], previous[1], cursor, seq),
+        )

@@ -142,3 +142,23 @@ def check_filter_violation(st: CheckerState, message: Message, seq: int, incarna
             [incarnation.added_seq, seq],
             filter_violation(*message.facts, incarnation.name, incarnation.filters, incarnation.added_seq, seq),
         )
+
+
+def check_filtered(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-FLT-3 and KS-FLT-4 at a `filter`: a message is resolved as filtered only when no member's filters accept
+    its key, and only while the subscription has members."""
+    st._exercise("unjustified-filter")
+    st._exercise("filtered-without-members")
+    if not st.members:
+        # req: KS-FLT-4
+        st._report("filtered-without-members", seq, [seq], filtered_without_members(*message.facts, seq))
+        return
+    # req: KS-FLT-3
+    taker = next((m for m in st.members.values() if accepts(m.filters, message.key)), None)
+    if taker is not None:
+        st._report(
+            "unjustified-filter",
+            seq,
+            [taker.added_seq, seq],
+            unjustified_filter(*message.facts, taker.name, taker.filters, taker.added_seq, seq),
+        )
