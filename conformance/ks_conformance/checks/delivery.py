@@ -1,8 +1,5 @@
-"""spec/checking.md section 2.1, deliveries: order, exclusivity, routing, flow control, attempts, retries
-and buckets, judged at each `deliver` (and `held`).
-
-Long because every rule judged at a delivery reads the same moment (capacity, Pulsar's unacked limit and permits,
-the window, attempts, back-off, routing, buckets and batches); issue 29 makes each anomaly kind a rule of its own.
+"""spec/checking.md section 2.1, deliveries: `on_deliver` and `on_held` call each rule's check (in
+`ks_conformance.rules`, in the order they judge), then record the delivery or hold in the state.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""spec/checking.md section 2.1, answers and resolutions: acks, nacks, timeouts, poison, drops, dead
-letters, filters, outcomes, evictions, the persisted cursor and checkpoints.
-
-Long because every way a delivery ends or a message is resolved (late results included) updates the same
-per-message state; issue 29 makes each anomaly kind a rule of its own.
+"""spec/checking.md section 2.1, answers and resolutions: acks, nacks, timeouts, extensions, poison, drops,
+dead letters, filters, outcomes, evictions, the persisted cursor and checkpoints. Each handler calls its rules'
+checks (in `ks_conformance.rules`), then updates the state.
 """
 
 from __future__ import annotations
