@@ -1,5 +1,5 @@
-"""spec/checking.md section 2.1, buckets (section 17 of the spec): routing a delivery of a bucket to its owner,
-handoffs, successors after a layout change, and the stability of the bucket policy.
+"""spec/checking.md section 2.1, buckets (section 17 of the spec): the handoff events `bucket_withheld` and
+`bucket_assigned`, judged by the buckets section's checks (`ks_conformance.rules.buckets`).
 """
 
 from __future__ import annotations

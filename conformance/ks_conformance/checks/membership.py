@@ -221,7 +221,7 @@ def on_restart(st: CheckerState, event: Event) -> None:
         if st.best_effort:
             continue  # best-effort outcomes are final (KS-BEF-1): there is no cursor to resume from
         if message.resolved and message.offset >= st.persisted_cursor and message.offset not in holes:
-            if checkpointed(st, message) is not None:
+            if rules.buckets.checkpointed(st, message) is not None:
                 continue  # req: KS-BKT-9 (below its bucket's checkpoint: durable, like a hole)
             # req: KS-CUR-3 (resolved after the last persistence: volatile, so it must be dispatched again)
             st._exercise("restart-skip")
@@ -281,15 +281,6 @@ def on_seek(st: CheckerState, event: Event) -> None:
     st._rebuild_indexes()
     st._disconnected = disconnected  # the members stay, and so do their eviction clocks (KS-MEM-2)
     st._new_epoch("seek", None, seq)
-
-
-def checkpointed(st: CheckerState, message: Message) -> tuple[int, int] | None:
-    """With `checkpoint_resume`, the loaded checkpoint (position, seq) of the message's bucket when the message
-    lies below it, else None."""
-    if message.segment is None or message.bucket is None:
-        return None
-    loaded = st.loaded_checkpoints.get((message.segment, message.bucket))
-    return loaded if loaded is not None and message.offset < loaded[0] else None
 
 
 def on_key_released(st: CheckerState, event: Event) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pyroaring import BitMap
 
 from ks_conformance import rules
-from ks_conformance.checks import end_of_op
 from ks_conformance.checks.hooks import QUIESCENCE_CHECKS
 from ks_conformance.checks.records import Message
 from ks_conformance.checks.selectors import SLOTS
@@ -70,7 +69,7 @@ def wait_explained(st: CheckerState, message: Message) -> bool:
     if state is not None and (state.outstanding or state.blocked):
         return True  # req: KS-POI-3 (a blocked key's later messages wait for the operator)
     eligible = [m for m in st.members.values() if accepts(m.filters, message.key)]
-    able = [m for m in eligible if end_of_op.has_room(st, m)]
+    able = [m for m in eligible if rules.isolation.has_room(st, m)]
     return not able if st.any_selector else len(able) < len(eligible)
 
 

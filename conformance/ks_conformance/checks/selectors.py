@@ -1,5 +1,6 @@
 """What the checker knows of the selectors themselves (spec sections 5 and 17): which hold keys stable across a
-membership change, the slots of the hash space, and which member a bucket belongs to. No state: the rules import it.
+membership change, the slots of the hash space, which member a bucket belongs to, and the reasons a best-effort
+selector may drop a message. No state: the rules import it.
 """
 
 from __future__ import annotations
@@ -22,3 +23,7 @@ def bucket_owner(bucket: int, buckets: int, names: list[str], segment: int = 0) 
         if j * buckets // count <= bucket < (j + 1) * buckets // count:
             return name
     return order[-1]
+
+
+BEST_EFFORT_DROPS = frozenset({"saturated", "inactive", "no-consumer"})
+"""The reasons a best-effort dispatcher may drop a message (spec section 18); other systems may not (KS-RES-1)."""

@@ -48,7 +48,6 @@ OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_lett
 """The event a declared terminal outcome is judged as (`terminal_outcomes` of adapter protocol v2)."""
 DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
 """The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
-BEST_EFFORT_DROPS = frozenset({"saturated", "inactive", "no-consumer"})
 
 
 def phase_of(event: Mapping[str, Any]) -> int | None:

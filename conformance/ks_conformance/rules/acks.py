@@ -206,3 +206,20 @@ def zombie_answered(st: CheckerState, message: Message, event: Event, accepted: 
     else:
         st._end_delivery(message)
     return True
+
+
+def check_ack_by_holder(st: CheckerState, message: Message, name: str, holds: bool, seq: int) -> None:
+    """KS-ACK-2 and KS-GEN-3 at an accepted `ack`: it came from the consumer that holds the delivery (the handler
+    sends an answer a seek cut to KS-CUR-11's check instead)."""
+    if holds:
+        st._exercise("holder-ack-ignored")
+    else:
+        st._exercise("stale-ack-accepted")
+        delivery = message.outstanding
+        holder, holder_seq = (delivery.holder.name, delivery.seq) if delivery is not None else (None, None)
+        st._report(
+            "stale-ack-accepted",
+            seq,
+            [message.last_delivery_seq, seq],
+            stale_ack_accepted(*message.facts, message.last_delivery_seq, holder, holder_seq, name, seq),
+        )

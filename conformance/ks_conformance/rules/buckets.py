@@ -19,6 +19,7 @@ from ks_conformance.explain import (
     bucket_rule,
     message_clause,
 )
+from ks_conformance.rules import cursor
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
@@ -726,3 +727,53 @@ def check_batch(st: CheckerState, message: Message, event: Event) -> None:
         )
         return
     st.batch_run = BatchRun(message.entry, name, message.offset, seq, waiting)
+
+
+def check_checkpoint_resurrected(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-BKT-9 at a delivery after a restart that resumed buckets from their checkpoints: nothing a bucket's
+    checkpoint covered is delivered again (what the cursor covered is KS-CUR-4's)."""
+    if st.loaded is None or not st.loaded_checkpoints or cursor.below_loaded_cursor(st, message):
+        return
+    st._exercise("checkpoint-resurrected")
+    restart_seq = st.loaded[3]
+    checkpoint = checkpointed(st, message)
+    if checkpoint is not None:
+        st._report(
+            "checkpoint-resurrected",
+            seq,
+            [checkpoint[1], restart_seq, seq],
+            checkpoint_resurrected(*message.facts, (message.segment, message.bucket), *checkpoint, restart_seq, seq),
+        )
+
+
+def checkpointed(st: CheckerState, message: Message) -> tuple[int, int] | None:
+    """With `checkpoint_resume`, the loaded checkpoint (position, seq) of the message's bucket when the message
+    lies below it, else None."""
+    if message.segment is None or message.bucket is None:
+        return None
+    loaded = st.loaded_checkpoints.get((message.segment, message.bucket))
+    return loaded if loaded is not None and message.offset < loaded[0] else None
+
+
+def check_checkpoint(st: CheckerState, bucket: tuple[int, int], cursor: int, seq: int) -> None:
+    """KS-BKT-6 at a `checkpoint`: a bucket's checkpoint passes none of its unresolved messages and never moves
+    back."""
+    st._exercise("checkpoint-skip")
+    pending = st.bucket_unresolved.get(bucket)
+    first = pending.first() if pending is not None else None
+    if first is not None and first < cursor:
+        skipped = st.messages[first]
+        st._report(
+            "checkpoint-skip",
+            seq,
+            [skipped.publish_seq, seq],
+            checkpoint_skip_passes(*skipped.facts, bucket, cursor, seq),
+        )
+    previous = st.checkpoints.get(bucket)
+    if previous is not None and cursor < previous[0]:
+        st._report(
+            "checkpoint-skip",
+            seq,
+            [previous[1], seq],
+            checkpoint_skip_regress(bucket, previous[0], previous[1], cursor, seq),
+        )

@@ -1,15 +1,22 @@
-"""The rules of spec section 14 The cursor."""
+"""The rules of spec section 14 The cursor.
+
+Long because the section has many rules (skips, regressions, early and late writes, restarts, seeks and their
+stale answers) and each brings its explanation and its check; splitting it would part a rule from its section.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ks_conformance import explain
 from ks_conformance.explain import Explained, message_clause, ranges_text, ticks
 from ks_conformance.rules import acks, retries
 from ks_conformance.rules.registry import NO_CURSOR, NO_SEEK, Scope, Stage, define, need
 
 if TYPE_CHECKING:
+    from pyroaring import BitMap
+
     from ks_conformance.checks.records import Message, OpState
     from ks_conformance.checks.state import CheckerState, Event
 
@@ -460,3 +467,110 @@ def ignored(st: CheckerState, event: Event, what: str) -> None:
         st._exercise(f"stale-{what}-accepted")
         if str(event["consumer"]) in st.seek_holders.get(message.offset, ()):
             st._exercise("seek-stale-ack")
+
+
+def check_seek_resurrected(st: CheckerState, message: Message, seq: int) -> bool:
+    """KS-CUR-9 at a delivery after a seek: nothing below its target is delivered again. True if it was (the
+    delivery is then judged no further as a duplicate or a resurrection)."""
+    if st.seek is None:
+        return False
+    st._exercise("seek-resurrected")
+    target, seek_seq = st.seek
+    if message.offset >= target:
+        return False
+    st._report(
+        "seek-resurrected",
+        seq,
+        [seek_seq, seq],
+        seek_resurrected(*message.facts, target, seek_seq, message.resolution, seq),
+    )
+    return True
+
+
+def below_loaded_cursor(st: CheckerState, message: Message) -> bool:
+    """After a restart: whether the message is below the persisted cursor it resumed from, or in its holes."""
+    assert st.loaded is not None
+    cursor, holes, _, _ = st.loaded
+    return message.offset < cursor or message.offset in holes
+
+
+def check_resurrected(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-CUR-4 at a delivery after a restart: nothing the persisted cursor (or its holes) resolved is delivered."""
+    if st.loaded is None:
+        return
+    st._exercise("resurrected")
+    cursor, _, persist_seq, restart_seq = st.loaded
+    if below_loaded_cursor(st, message):
+        st._report(
+            "resurrected",
+            seq,
+            [persist_seq, restart_seq, seq],
+            resurrected(*message.facts, cursor, persist_seq, restart_seq, seq),
+        )
+
+
+def check_cursor_skip(st: CheckerState, cursor: int, holes: BitMap, seq: int) -> None:
+    """KS-CUR-1 at a `cursor_persisted`: neither the cursor nor a persisted hole passes an unresolved message."""
+    if not st.unresolved:
+        return
+    st._exercise("cursor-skip")
+    smallest = st.unresolved.min()
+    bad = holes & st.unresolved
+    if cursor > smallest or bad:
+        offset = smallest if cursor > smallest else bad.min()
+        skipped = st.messages[offset]
+        st._report(
+            "cursor-skip",
+            seq,
+            [skipped.publish_seq, seq],
+            cursor_skip(*skipped.facts, cursor, cursor > smallest, seq),
+        )
+
+
+def check_cursor_regress(st: CheckerState, cursor: int, seeking: bool, seq: int) -> None:
+    """KS-CUR-2 at a `cursor_persisted`: the persisted cursor never moves back (but to a seek's target)."""
+    if st.persist_seq is None:
+        return
+    st._exercise("cursor-regress")
+    if cursor < st.persisted_cursor and not (seeking and st.seek is not None and cursor >= st.seek[0]):
+        st._report(
+            "cursor-regress",
+            seq,
+            [st.persist_seq, seq],
+            cursor_regress(cursor, st.persisted_cursor, st.persist_seq, seq),
+        )
+
+
+def check_persist_early(st: CheckerState, cursor: int, seeking: bool, seq: int) -> None:
+    """KS-CUR-7 at a `cursor_persisted`: a debounced cursor is written only when its trigger makes it due (a seek's
+    own write is not debounced, KS-CUR-10)."""
+    interval = int(st.config["persist_interval"])
+    op = st.op
+    if st.persist_on_advance and not seeking:
+        # req: KS-CUR-7 (with persist_trigger = advance: only when KS-CUR-12 makes it due)
+        st._exercise("persist-early")
+        moved = op is not None and st.cursor() > op.cursor_at_start
+        elapsed = st.persist_tick is None or st.now - st.persist_tick >= interval
+        flush = st.persist_flush
+        flushing = bool(flush) and op is not None and op.kind == "tick" and (st.flush_owed or st.now % flush == 0)
+        if not (moved and elapsed) and not flushing:
+            st._report(
+                "persist-early",
+                seq,
+                [st.persist_seq, seq],
+                persist_early(cursor, st.now, explain.persist_off_schedule(interval, flush), seq),
+            )
+    elif interval > 0 and not seeking:
+        st._exercise("persist-early")
+        why = ""
+        if op is None or op.kind != "tick":
+            why = explain.persist_outside_tick(interval)
+        elif st.persist_tick is not None and st.now - st.persist_tick < interval:
+            why = explain.persist_too_soon(st.persist_tick, interval)
+        if why:
+            st._report(
+                "persist-early",
+                seq,
+                [st.persist_seq, seq],
+                persist_early(cursor, st.now, why, seq),
+            )

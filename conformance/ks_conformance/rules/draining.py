@@ -10,7 +10,7 @@ from ks_conformance.explain import Explained, message_clause
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Message
+    from ks_conformance.checks.records import Incarnation, KeyState, Message
     from ks_conformance.checks.state import CheckerState
 
 SPLIT_OWNER = define(
@@ -164,3 +164,21 @@ def check_draining_hold(st: CheckerState, message: Message, target_name: str | N
         [latest, seq],
         unjustified_hold(*message.facts, slot, target_name, latest, seq),
     )
+
+
+def check_split_owner(
+    st: CheckerState, message: Message, state: KeyState, seq: int, incarnation: Incarnation | None, name: str
+) -> None:
+    """KS-DRN-1 at a delivery: no other consumer holds a delivery of the same key."""
+    if st.best_effort:
+        return
+    if any(d.epoch < st.epoch for d in state.outstanding.values()):
+        st._exercise("split-owner")
+    other = next((d for d in state.outstanding.values() if d.holder is not incarnation), None)
+    if other is not None:
+        st._report(
+            "split-owner",
+            seq,
+            [other.seq, seq],
+            split_owner(*message.facts, other.offset, other.holder.name, other.seq, name, seq),
+        )

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ks_conformance.explain import Explained, joined_with_filters, message_clause
+from ks_conformance.glob import accepts
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.records import Incarnation, Message, OpState
     from ks_conformance.checks.state import CheckerState
 
 FILTER_VIOLATION = define(
@@ -127,3 +128,37 @@ def report_unfiltered(st: CheckerState, message: Message, op: OpState) -> None:
         [message.publish_seq, op.seq],
         unfiltered_wait(*message.facts, filters, op.seq),
     )
+
+
+def check_filter_violation(st: CheckerState, message: Message, seq: int, incarnation: Incarnation | None) -> None:
+    """KS-FLT-2 at a delivery: a consumer with filters receives only keys they accept."""
+    if incarnation is None or not incarnation.filters:
+        return
+    st._exercise("filter-violation")
+    if not accepts(incarnation.filters, message.key):
+        st._report(
+            "filter-violation",
+            seq,
+            [incarnation.added_seq, seq],
+            filter_violation(*message.facts, incarnation.name, incarnation.filters, incarnation.added_seq, seq),
+        )
+
+
+def check_filtered(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-FLT-3 and KS-FLT-4 at a `filter`: a message is resolved as filtered only when no member's filters accept
+    its key, and only while the subscription has members."""
+    st._exercise("unjustified-filter")
+    st._exercise("filtered-without-members")
+    if not st.members:
+        # req: KS-FLT-4
+        st._report("filtered-without-members", seq, [seq], filtered_without_members(*message.facts, seq))
+        return
+    # req: KS-FLT-3
+    taker = next((m for m in st.members.values() if accepts(m.filters, message.key)), None)
+    if taker is not None:
+        st._report(
+            "unjustified-filter",
+            seq,
+            [taker.added_seq, seq],
+            unjustified_filter(*message.facts, taker.name, taker.filters, taker.added_seq, seq),
+        )

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import takewhile
 from typing import TYPE_CHECKING
 
-from ks_conformance.explain import Explained, message_clause
+from ks_conformance.explain import Explained, message_clause, unacked_overrun
+from ks_conformance.rules import ordering
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Message
+    from ks_conformance.checks.records import Incarnation, KeyState, Message, OrderedOffsets
     from ks_conformance.checks.state import CheckerState
 
 OVERTAKEN_HOLD = define(
@@ -151,3 +153,86 @@ def check_flow(st: CheckerState, message: Message, seq: int, first: bool) -> Non
     if below >= window and not st._continuing_batch:  # KS-BKT-10: a batch is read and delivered whole
         shown = parked if st.park_after else None
         st._report("window-overrun", seq, [seq], window_overrun(*message.facts, window, below, seq, shown))
+
+
+def check_overtaken_hold(st: CheckerState, message: Message, state: KeyState, seq: int, first: bool) -> None:
+    """KS-FLW-3 at a first delivery: it overtook no earlier message of its key that had been reported `held`
+    (judged where key-reorder is: the overtaken message is still undelivered)."""
+    offset = message.offset
+    if not first or ordering.earlier_in_order(st, state.unresolved, offset) is None:
+        return
+
+    def held_before(offsets: OrderedOffsets) -> int | None:
+        return next(
+            (o for o in takewhile(lambda o: o < offset, offsets) if st.messages[o].held and st.counts_for_order(o)),
+            None,
+        )
+
+    if held_before(state.unresolved) is not None:
+        st._exercise("overtaken-hold")
+    if ordering.earlier_in_order(st, state.undelivered, offset) is None:
+        return
+    held = held_before(state.undelivered)
+    if held is not None:
+        overtaken = st.messages[held]
+        st._report(
+            "overtaken-hold",
+            seq,
+            [overtaken.held_seq, message.publish_seq, seq],
+            overtaken_hold(*message.facts, held, overtaken.publish_seq, overtaken.held_seq, seq),
+        )
+
+
+def check_unacked_limit(st: CheckerState, message: Message, seq: int, incarnation: Incarnation | None) -> None:
+    """KS-FLW-1 with `max_unacked`: a consumer that reached the limit gets nothing until half of it is acked."""
+    if incarnation is None or not st.max_unacked:
+        return
+    if len(incarnation.outstanding) >= st.max_unacked - 1 or incarnation.unacked_blocked_seq is not None:
+        st._exercise("capacity-overrun")
+    if incarnation.unacked_blocked_seq is not None and not st._continuing_batch:
+        st._report(
+            "capacity-overrun",
+            seq,
+            [incarnation.unacked_blocked_seq, seq],
+            unacked_overrun(
+                message.offset,
+                incarnation.name,
+                st.max_unacked,
+                incarnation.unacked_blocked_seq,
+                len(incarnation.outstanding),
+                seq,
+            ),
+        )
+
+
+def check_capacity(st: CheckerState, message: Message, seq: int, incarnation: Incarnation | None) -> None:
+    """KS-FLW-1 and KS-FLW-4 at a delivery: the consumer had a permit (and is charged one), or, without permits,
+    room under its capacity. A batch's later messages follow its first (KS-BKT-10)."""
+    if incarnation is None:
+        return
+    name = incarnation.name
+    if incarnation.permits is not None:
+        if incarnation.permits == 1:
+            st._exercise("permit-overrun")
+        if incarnation.permits < 1 and not st._continuing_batch:
+            st._report(
+                "permit-overrun",
+                seq,
+                [incarnation.added_seq, *incarnation.grants, seq],
+                permit_overrun(
+                    message.offset, name, incarnation.capacity, incarnation.added_seq, incarnation.grants, seq
+                ),
+            )
+        incarnation.permits -= 1
+        return
+    held = len(incarnation.outstanding)
+    if held >= incarnation.capacity - 1:
+        st._exercise("capacity-overrun")
+    if held + 1 > incarnation.capacity and not st._continuing_batch:
+        seqs = sorted(d.seq for d in incarnation.outstanding.values())
+        st._report(
+            "capacity-overrun",
+            seq,
+            [incarnation.added_seq, *seqs, seq],
+            capacity_overrun(message.offset, name, incarnation.capacity, incarnation.added_seq, seqs, seq),
+        )

@@ -1,11 +1,27 @@
-"""The rules of spec section 15 Isolation and the look-ahead bound."""
+"""The rules of spec section 15 Isolation and the look-ahead bound.
+
+Its check, `check_idle`, is one pass over the keys whose head waits, at the end of every op: the exemptions it
+grants come from other sections (slots, buckets, batches, parking, heartbeat reads, counted returns), and a head it
+finds waiting may be another section's finding (`unfiltered-wait`, `restart-skip`, a delayed head), so it names them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from ks_spec.config import lookahead_limit
+from ks_spec.slots import SLOT_SELECTORS, slot_of
 
 from ks_conformance.explain import Explained, message_clause
+from ks_conformance.glob import accepts
+from ks_conformance.rules import cursor, filters, ordering
 from ks_conformance.rules.registry import Scope, Stage, define, need
+
+if TYPE_CHECKING:
+    from ks_conformance.checks.records import Incarnation, Message, OpState
+    from ks_conformance.checks.state import CheckerState
 
 IDLE_WHILE_READY = define(
     "idle-while-ready",
@@ -83,3 +99,245 @@ def idle_while_ready(
         "blocks only itself (KS-ISO-1)",
         {"offset": offset, "key": key},
     )
+
+
+def check_idle(st: CheckerState, op: OpState) -> None:
+    if st.idle_unjudged or not st._idle_heads:
+        return
+    window = st.window
+    within = read_bound(st)
+    in_window = (key for key in st._idle_heads if within(st._key(key).unresolved.first() or 0) is not None)
+    if next(in_window, None) is None:
+        return
+    # req: KS-ISO-2 (the window's messages are the `window` smallest unresolved offsets), KS-ISO-3
+    st._exercise("idle-while-ready")
+    if any(m.filters for m in st.members.values()):
+        st._exercise("unfiltered-wait")
+    ready = [m for m in st.members.values() if has_room(st, m)]
+    # A fixed-target selector's target is not known here: judge only when every member could take the key.
+    # With selector `any` (no key affinity) one eligible member with room is enough.
+    fixed_target = not st.any_selector
+    if fixed_target and len(ready) < len(st.members) and not any(m.filters for m in st.members.values()):
+        return
+    for key in sorted(st._idle_heads, key=lambda k: st._key(k).unresolved.first() or 0):
+        state = st._key(key)
+        head = state.unresolved.first()
+        delayed_before = None
+        if st.delays_seen and head is not None:
+            # req: KS-ORD-6 (the key's head is its first message that is due), KS-ORD-7
+            head, delayed_before = due_head(st, state.unresolved)
+        waiting = None if head is None else within(head)
+        if head is None or waiting is None:
+            continue
+        message = st.messages[head]
+        if message.deliver_at is not None:
+            st._exercise("due-left-waiting")
+        elif delayed_before is not None:
+            st._exercise("blocked-behind-delayed")
+        if message.outstanding is not None or state.outstanding or state.blocked:
+            continue
+        if any(may_still_retry(st, st.messages[o]) for o in state.awaiting):
+            continue
+        if head in st._over_budget:
+            continue  # req: KS-RTY-6 (over its budget it awaits its poison policy, judged as poison-ignored)
+        if st.ended_by_return(message) and st.counted_failures(message) > int(st.config["max_redeliveries"]):
+            continue  # req: KS-RTY-6 (returns_as_failures: its returns used up its budget, it may await poisoning)
+        if slot_mate_explains(st, key):
+            continue
+        if st.buckets and bucket_explains(st, message):
+            continue
+        if not st.buckets and message.entry is not None and batch_explains(st, message):
+            continue  # req: KS-BKT-10 (a key-based batch goes whole)
+        eligible = [m for m in st.members.values() if accepts(m.filters, key)]
+        marker = (head, st.state_version)
+        if not eligible and st.members:
+            if st.lookahead and not ready:
+                continue  # req: KS-ISO-3 (under the look-ahead, reading waits for a member that can take one)
+            if marker not in st._idle_reported:
+                st._idle_reported.add(marker)
+                filters.report_unfiltered(st, message, op)
+            continue
+        able = [m for m in eligible if has_room(st, m)]
+        if fixed_target and (not eligible or len(able) < len(eligible)):
+            continue
+        if not fixed_target and not able:
+            continue
+        if marker in st._idle_reported:
+            continue
+        st._idle_reported.add(marker)
+        if message.restored_seq is not None:
+            cursor.report_restart_skip(st, message, op.seq)
+            continue
+        if delayed_before is not None or message.deliver_at is not None:
+            ordering.report_delay_wait(st, message, delayed_before, op.seq)
+            continue
+        # req: KS-ISO-1, KS-GEN-6, KS-ISO-2
+        shown = [(m.name, len(m.outstanding), m.capacity if m.permits is None else m.permits) for m in able or eligible]
+        lookahead = (waiting, lookahead_of(st)) if st.lookahead else None
+        parked = st._parked_below(head) if st.park_after else None
+        heartbeat = ("tick" if op.kind == "tick" else "read") if st.heartbeat_reads else None
+        st._report(
+            "idle-while-ready",
+            op.seq,
+            [message.publish_seq, op.seq],
+            idle_while_ready(
+                *message.facts,
+                window,
+                shown,
+                not fixed_target,
+                op.seq,
+                lookahead,
+                permits=st.permits,
+                parked=parked,
+                heartbeat=heartbeat,
+            ),
+        )
+
+
+def due_head(st: CheckerState, unresolved: Iterable[int]) -> tuple[int | None, int | None]:
+    """(the key's first unresolved message that holds its place in its order, the first delayed one not yet due
+    before it) (KS-ORD-6). No head when a delayed message is past its due tick but within the slack: the
+    dispatcher may see it due or not yet, and either way it could be right to wait (KS-GEN-9)."""
+    skipped = None
+    for offset in unresolved:
+        message = st.messages[offset]
+        if message.outstanding is not None or not st.not_due(message):
+            return offset, skipped
+        if message.deliver_at is not None and st.now >= message.deliver_at:
+            return None, skipped  # due, perhaps not seen as due yet (timer_slack)
+        if skipped is None:
+            skipped = offset
+    return None, skipped
+
+
+def may_still_retry(st: CheckerState, message: Message) -> bool:
+    """True while a retrying message may still be waiting for its back-off: not ready yet, or (with
+    `timer_slack = s`) ready for fewer than s ticks (KS-RTY-4, KS-GEN-9)."""
+    if not message.retrying:
+        return False
+    if not message.ready:
+        return True
+    return st.now < message.ready_tick + st.timer_slack
+
+
+def has_room(st: CheckerState, member: Incarnation) -> bool:
+    """Connected, and below capacity or (`flow_control = "permits"`) holding a permit (KS-FLW-1, KS-FLW-4)."""
+    if not member.connected or member.unacked_blocked_seq is not None:
+        return False  # req: KS-FLW-1 (with max_unacked, blocked until half of the limit is acked)
+    return len(member.outstanding) < member.capacity if member.permits is None else member.permits > 0
+
+
+def lookahead_of(st: CheckerState) -> int:
+    return lookahead_limit(st.config, len(st.members))
+
+
+def read_bound(st: CheckerState, heartbeat: bool = False) -> Callable[[int], int | None]:
+    """A test of whether an offset must have been read by now: None if not, else what bounds it (the unresolved
+    or, under the look-ahead, the waiting messages before it).
+
+    Window: the `window` smallest unresolved offsets (KS-ISO-2). Look-ahead: an offset that fewer than L earlier
+    messages wait before (unresolved, not outstanding): a dispatcher that stopped reading before it stopped
+    with fewer than L waiting, against KS-ISO-3. With `read_trigger = "heartbeat"`, outside a tick (and unless
+    `heartbeat`) only offsets below `read_below` must have been read (KS-GEN-8).
+    """
+    bound = read_bound_alone(st)
+    op = st.op
+    if not st.heartbeat_reads or heartbeat or (op is not None and op.kind == "tick"):
+        return bound
+    read_below = st.read_below
+
+    def read_by_a_heartbeat(offset: int) -> int | None:
+        return bound(offset) if offset < read_below else None  # req: KS-GEN-8
+
+    return read_by_a_heartbeat
+
+
+def read_bound_alone(st: CheckerState) -> Callable[[int], int | None]:
+    """`_read_bound` as if every op ended with a read (`read_trigger = "every-op"`)."""
+    if not st.lookahead:
+        window = int(st.config["window"])
+
+        def in_window(offset: int) -> int | None:
+            below = st.unresolved.rank(offset) - st._parked_below(offset)  # req: KS-ISO-4
+            return below if below <= window else None
+
+        return in_window
+    limit = lookahead_of(st)
+    outstanding = sorted(
+        {d.offset for m in (*st.members.values(), *st._phantoms.values()) for d in m.outstanding.values()}
+    )
+
+    def in_lookahead(offset: int) -> int | None:
+        unresolved_before = st.unresolved.rank(offset) - (1 if offset in st.unresolved else 0)
+        waiting = unresolved_before - bisect_left(outstanding, offset) - st._parked_below(offset)  # KS-ISO-4
+        return waiting if waiting < limit else None
+
+    return in_lookahead
+
+
+def slot_mate_explains(st: CheckerState, key: str) -> bool:
+    """With hash-granularity draining (KS-DRN-3): another key of the same slot may hold this one back.
+
+    A slot-mate explains a hold when it awaits redelivery, is blocked, or holds an outstanding delivery that may
+    sit at another consumer than the slot's target: one from an earlier epoch (the target may have moved since), or
+    any one while members have filters (keys of one slot may then have different targets). A slot-mate delivered
+    in this epoch without filters is at the slot's target (KS-ASN-1), so it explains nothing.
+    """
+    if st.config["drain_granularity"] != "hash" or st.config["selector"] not in SLOT_SELECTORS:
+        return False
+    selector = str(st.config["selector"])
+    slot = slot_of(selector, key)
+    filtered = any(m.filters for m in st.members.values())
+    for other in st._keys_of_slot.get(slot, ()):
+        if other == key:
+            continue
+        mate = st.keys.get(other)
+        if mate is None:
+            continue  # at rest: nothing blocked, awaiting or outstanding
+        if mate.blocked or mate.awaiting:
+            return True  # req: KS-DRN-3
+        if any(filtered or delivery.epoch < st.epoch for delivery in mate.outstanding.values()):
+            return True  # req: KS-DRN-3
+    return False
+
+
+def bucket_explains(st: CheckerState, message: Message) -> bool:
+    """Selector `buckets`: what may hold a message that nothing else holds (KS-ISO-1): its bucket withheld, or
+    still held by an owner of an earlier epoch (KS-BKT-4); an ancestor segment with an unresolved message of its
+    segment's range (KS-BKT-5); or its batch, which goes whole from its first undelivered message (KS-BKT-10): a
+    later message of it waits for that one, and the batch waits while a message of it cannot go."""
+    if message.segment is None or message.bucket is None:
+        return True
+    bucket = (message.segment, message.bucket)
+    if bucket in st.withheld_buckets:
+        return True
+    if any(d.epoch < st.epoch for d in st.bucket_outstanding.get(bucket, {}).values()):
+        return True
+    segment = st.segments.get(message.segment)
+    if segment is None:
+        return True
+    for _, earlier in st.ancestors_unresolved(segment):
+        if earlier.hash is None or segment.lo <= earlier.hash >> 16 <= segment.hi:
+            return True
+    return batch_explains(st, message)
+
+
+def batch_explains(st: CheckerState, message: Message) -> bool:
+    """KS-BKT-10: a message of a batch goes with its batch's first undelivered message, and the batch waits while
+    a message of it cannot go (an earlier message of its key unresolved, outstanding, awaiting or blocked)."""
+    if message.entry is None:
+        return False
+    op = st.op
+    if op is not None and op.published is not None and st.messages[op.published].entry == message.entry:
+        return True  # a trace file gives each message of a batch its own publish op: the batch may go on
+    if not st.buckets:
+        return False  # a key-based batch: its other messages are of its key, whose state the caller judged
+    mates = st.batches.get(message.entry, [])
+    undelivered = [o for o in mates if o in st.unresolved and not st.messages[o].delivered_since_restart]
+    if not undelivered or undelivered[0] != message.offset:
+        return True  # a later message of the batch goes with its first (exempt from capacity and window)
+    for offset in undelivered[1:]:
+        state = st._key(st.messages[offset].key)
+        if state.unresolved.first() != offset or state.outstanding or state.awaiting or state.blocked:
+            return True
+    return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ks_conformance import explain
 from ks_conformance.explain import (
     Explained,
     disconnected,
@@ -15,7 +16,7 @@ from ks_conformance.explain import (
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Incarnation, OpState
+    from ks_conformance.checks.records import Incarnation, Message, OpState
     from ks_conformance.checks.state import CheckerState
 
 INACTIVE_DELIVERY = define(
@@ -201,3 +202,51 @@ def report_reconnect_ignored(st: CheckerState, incarnation: Incarnation, seq: in
         [incarnation.disconnected_seq, incarnation.reconnected_seq, seq],
         reconnect_ignored(incarnation.name, incarnation.disconnected_seq, incarnation.reconnected_seq, what),
     )
+
+
+def check_inactive_delivery(
+    st: CheckerState, message: Message, seq: int, incarnation: Incarnation | None, name: str
+) -> None:
+    """KS-MEM-3 at a delivery: only a connected member receives anything."""
+    if incarnation is None or st._offline:  # a member is disconnected
+        st._exercise("inactive-delivery")
+    if incarnation is None:
+        ended = st.left.get(name)
+        st._report(
+            "inactive-delivery",
+            seq,
+            [ended, seq],
+            inactive_delivery_to_non_member(*message.facts, name, ended, seq),
+        )
+    elif not incarnation.connected:
+        st._report(
+            "inactive-delivery",
+            seq,
+            [incarnation.disconnected_seq, seq],
+            inactive_delivery_to_disconnected(*message.facts, name, incarnation.disconnected_seq, seq),
+        )
+
+
+def check_eviction(st: CheckerState, name: str, incarnation: Incarnation | None, seq: int) -> None:
+    """KS-MEM-2 at a `consumer_evicted`: the member was disconnected for `evict_after` ticks (and did not reconnect,
+    KS-MEM-4)."""
+    evict_after = int(st.config["evict_after"])
+    st._exercise("premature-eviction")
+    why = ""
+    if incarnation is not None and incarnation.reconnected_seq is not None:
+        report_reconnect_ignored(st, incarnation, seq, explain.evicted_at(name, st.now, seq))
+    elif incarnation is None:
+        why = explain.not_a_member(name)
+    elif incarnation.connected:
+        why = explain.still_connected(name)
+    elif evict_after == 0:
+        why = explain.EVICTION_DISABLED
+    elif st.now < incarnation.disconnected_at + evict_after:
+        why = explain.eviction_not_due(incarnation.disconnected_at, evict_after, st.now)
+    if why:
+        st._report(
+            "premature-eviction",
+            seq,
+            [incarnation.disconnected_seq if incarnation else None, seq],
+            premature_eviction(name, st.now, why, seq),
+        )

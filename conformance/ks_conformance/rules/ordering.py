@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from itertools import takewhile
 from typing import TYPE_CHECKING
 
 from ks_conformance.explain import Explained, delayed_clause, message_clause
 from ks_conformance.rules.registry import NO_DELAY, Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Message
+    from ks_conformance.checks.records import KeyState, Message, OrderedOffsets
     from ks_conformance.checks.state import CheckerState
 
 KEY_REORDER = define(
@@ -204,4 +205,69 @@ def check_due(st: CheckerState, message: Message, seq: int) -> None:
             seq,
             [message.publish_seq, seq],
             delivered_before_due(*message.facts, deliver_at, st.now, seq),
+        )
+
+
+def first_in_order(st: CheckerState, offsets: OrderedOffsets, before: int) -> int | None:
+    """The first of `offsets` below `before` that holds its place in its key's order (KS-ORD-6): a delayed
+    message not yet due is left out (an ordinary one always counts, so without delays this is `first()`)."""
+    if not st.delays_seen:
+        return offsets.first()
+    return next((o for o in takewhile(lambda o: o < before, offsets) if st.counts_for_order(o)), None)
+
+
+def earlier_in_order(st: CheckerState, offsets: OrderedOffsets, offset: int) -> int | None:
+    """The first of `offsets` that holds its place before `offset` in its key's order, if any."""
+    earlier = first_in_order(st, offsets, offset)
+    return earlier if earlier is not None and earlier < offset else None
+
+
+def check_key_reorder(st: CheckerState, message: Message, state: KeyState, seq: int, first: bool) -> None:
+    """KS-ORD-1 at a first delivery: no earlier message of its key is still undelivered."""
+    if not first or earlier_in_order(st, state.unresolved, message.offset) is None:
+        return
+    st._exercise("key-reorder")
+    earlier = earlier_in_order(st, state.undelivered, message.offset)
+    if earlier is not None:
+        previous = st.messages[earlier]
+        st._report(
+            "key-reorder",
+            seq,
+            [previous.publish_seq, message.publish_seq, seq],
+            key_reorder(*message.facts, earlier, previous.publish_seq, seq),
+        )
+
+
+def check_strict_overlap(st: CheckerState, message: Message, state: KeyState, seq: int) -> None:
+    """KS-ORD-2 (strict profile) at a delivery: no earlier message of its key is unresolved."""
+    if st.profile != "strict":
+        return
+    offset = message.offset
+    others = len(state.unresolved) - (1 if offset in state.unresolved else 0)
+    if others > 0:
+        st._exercise("strict-overlap")
+    earliest = earlier_in_order(st, state.unresolved, offset)
+    if earliest is not None:
+        previous = st.messages[earliest]
+        st._report(
+            "strict-overlap",
+            seq,
+            [previous.publish_seq, seq],
+            strict_overlap(*message.facts, earliest, previous.publish_seq, seq),
+        )
+
+
+def check_retry_overtaken(st: CheckerState, message: Message, state: KeyState, seq: int) -> None:
+    """KS-ORD-3 at a delivery: no earlier message of its key is awaiting its retry."""
+    if st.best_effort:
+        return
+    awaiting = [o for o in state.awaiting if o < message.offset]
+    if awaiting:
+        st._exercise("retry-overtaken")
+        waiting = st.messages[min(awaiting)]
+        st._report(
+            "retry-overtaken",
+            seq,
+            [waiting.awaiting_seq, seq],
+            retry_overtaken(*message.facts, waiting.offset, waiting.publish_seq, waiting.awaiting_seq, seq),
         )

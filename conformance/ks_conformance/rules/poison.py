@@ -8,7 +8,7 @@ from ks_conformance.explain import Explained, blocked_its_key, delivered_since_r
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.records import KeyState, Message, OpState
     from ks_conformance.checks.state import CheckerState
 
 BLOCKED_KEY_LEAK = define(
@@ -191,3 +191,33 @@ def report_early_block(st: CheckerState, message: Message, seq: int, maximum: in
         [*message.failure_seqs, seq],
         unjustified_block(*message.facts, message.failures, maximum, seq),
     )
+
+
+def check_blocked_key_leak(st: CheckerState, message: Message, state: KeyState, seq: int) -> None:
+    """KS-POI-3 at a delivery: nothing of a blocked key is delivered."""
+    if st.best_effort or not state.blocked:
+        return
+    blocked = st.messages[min(state.blocked)]
+    st._report(
+        "blocked-key-leak",
+        seq,
+        [blocked.blocked_seq, seq],
+        blocked_key_leak(*message.facts, blocked.offset, blocked.publish_seq, blocked.blocked_seq, seq),
+    )
+
+
+def check_dead_letter_record(st: CheckerState, message: Message, attempt: int, reason: str, seq: int) -> None:
+    """KS-POI-2 at a `dead_letter`: it records the message's last attempt and the reason of its last failure."""
+    st._exercise("dead-letter-mismatch")
+    # `left`: a system that counts returns names the leave that ended the last delivery (judged return-counted)
+    left = reason == "left" and message.returns > 0 and message.returned_delivery_seq == message.last_delivery_seq
+    if attempt != message.deliveries or (reason != message.last_failure and not left):
+        last_failure = message.failure_seqs[-1] if message.failure_seqs else None
+        st._report(
+            "dead-letter-mismatch",
+            seq,
+            [last_failure, seq],
+            dead_letter_mismatch(
+                *message.facts, message.deliveries, message.last_failure, last_failure, attempt, reason, seq
+            ),
+        )

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ks_conformance import explain
+from ks_conformance.checks.selectors import BEST_EFFORT_DROPS
 from ks_conformance.explain import Explained, message_clause, resolved_as
+from ks_conformance.rules import retries
 from ks_conformance.rules.registry import NO_REDELIVERY, Scope, Stage, define, need
 
 if TYPE_CHECKING:
@@ -156,3 +159,92 @@ def resolve(st: CheckerState, message: Message, resolution: str, seq: int) -> No
         return
     st._end_delivery(message)
     st._resolve_silently(message, resolution, seq)
+
+
+def check_duplicate(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-RES-2 at a delivery: a resolved message, or one still outstanding, is not delivered again."""
+    if message.delivered_ever:
+        st._exercise("duplicate")
+    if message.resolved:
+        st._report(
+            "duplicate",
+            seq,
+            [message.resolution_seq, seq],
+            duplicate_resolved(*message.facts, message.resolution, message.resolution_seq, seq),
+        )
+    elif message.outstanding is not None:
+        d = message.outstanding
+        st._report(
+            "duplicate",
+            seq,
+            [d.seq, seq],
+            duplicate_outstanding(*message.facts, d.holder.name, d.seq, seq),
+        )
+
+
+def poison_why(st: CheckerState, message: Message, policy: str) -> str:
+    """Why resolving a message as poison the `policy` way is unjustified (KS-RES-1), or "" if it is not."""
+    maximum = int(st.config["max_redeliveries"])
+    if st.config["poison_policy"] != policy:
+        return explain.wrong_poison_policy(st.config["poison_policy"], policy)
+    if message.failures <= maximum:
+        return explain.not_over_budget(message.failures, maximum)
+    return ""
+
+
+def check_drop(st: CheckerState, message: Message, reason: str, seq: int) -> None:
+    """KS-RES-1 at a `drop`: its reason holds (poison over budget under the drop policy, an operator's skip of its
+    key, a best-effort reason under best effort), and nobody holds the message."""
+    st._exercise("unjustified-resolution")
+    why = ""
+    if reason == "poison":
+        why = poison_why(st, message, "drop")
+    elif reason == "operator":
+        op = st.op
+        if op is None or op.kind != "key_skipped" or op.key != message.key:
+            why = explain.NO_OPERATOR_SKIP
+    elif reason in BEST_EFFORT_DROPS and not st.best_effort:
+        why = explain.best_effort_reason(reason)
+    if not why and message.outstanding is not None and not st.best_effort:
+        why = explain.delivery_outstanding(message.outstanding.holder.name, message.outstanding.seq)
+    if reason == "poison":
+        st._exercise("return-counted")
+    if why and reason == "poison" and retries.returns_counted(st, message, seq, "drop"):
+        why = ""
+    if why:
+        st._report(
+            "unjustified-resolution",
+            seq,
+            [seq],
+            unjustified_resolution_drop(*message.facts, reason, why, seq),
+        )
+
+
+def check_dead_letter(st: CheckerState, message: Message, seq: int) -> None:
+    """KS-RES-1 at a `dead_letter`: the poison policy is dead-letter, the message is over its budget, and nobody
+    holds it."""
+    maximum = int(st.config["max_redeliveries"])
+    st._exercise("unjustified-resolution")
+    why = poison_why(st, message, "dead-letter")
+    if not why and message.outstanding is not None:
+        why = explain.delivery_outstanding(message.outstanding.holder.name, message.outstanding.seq)
+    st._exercise("return-counted")
+    if why and message.failures <= maximum and retries.returns_counted(st, message, seq, "dead_letter"):
+        why = ""
+    if why:
+        st._report(
+            "unjustified-resolution",
+            seq,
+            [seq],
+            unjustified_resolution_dead_letter(*message.facts, why, seq),
+        )
+
+
+def report_undeclared_outcome(st: CheckerState, message: Message, name: str, declared: bool, seq: int) -> None:
+    """KS-RES-1 at an `outcome` the adapter did not declare as one of the spec's resolutions: a loss."""
+    st._report(
+        "unjustified-outcome",
+        seq,
+        [message.publish_seq, seq],
+        unjustified_outcome(*message.facts, name, declared, seq),
+    )

@@ -24,7 +24,7 @@ from ks_conformance.explain import (
 from ks_conformance.rules.registry import NO_REDELIVERY, Abilities, Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Message, OpState
+    from ks_conformance.checks.records import Delivery, Message, OpState
     from ks_conformance.checks.state import CheckerState
 
 
@@ -609,3 +609,75 @@ def returns_counted(st: CheckerState, message: Message, seq: int, event: explain
         return_counted(*message.facts, message.failures, message.returns, message.return_seq, maximum, event, seq),
     )
     return True
+
+
+def check_zombie_extension(
+    st: CheckerState, message: Message, name: str, delivery: Delivery | None, op: OpState, seq: int
+) -> bool:
+    """KS-RTY-9 at an `extended`: only the delivery the consumer holds now is extended. True if the extension
+    answered a delivery that already ended (reported; the state is left as it was)."""
+    current = message.outstanding
+    if delivery is not None and current is delivery:
+        return False
+    holder, holder_seq = (current.holder.name, current.seq) if current is not None else (None, None)
+    st._report(
+        "zombie-extension",
+        seq,
+        [op.seq, seq],
+        zombie_extension(*message.facts, name, op.seq, holder, holder_seq, seq),
+    )
+    return True
+
+
+def check_nack_by_holder(st: CheckerState, message: Message, name: str, holds: bool, seq: int) -> None:
+    """KS-RTY-1 at an accepted `nack`: it came from the consumer that holds the delivery (the handler sends an
+    answer a seek cut to KS-CUR-11's check instead)."""
+    if holds:
+        st._exercise("holder-nack-ignored")
+    else:
+        st._exercise("stale-nack-accepted")
+        st._report(
+            "stale-nack-accepted",
+            seq,
+            [message.last_delivery_seq, seq],
+            stale_nack_accepted(*message.facts, message.last_delivery_seq, name, seq),
+        )
+
+
+def check_timeout(st: CheckerState, message: Message, name: str, seq: int) -> None:
+    """KS-RTY-2 and KS-RTY-8 at a `timeout`: the consumer held the delivery and its timeout (or the deadline an
+    extension moved it to) was due."""
+    timeout = int(st.config["ack_timeout"])
+    delivery = message.outstanding
+    at_consumer = delivery is not None and delivery.holder.name == name
+    if at_consumer and delivery is not None and delivery.deadline is not None and timeout > 0:
+        # req: KS-RTY-8 (an extended delivery times out at its new deadline, not before)
+        if delivery.deadline != delivery.tick + timeout:
+            st._exercise("extended-timeout-early")  # the extension really moved it
+        if st.now < delivery.deadline:
+            st._report(
+                "extended-timeout-early",
+                seq,
+                [delivery.seq, delivery.extended_seq or delivery.seq, seq],
+                extended_timeout_early(
+                    *message.facts, name, delivery.seq, delivery.extended_seq, delivery.deadline, st.now, seq
+                ),
+            )
+        return
+    # req: KS-RTY-2
+    st._exercise("premature-timeout")
+    why = ""
+    if timeout == 0:
+        why = explain.TIMEOUTS_DISABLED
+    elif not at_consumer:
+        why = explain.not_outstanding_at(message.offset, name)
+    elif delivery is not None and st.now < delivery.tick + timeout:
+        why = explain.timeout_not_due(delivery.tick, timeout)
+    if why:
+        holder, holder_seq = (delivery.holder.name, delivery.seq) if delivery is not None else (None, None)
+        st._report(
+            "premature-timeout",
+            seq,
+            [holder_seq, seq],
+            premature_timeout(*message.facts, holder, holder_seq, name, st.now, why, seq),
+        )
