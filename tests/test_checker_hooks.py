@@ -53,6 +53,23 @@ def test_hooked_checks_see_each_delivery_op_end_and_quiescent_point() -> None:
     assert ("quiescent", 0) in seen
 
 
+def test_a_check_of_an_event_kind_runs_before_its_handler() -> None:
+    seen: list[tuple[int, bool]] = []
+
+    def before_ack(st: Any, event: dict[str, Any]) -> None:
+        seen.append((int(event["offset"]), st.messages[int(event["offset"])].resolved))
+
+    t = TraceBuilder(profile="owner", selector="ring").add("c1", capacity=2)
+    t.deliver(t.publish("k"), "c1")
+    t.ack(0, "c1")
+    hooks.EVENT_CHECKS.setdefault("ack", []).append(before_ack)
+    try:
+        check_events(t.events)
+    finally:
+        hooks.EVENT_CHECKS["ack"].remove(before_ack)
+    assert seen == [(0, False)]  # once, for the one ack, before the ack resolved the message
+
+
 def test_the_batch_check_is_registered_at_deliveries() -> None:
     """KS-BKT-10's check is the first rule that joins through a hook: it is registered, from its rule's module."""
     assert any(check.__module__ == "ks_conformance.rules.buckets" for check in hooks.DELIVERY_CHECKS)

@@ -38,6 +38,7 @@ from ks_spec.trace import OP_EVENTS
 
 from ks_conformance import rules
 from ks_conformance.checks import buckets, delivery, end_of_op, membership, quiescence, resolution
+from ks_conformance.checks.hooks import EVENT_CHECKS
 from ks_conformance.checks.records import Incarnation, Message, Problem
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, CheckerState, Event, phase_of
 
@@ -104,6 +105,9 @@ class Checker(CheckerState):
         if handler is None:
             self._problem(seq, f"event kind {kind!r} is unknown to the checker")
             return
+        if kind in EVENT_CHECKS:
+            for check in EVENT_CHECKS[kind]:
+                check(self, event)
         handler(self, event)
 
 
