@@ -98,3 +98,18 @@ def test_with_partial_a_trace_the_parallel_passes_cannot_judge_is_unknown_with_t
     assert result.verdict.value == "unknown" and result.counts == {}
     ((seq, reason),) = result.problems
     assert seq == 0 and "without --partial" in reason
+
+
+def test_with_partial_a_trace_with_spec_1_7_events_is_unknown_with_the_reason(spark: Any, tmp_path: Path) -> None:
+    """The parallel passes predate the zombie ops (KS-ACK-3): on such a trace they named the finding
+    stale-ack-accepted where the checker says zombie-accepted, so they refuse it instead of judging it wrong."""
+    from ks_spark.validation.validator import validate
+
+    bad, _ = dict((case[0], case[2]) for case in ALL_CASES if case[1] == 0)["zombie-accepted"]
+    events = bad().events
+    assert any(event["event"] in ("zombie_ack", "zombie_nack") for event in events)
+    write_trace(events, tmp_path / "trace.jsonl")
+    result = validate(spark, str(tmp_path / "trace.jsonl"), partial=True)
+    assert result.verdict.value == "unknown" and result.counts == {}
+    ((seq, reason),) = result.problems
+    assert seq == 0 and "zombie_" in reason and "without --partial" in reason

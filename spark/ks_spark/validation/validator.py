@@ -245,6 +245,27 @@ def unsupported_semantics(config: Mapping[str, Any], declared: Mapping[str, Any]
     )
 
 
+PARTIAL_PREDATES = ("zombie_ack", "zombie_nack", "publish_delayed", "seek", "extend", "extended", "extend_ignored")
+"""Event kinds of spec 1.7 (zombie results, delayed messages, seeks, lease extensions) that the parallel passes
+predate: they would misname or invent findings on a trace that has them."""
+
+
+def newer_vocabulary(events: DataFrame, config: Mapping[str, Any]) -> str | None:
+    """Why the parallel passes cannot judge this trace because it uses spec 1.7 vocabulary they predate (the kinds
+    of PARTIAL_PREDATES, or key-based batches outside the `buckets` selector), or None. One scan of the event
+    column."""
+    from pyspark.sql import functions as F
+
+    kinds = [*PARTIAL_PREDATES, *(() if config.get("selector") == "buckets" else ("publish_entry",))]
+    found = sorted(row[0] for row in events.where(F.col("event").isin(kinds)).select("event").distinct().collect())
+    if not found:
+        return None
+    return (
+        f"the trace has {', '.join(repr(kind) for kind in found)} events (spec 1.7), which the parallel passes "
+        "predate: judge it without --partial (the one-task pass judges them) or with keyshared check-trace"
+    )
+
+
 def _judge(
     session: SparkSession,
     source: TraceSource,
@@ -278,7 +299,9 @@ def _judge(
         sequence.unpersist()
         _judge_in_one_task(raw_events, result, catalogue.applicable(timeline.config), witnesses, say, everything)
         return
-    unsupported = unsupported_semantics(timeline.config, timeline.declared)
+    unsupported = unsupported_semantics(timeline.config, timeline.declared) or newer_vocabulary(
+        raw_events, timeline.config
+    )
     if unsupported is not None:  # the parallel passes would judge it by other rules: no verdict
         result.problems = [(0, unsupported)]
         result.verdict = Verdict.UNKNOWN
