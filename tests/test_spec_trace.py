@@ -87,6 +87,20 @@ def test_checker_kinds_are_the_catalogue_rows_and_indirect_says_why() -> None:
     assert traceability.trace("KS-ORD-4").indirect
 
 
+def test_each_checker_rule_names_the_functions_that_report_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: a rule's check lives in its rule's module; `spec trace` shows where each kind is reported."""
+    chain = traceability.trace("KS-FLW-1")
+    (capacity,) = [c for c in chain.checks if c.name == "capacity-overrun"]
+    assert any(
+        site.startswith("conformance/ks_conformance/rules/flow.py:") and site.endswith(" check_capacity")
+        for site in capacity.reported_at
+    )
+    unreported = [rule.name for rule in RULES if not traceability.report_sites().get(rule.name)]
+    assert not unreported  # every registered rule is reported somewhere in the kit, by its name
+    assert main(["spec", "trace", "KS-FLW-1"]) == 0
+    assert "reported at conformance/ks_conformance/rules/flow.py:" in capsys.readouterr().out
+
+
 def test_conformance_mutants_follow_their_declared_must_and_may_sets() -> None:
     from conformance_mutants import BY_NAME
 

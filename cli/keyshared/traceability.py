@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,6 @@ from keyshared import exit_codes
 
 REFERENCE_DIR = paths.REPO_ROOT / "reference" / "ks_reference"
 TESTS_DIR = paths.REPO_ROOT / "tests"
-CONFORMANCE_MUTANTS = TESTS_DIR / "conformance_mutants" / "__init__.py"
 BATCH_MUTANTS = TESTS_DIR / "spark_support" / "dispatcher_mutants.py"
 VECTORS_DIR = paths.SPEC_DIR / "vectors"
 RULES_DIR = "conformance/ks_conformance/rules"
@@ -92,6 +92,8 @@ class AnomalyCheck:
     condition: str
     module: str
     """The file of the rule registry that defines it."""
+    reported_at: tuple[str, ...] = ()
+    """Where the checker reports it: `file:line function` of each `_report` naming it."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,58 @@ def model_links(requirement: str, chain: Chain) -> None:
     ]
 
 
+def _own_nodes(function: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of a function's body, leaving out those of the functions defined inside it (they count alone)."""
+    found: list[ast.AST] = []
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+REPORTERS = frozenset({"_report", "harness_anomaly", "Anomaly"})
+"""The calls that report an anomaly by name: the checker's, the harness's, and the suite's own anomalies."""
+
+
+@cache
+def report_sites() -> dict[str, list[str]]:
+    """Per anomaly name, every place the kit reports it (`st._report("name", ...)`, `harness_anomaly(...)`,
+    `Anomaly(...)`; an f-string name such as `f"holder-{what}-ignored"` matches each name it can form), as
+    `file:line function`, read from the source of ks_conformance."""
+    from ks_conformance.rules import RULES
+
+    names = [rule.name for rule in RULES]
+    sites: dict[str, list[str]] = {}
+    kit = paths.REPO_ROOT / "conformance" / "ks_conformance"
+    for path in sorted(kit.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in (node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)):
+            for call in (node for node in _own_nodes(function) if isinstance(node, ast.Call)):
+                called = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+                if called not in REPORTERS or not call.args:
+                    continue
+                place = f"{path.relative_to(paths.REPO_ROOT)}:{call.lineno} {function.name}"
+                for name in _names_formed(call.args[0], names):
+                    sites.setdefault(name, []).append(place)
+    return sites
+
+
+def _names_formed(argument: ast.expr, names: list[str]) -> list[str]:
+    """The anomaly names an argument can be: a string literal, or an f-string's pattern matched against `names`."""
+    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        return [argument.value] if argument.value in names else []
+    if isinstance(argument, ast.JoinedStr):
+        pattern = "".join(
+            re.escape(str(part.value)) if isinstance(part, ast.Constant) else "[a-z]+" for part in argument.values
+        )
+        return [name for name in names if re.fullmatch(pattern, name)]
+    return []
+
+
 def checker_links(requirement: str, chain: Chain) -> None:
     """The registry's rules for the requirement, or why it has none of its own."""
     from ks_conformance import rules
@@ -226,6 +280,7 @@ def checker_links(requirement: str, chain: Chain) -> None:
             STAGE_WORDS.get(rule.stage.value, rule.stage.value),
             rule.condition,
             f"{RULES_DIR}/{rule.module}.py",
+            tuple(report_sites().get(rule.name, ())),
         )
         for rule in rules.rules_of(requirement)
     ]
@@ -383,7 +438,9 @@ def render(chain: Chain) -> str:
     lines.append("reference (# req: comments in reference/ks_reference)")
     lines += [f"  {place}  {place.text}" for place in chain.reference] or ["  none"]
     lines.append(f"checker rules ({RULES_DIR})")
-    lines += [f"  {check.name} ({check.stage}, {check.module}): {check.condition}" for check in chain.checks]
+    for check in chain.checks:
+        lines.append(f"  {check.name} ({check.stage}, {check.module}): {check.condition}")
+        lines += _wrapped(f"reported at {', '.join(check.reported_at) or '(no literal site)'}", "    ")
     if chain.indirect:
         lines += _wrapped(f"no check of its own: {chain.indirect}", "  ")
     if not chain.checks and not chain.indirect:
