@@ -30,6 +30,14 @@ class Forgetful(Checker):
     """Archives every settled message at once (a chunk is one offset) and rests every emptied key."""
 
     archive_chunk = 1
+    settle_every = 1
+
+
+class Sparse(Checker):
+    """Archives at once too, but settles only every third op (the default checker settles every 64th)."""
+
+    archive_chunk = 1
+    settle_every = 3
 
 
 class Hoarder(Checker):
@@ -53,7 +61,9 @@ def judged(checker: Checker, events: Iterable[Event]) -> dict[str, Any]:
 
 def assert_same_judgment(events: list[Event]) -> Forgetful:
     forgetful = Forgetful()
-    assert judged(forgetful, events) == judged(Hoarder(), events)
+    kept = judged(Hoarder(), events)
+    assert judged(forgetful, events) == kept
+    assert judged(Sparse(), events) == kept
     return forgetful
 
 

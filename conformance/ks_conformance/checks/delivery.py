@@ -4,10 +4,22 @@
 
 from __future__ import annotations
 
-from ks_conformance import explain, rules
+from ks_conformance import explain
 from ks_conformance.checks.hooks import DELIVERY_CHECKS
 from ks_conformance.checks.records import Delivery, Incarnation, KeyState, Message
 from ks_conformance.checks.state import CheckerState, Event
+from ks_conformance.rules.assignment import check_assignment
+from ks_conformance.rules.best_effort import check_best_effort_outcome
+from ks_conformance.rules.buckets import check_bucket_delivery, check_checkpoint_resurrected
+from ks_conformance.rules.cursor import check_resurrected, check_seek_resurrected
+from ks_conformance.rules.draining import check_draining_hold, check_split_owner
+from ks_conformance.rules.filters import check_filter_violation
+from ks_conformance.rules.flow import check_capacity, check_flow, check_overtaken_hold, check_unacked_limit
+from ks_conformance.rules.leaving import check_inactive_delivery, report_reconnect_ignored
+from ks_conformance.rules.ordering import check_due, check_key_reorder, check_retry_overtaken, check_strict_overlap
+from ks_conformance.rules.poison import check_blocked_key_leak
+from ks_conformance.rules.resolutions import check_duplicate
+from ks_conformance.rules.retries import check_attempt, check_retry
 
 
 def on_deliver(st: CheckerState, event: Event) -> None:
@@ -26,29 +38,29 @@ def on_deliver(st: CheckerState, event: Event) -> None:
         anew and run is not None and run.consumer == name and run.expected and run.expected[0] == message.offset
     )
     if message.deliver_at is not None:
-        rules.ordering.check_due(st, message, seq)
-    rules.ordering.check_key_reorder(st, message, state, seq, first)
-    rules.flow.check_overtaken_hold(st, message, state, seq, first)
-    rules.ordering.check_strict_overlap(st, message, state, seq)
-    rules.ordering.check_retry_overtaken(st, message, state, seq)
-    rules.draining.check_split_owner(st, message, state, seq, incarnation or st._phantoms.get(name), name)
-    rules.poison.check_blocked_key_leak(st, message, state, seq)
-    if not rules.cursor.check_seek_resurrected(st, message, seq):
-        rules.resolutions.check_duplicate(st, message, seq)
-        rules.cursor.check_resurrected(st, message, seq)
-        rules.buckets.check_checkpoint_resurrected(st, message, seq)
-    rules.filters.check_filter_violation(st, message, seq, incarnation)
-    rules.leaving.check_inactive_delivery(st, message, seq, incarnation, name)
-    rules.flow.check_unacked_limit(st, message, seq, incarnation)
-    rules.flow.check_capacity(st, message, seq, incarnation)
-    rules.flow.check_flow(st, message, seq, first)
-    rules.retries.check_attempt(st, message, seq, attempt)
-    rules.assignment.check_assignment(st, message, state, seq, incarnation, name)
-    rules.retries.check_retry(st, message, seq)
+        check_due(st, message, seq)
+    check_key_reorder(st, message, state, seq, first)
+    check_overtaken_hold(st, message, state, seq, first)
+    check_strict_overlap(st, message, state, seq)
+    check_retry_overtaken(st, message, state, seq)
+    check_split_owner(st, message, state, seq, incarnation or st._phantoms.get(name), name)
+    check_blocked_key_leak(st, message, state, seq)
+    if not check_seek_resurrected(st, message, seq):
+        check_duplicate(st, message, seq)
+        check_resurrected(st, message, seq)
+        check_checkpoint_resurrected(st, message, seq)
+    check_filter_violation(st, message, seq, incarnation)
+    check_inactive_delivery(st, message, seq, incarnation, name)
+    check_unacked_limit(st, message, seq, incarnation)
+    check_capacity(st, message, seq, incarnation)
+    check_flow(st, message, seq, first)
+    check_attempt(st, message, seq, attempt)
+    check_assignment(st, message, state, seq, incarnation, name)
+    check_retry(st, message, seq)
     if st.buckets and message.segment is not None:
-        rules.buckets.check_bucket_delivery(st, message, seq, incarnation, name)
+        check_bucket_delivery(st, message, seq, incarnation, name)
     if st.best_effort:
-        rules.best_effort.check_best_effort_outcome(st, message, seq)
+        check_best_effort_outcome(st, message, seq)
     for check in DELIVERY_CHECKS:
         check(st, message, event)
     if incarnation is None:
@@ -104,11 +116,9 @@ def on_held(st: CheckerState, event: Event) -> None:
     if event["reason"] == "inactive" and event.get("consumer") is not None:
         target = st.members.get(str(event["consumer"]))
         if target is not None and target.connected and target.reconnected_seq is not None:
-            rules.leaving.report_reconnect_ignored(
-                st, target, seq, explain.held_inactive(message.offset, target.name, seq)
-            )
+            report_reconnect_ignored(st, target, seq, explain.held_inactive(message.offset, target.name, seq))
     if event["reason"] == "draining":
         st._exercise("drain-stuck")
         if st.slots_by_hash:
             consumer = event.get("consumer")
-            rules.draining.check_draining_hold(st, message, None if consumer is None else str(consumer), seq)
+            check_draining_hold(st, message, None if consumer is None else str(consumer), seq)

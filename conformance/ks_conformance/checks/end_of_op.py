@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import heapq
 
-from ks_conformance import rules
 from ks_conformance.checks.hooks import END_OF_OP_CHECKS
 from ks_conformance.checks.records import OpState
 from ks_conformance.checks.state import CheckerState, Event
+from ks_conformance.rules.best_effort import check_outcome
+from ks_conformance.rules.buckets import entry_split_unfinished
+from ks_conformance.rules.cursor import check_persistence
+from ks_conformance.rules.isolation import check_idle, has_room, read_bound
+from ks_conformance.rules.leaving import after_phase_4
+from ks_conformance.rules.operations import phase_order
+from ks_conformance.rules.poison import check_skip
+from ks_conformance.rules.retries import after_phase_1, after_phase_2, check_extension_answered
 
 
 def open_op(st: CheckerState, kind: str, seq: int) -> None:
@@ -25,9 +32,7 @@ def close_op(st: CheckerState) -> None:
     if st.batch_run is not None:
         run, st.batch_run = st.batch_run, None
         # req: KS-BKT-10
-        unfinished = rules.buckets.entry_split_unfinished(
-            run.entry, run.first_offset, run.consumer, run.first_seq, run.expected
-        )
+        unfinished = entry_split_unfinished(run.entry, run.first_offset, run.consumer, run.first_seq, run.expected)
         st._batch_findings.append(([run.first_seq, st.last_seq], unfinished))
     for witness, explained in st._batch_findings:
         st._report("entry-split", st.last_seq, witness, explained)  # judged over the whole op (KS-BKT-10)
@@ -35,14 +40,14 @@ def close_op(st: CheckerState) -> None:
     if op.kind == "tick":
         advance_phase(st, 7)
     if op.kind == "key_skipped":
-        rules.poison.check_skip(st, op)
+        check_skip(st, op)
     if op.kind == "extend" and op.extension is not None and op.extension[2] is not None:
-        rules.retries.check_extension_answered(st, op)
+        check_extension_answered(st, op)
     if op.published is not None and st.best_effort:
-        rules.best_effort.check_outcome(st, op)
+        check_outcome(st, op)
     if op.kind not in ("config", "quiescent"):
-        rules.cursor.check_persistence(st, op)
-        rules.isolation.check_idle(st, op)
+        check_persistence(st, op)
+        check_idle(st, op)
         if st._delayed:
             st._note_delays_due()
         count_temptations(st)
@@ -51,7 +56,8 @@ def close_op(st: CheckerState) -> None:
     for check in END_OF_OP_CHECKS:
         check(st, op)
     st.op = None
-    st._settle()
+    if op.index % st.settle_every == 0:
+        st._settle()
 
 
 def count_temptations(st: CheckerState) -> None:
@@ -121,7 +127,7 @@ def tick_phase(st: CheckerState, event: Event, phase: int) -> None:
             "phase-order",
             seq,
             [op.phase_event_seq, seq],
-            rules.operations.phase_order(op.seq, phase, str(event["event"]), seq, op.phase, op.phase_event_seq),
+            phase_order(op.seq, phase, str(event["event"]), seq, op.phase, op.phase_event_seq),
         )
         return
     advance_phase(st, phase)
@@ -135,12 +141,12 @@ def advance_phase(st: CheckerState, phase: int) -> None:
     assert op is not None
     current = op.phase
     if current < 2 <= phase:
-        rules.retries.after_phase_1(st, op)
+        after_phase_1(st, op)
     if current < 3 <= phase:
-        rules.retries.after_phase_2(st, op)
+        after_phase_2(st, op)
         phase_3_point(st)
     if current < 5 <= phase:
-        rules.leaving.after_phase_4(st, op)
+        after_phase_4(st, op)
     op.phase = max(op.phase, min(phase, 6))
 
 
@@ -157,9 +163,9 @@ def phase_3_point(st: CheckerState) -> None:
 def note_heartbeat_read(st: CheckerState) -> None:
     """After a tick under `read_trigger = "heartbeat"`: its dispatch pass read every offset the read bound
     admits (KS-GEN-8), so from now on a message below the first offset it does not admit counts as read."""
-    if st.lookahead and not any(rules.isolation.has_room(st, m) for m in st.members.values()):
+    if st.lookahead and not any(has_room(st, m) for m in st.members.values()):
         return  # req: KS-ISO-3 (under the look-ahead, reading waits for a member that can take a delivery)
-    within = rules.isolation.read_bound(st, heartbeat=True)
+    within = read_bound(st, heartbeat=True)
     low, high = st.read_below, len(st.messages)
     while low < high:  # the bound admits a prefix of the offsets: find where it ends
         middle = (low + high) // 2

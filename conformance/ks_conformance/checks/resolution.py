@@ -7,20 +7,34 @@ from __future__ import annotations
 
 from pyroaring import BitMap
 
-from ks_conformance import rules
 from ks_conformance.checks.records import Delivery, Message
 from ks_conformance.checks.state import OUTCOME_EVENTS, CheckerState, Event
+from ks_conformance.rules.acks import check_ack_by_holder, zombie_answered, zombie_op
+from ks_conformance.rules.best_effort import check_best_effort_outcome
+from ks_conformance.rules.buckets import check_checkpoint
+from ks_conformance.rules.cursor import (
+    check_cursor_regress,
+    check_cursor_skip,
+    check_persist_early,
+    ignored,
+    seek_stale_answer,
+)
+from ks_conformance.rules.filters import check_filtered
+from ks_conformance.rules.leaving import check_eviction
+from ks_conformance.rules.poison import check_dead_letter_record, report_early_block
+from ks_conformance.rules.resolutions import check_dead_letter, check_drop, report_undeclared_outcome, resolve
+from ks_conformance.rules.retries import check_nack_by_holder, check_timeout, check_zombie_extension, returns_counted
 
 ZOMBIE_OPS = frozenset({"zombie_ack", "zombie_nack"})
 """The ops that report a result for a delivery that already ended (KS-ACK-3)."""
 
 
 def on_zombie_ack(st: CheckerState, event: Event) -> None:
-    rules.acks.zombie_op(st, event)
+    zombie_op(st, event)
 
 
 def on_zombie_nack(st: CheckerState, event: Event) -> None:
-    rules.acks.zombie_op(st, event)
+    zombie_op(st, event)
 
 
 def on_extend(st: CheckerState, event: Event) -> None:
@@ -63,7 +77,7 @@ def on_extended(st: CheckerState, event: Event) -> None:
         return
     message, name, ticks, delivery = answered
     seq = int(event["seq"])
-    if rules.retries.check_zombie_extension(st, message, name, delivery, op, seq) or delivery is None:
+    if check_zombie_extension(st, message, name, delivery, op, seq) or delivery is None:
         return
     # req: KS-RTY-8 (the deadline becomes now + ticks, replacing the earlier one)
     delivery.deadline = st.now + ticks
@@ -85,7 +99,7 @@ def on_ack(st: CheckerState, event: Event) -> None:
     message = st._message_of(event)
     if message is None:
         return
-    if rules.acks.zombie_answered(st, message, event, accepted=True):
+    if zombie_answered(st, message, event, accepted=True):
         return
     seq = int(event["seq"])
     name = str(event["consumer"])
@@ -97,23 +111,23 @@ def on_ack(st: CheckerState, event: Event) -> None:
             st._end_delivery(message)
         return
     if not holds and name in st.seek_holders.get(message.offset, ()):
-        rules.cursor.seek_stale_answer(st, message, name, "ack", seq)
+        seek_stale_answer(st, message, name, "ack", seq)
     else:
-        rules.acks.check_ack_by_holder(st, message, name, holds, seq)
-    rules.resolutions.resolve(st, message, "acked", seq)
+        check_ack_by_holder(st, message, name, holds, seq)
+    resolve(st, message, "acked", seq)
 
 
 def on_ack_ignored(st: CheckerState, event: Event) -> None:
-    rules.cursor.ignored(st, event, "ack")
+    ignored(st, event, "ack")
 
 
 def on_nack_ignored(st: CheckerState, event: Event) -> None:
-    rules.cursor.ignored(st, event, "nack")
+    ignored(st, event, "nack")
 
 
 def on_nack(st: CheckerState, event: Event) -> None:
     message = st._message_of(event)
-    if message is None or rules.acks.zombie_answered(st, message, event, accepted=True):
+    if message is None or zombie_answered(st, message, event, accepted=True):
         return
     seq = int(event["seq"])
     name = str(event["consumer"])
@@ -121,9 +135,9 @@ def on_nack(st: CheckerState, event: Event) -> None:
     delivery = message.outstanding
     holds = delivery is not None and incarnation is not None and delivery.holder is incarnation
     if not holds and name in st.seek_holders.get(message.offset, ()):
-        rules.cursor.seek_stale_answer(st, message, name, "nack", seq)
+        seek_stale_answer(st, message, name, "nack", seq)
     else:
-        rules.retries.check_nack_by_holder(st, message, name, holds, seq)
+        check_nack_by_holder(st, message, name, holds, seq)
     if not message.resolved:
         st._fail(message, "nack", seq)
     else:
@@ -138,7 +152,7 @@ def on_timeout(st: CheckerState, event: Event) -> None:
     name = str(event["consumer"])
     delivery = message.outstanding
     at_consumer = delivery is not None and delivery.holder.name == name
-    rules.retries.check_timeout(st, message, name, seq)
+    check_timeout(st, message, name, seq)
     if at_consumer and not message.resolved:
         st._fail(message, "timeout", seq)
     elif at_consumer:
@@ -150,10 +164,10 @@ def on_drop(st: CheckerState, event: Event) -> None:
     if message is None:
         return
     seq = int(event["seq"])
-    rules.resolutions.check_drop(st, message, str(event["reason"]), seq)
+    check_drop(st, message, str(event["reason"]), seq)
     if st.best_effort:
-        rules.best_effort.check_best_effort_outcome(st, message, seq)
-    rules.resolutions.resolve(st, message, "dropped", seq)
+        check_best_effort_outcome(st, message, seq)
+    resolve(st, message, "dropped", seq)
 
 
 def on_dead_letter(st: CheckerState, event: Event) -> None:
@@ -161,9 +175,9 @@ def on_dead_letter(st: CheckerState, event: Event) -> None:
     if message is None:
         return
     seq = int(event["seq"])
-    rules.resolutions.check_dead_letter(st, message, seq)
-    rules.poison.check_dead_letter_record(st, message, int(event["attempt"]), str(event["reason"]), seq)
-    rules.resolutions.resolve(st, message, "dead_lettered", seq)
+    check_dead_letter(st, message, seq)
+    check_dead_letter_record(st, message, int(event["attempt"]), str(event["reason"]), seq)
+    resolve(st, message, "dead_lettered", seq)
 
 
 def on_filter(st: CheckerState, event: Event) -> None:
@@ -171,10 +185,10 @@ def on_filter(st: CheckerState, event: Event) -> None:
     if message is None:
         return
     seq = int(event["seq"])
-    rules.filters.check_filtered(st, message, seq)
+    check_filtered(st, message, seq)
     if st.best_effort:
-        rules.best_effort.check_best_effort_outcome(st, message, seq)
-    rules.resolutions.resolve(st, message, "filtered", seq)
+        check_best_effort_outcome(st, message, seq)
+    resolve(st, message, "filtered", seq)
 
 
 def on_outcome(st: CheckerState, event: Event) -> None:
@@ -200,8 +214,8 @@ def on_outcome(st: CheckerState, event: Event) -> None:
         judge = {"ack": on_ack, "drop": on_drop, "dead_letter": on_dead_letter, "filter": on_filter}
         judge[OUTCOME_EVENTS[resolution]](st, judged)
         return
-    rules.resolutions.report_undeclared_outcome(st, message, name, name in outcomes, seq)
-    rules.resolutions.resolve(st, message, f"outcome:{name}", seq)
+    report_undeclared_outcome(st, message, name, name in outcomes, seq)
+    resolve(st, message, f"outcome:{name}", seq)
 
 
 def on_key_blocked(st: CheckerState, event: Event) -> None:
@@ -221,8 +235,8 @@ def on_key_blocked(st: CheckerState, event: Event) -> None:
     if message.released_seq is not None:
         st._exercise("stale-budget")
     maximum = int(st.config["max_redeliveries"])
-    if message.failures <= maximum and not rules.retries.returns_counted(st, message, seq, "key_blocked"):
-        rules.poison.report_early_block(st, message, seq, maximum)
+    if message.failures <= maximum and not returns_counted(st, message, seq, "key_blocked"):
+        report_early_block(st, message, seq, maximum)
     last = max(state.unresolved) if len(state.unresolved) else message.offset
     if last > message.offset:
         st._exercise("blocked-key-leak")
@@ -233,7 +247,7 @@ def on_consumer_evicted(st: CheckerState, event: Event) -> None:
     seq = int(event["seq"])
     name = str(event["consumer"])
     incarnation = st.members.get(name)
-    rules.leaving.check_eviction(st, name, incarnation, seq)
+    check_eviction(st, name, incarnation, seq)
     if incarnation is None:
         return
     st._disconnected.pop(incarnation.number, None)
@@ -250,9 +264,9 @@ def on_cursor_persisted(st: CheckerState, event: Event) -> None:
         holes.add_range(int(lo), int(hi) + 1)
     op = st.op
     seeking = op is not None and op.kind == "seek" and st.seek is not None
-    rules.cursor.check_cursor_skip(st, cursor, holes, seq)
-    rules.cursor.check_cursor_regress(st, cursor, seeking, seq)
-    rules.cursor.check_persist_early(st, cursor, seeking, seq)
+    check_cursor_skip(st, cursor, holes, seq)
+    check_cursor_regress(st, cursor, seeking, seq)
+    check_persist_early(st, cursor, seeking, seq)
     st.persisted_cursor = cursor
     st.persisted_holes = holes
     st.persist_seq = seq
@@ -268,5 +282,5 @@ def on_checkpoint(st: CheckerState, event: Event) -> None:
     seq = int(event["seq"])
     bucket = (int(event["segment"]), int(event["bucket"]))
     cursor = int(event["cursor"])
-    rules.buckets.check_checkpoint(st, bucket, cursor, seq)
+    check_checkpoint(st, bucket, cursor, seq)
     st.checkpoints[bucket] = (cursor, seq)

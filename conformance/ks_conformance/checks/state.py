@@ -76,6 +76,9 @@ class CheckerState:
     archive_chunk = CHUNK
     """Offsets per archived chunk of settled messages (tests make it tiny to archive and revive constantly)."""
     rest_keys = True
+    settle_every = 64
+    """Ops between two settlements of the state (archiving, resting keys): settling is judgement-neutral, so it runs
+    at this pace rather than after every op (tests settle after every op to prove the neutrality)."""
     """Put keys with nothing left to rest (tests turn it off to compare against the state kept whole)."""
 
     def __init__(self) -> None:
