@@ -73,3 +73,29 @@ def test_a_check_of_an_event_kind_runs_before_its_handler() -> None:
 def test_the_batch_check_is_registered_at_deliveries() -> None:
     """KS-BKT-10's check is the first rule that joins through a hook: it is registered, from its rule's module."""
     assert any(check.__module__ == "ks_conformance.rules.buckets" for check in hooks.DELIVERY_CHECKS)
+
+
+def test_the_handler_table_has_exactly_the_event_kinds_of_the_trace_format() -> None:
+    """The checker finds its handlers by name (`on_<kind>`): one per event kind of the trace schema, no stray one."""
+    import json
+    from pathlib import Path
+
+    from ks_conformance.checker import HANDLERS
+
+    path = Path(__file__).resolve().parent.parent / "spec" / "schemas" / "trace-event-v1.schema.json"
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    kinds: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            event = node.get("properties", {}).get("event") if isinstance(node.get("properties"), dict) else None
+            if isinstance(event, dict):
+                kinds.update([event["const"]] if "const" in event else event.get("enum", []))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    assert kinds and set(HANDLERS) == kinds
