@@ -99,3 +99,18 @@ def test_the_handler_table_has_exactly_the_event_kinds_of_the_trace_format() -> 
 
     walk(schema)
     assert kinds and set(HANDLERS) == kinds
+
+
+def test_a_check_hooked_to_an_unknown_event_kind_stops_the_import() -> None:
+    """A typo in `at_event("akc")` would leave a rule that never runs: the checker refuses to load instead."""
+    import subprocess
+    import sys
+
+    code = (
+        "from ks_conformance.checks import hooks\n"
+        "hooks.at_event('akc')(lambda st, event: None)\n"
+        "import ks_conformance.checker\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert completed.returncode != 0
+    assert "unknown event kinds: ['akc']" in completed.stderr

@@ -118,6 +118,8 @@ HANDLERS: dict[str, Callable[[CheckerState, Event], None]] = {
     if name.startswith("on_") and isfunction(function)
 }
 """Event kind -> the function that judges it and updates the state (`on_<kind>` in the checks' modules)."""
+if set(EVENT_CHECKS) - set(HANDLERS):  # a rule hooked to a kind no event has would never run
+    raise ValueError(f"checks registered for unknown event kinds: {sorted(set(EVENT_CHECKS) - set(HANDLERS))}")
 
 LAYOUT_EVENTS = ("segment_sealed", "segment_created")
 """The op events of one layout change, which a reported layout is judged after (KS-BKT-11)."""
