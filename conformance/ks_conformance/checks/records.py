@@ -15,21 +15,27 @@ class OrderedOffsets:
     __slots__ = ("_live", "_queue")
 
     def __init__(self, offsets: Iterable[int] = ()) -> None:
-        self._queue: deque[int] = deque(sorted(offsets))
-        self._live: set[int] = set(self._queue)
+        # Most are made empty (a key woken from rest, at every publish of a key at rest): no sort then.
+        self._queue: deque[int] = deque(sorted(offsets)) if offsets else deque()
+        self._live: set[int] = set(self._queue) if offsets else set()
 
     def add(self, offset: int) -> None:
         """Add an offset larger than every offset ever added."""
-        if self._queue and offset <= self._queue[-1]:
+        queue = self._queue
+        if queue and offset <= queue[-1]:
             raise ValueError(f"offset {offset} added out of order")
-        self._queue.append(offset)
+        queue.append(offset)
         self._live.add(offset)
 
     def discard(self, offset: int) -> None:
         """Remove an offset if present."""
-        self._live.discard(offset)
-        while self._queue and self._queue[0] not in self._live:
-            self._queue.popleft()
+        live = self._live
+        if offset not in live:
+            return  # nothing removed, so the first offset is still live (or there is none)
+        live.remove(offset)
+        queue = self._queue
+        while queue and queue[0] not in live:
+            queue.popleft()
 
     def first(self) -> int | None:
         """The smallest offset, or None."""
