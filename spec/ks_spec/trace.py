@@ -512,14 +512,18 @@ def schema_vouched_kinds(batch: pa.RecordBatch) -> frozenset[str]:
 
     Column by column with Arrow compute, a fraction of the cost of validating each row. A kind left out is not
     known to be bad, only unproven (a constraint this does not prove, such as a list column's items): its rows are
-    validated one by one. The proof never accepts a row `schema_problem` refuses (tests/test_trace_format.py)."""
+    validated one by one. The proof never accepts a row `schema_problem` refuses (tests/test_trace_format.py).
+
+    No Python value is turned into an Arrow one here (a kind is compared as the batch's own scalar, constants and
+    enums on the column's distinct values in Python): pyarrow imports pandas to convert one, a second at start-up."""
     if "event" not in batch.schema.names:
         return frozenset()
     kinds = batch.column("event")
     vouched = set()
-    for kind in pc.unique(kinds).to_pylist():
+    distinct = pc.unique(kinds)
+    for position, kind in enumerate(distinct.to_pylist()):
         if isinstance(kind, str) and kind in event_kinds():
-            rows = batch.filter(pc.equal(kinds, kind))
+            rows = batch.filter(pc.equal(kinds, distinct[position]))
             if _rows_match(schema()["definitions"][f"event_{kind}"], rows):
                 vouched.add(kind)
     return frozenset(vouched)
@@ -549,7 +553,8 @@ def _values_match(spec: dict[str, Any], values: pa.Array) -> bool:
     """True if every value meets the property's schema; False too for any keyword or type this does not prove."""
     rules = {k: v for k, v in spec.items() if k != "description"}
     if set(rules) == {"const"}:
-        return bool(pc.all(pc.equal(values, rules["const"])).as_py())
+        const = rules["const"]
+        return all(type(value) is type(const) and value == const for value in pc.unique(values).to_pylist())
     declared = rules.pop("type", None)
     types = set(declared if isinstance(declared, list) else [declared]) - {"null"}
     if types == {"integer"} and pa.types.is_integer(values.type):
@@ -564,7 +569,7 @@ def _values_match(spec: dict[str, Any], values: pa.Array) -> bool:
         shortest, allowed = rules.pop("minLength", None), rules.pop("enum", None)
         if shortest is not None and pc.min(pc.utf8_length(values)).as_py() < shortest:
             return False
-        if allowed is not None and not pc.all(pc.is_in(values, value_set=pa.array(allowed, pa.string()))).as_py():
+        if allowed is not None and not all(value in allowed for value in pc.unique(values).to_pylist()):
             return False
         return not rules
     return False
