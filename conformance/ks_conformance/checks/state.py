@@ -670,8 +670,8 @@ class CheckerState:
     def _refresh_head(self, key: str) -> None:
         """Keep the set of keys whose earliest unresolved message has no outstanding delivery (KS-ISO-1)."""
         state = self.keys.get(key)  # a key at rest has no head
-        head = None if state is None else state.unresolved.first()
-        if head is not None:
+        if state is not None and state.unresolved:
+            head = state.unresolved.min()
             message = self.messages.by_offset.get(head)  # an unresolved message is live: the dict lookup alone
             if (message or self.messages[head]).outstanding is None:
                 self._idle_heads.add(key)
