@@ -419,8 +419,7 @@ def read_checked_events(path: Path) -> Iterator[tuple[str, Event, str | None]]:
     and one by one otherwise, so the problem reported is always `schema_problem`'s."""
     for file in trace_files(path):
         if is_parquet(file):
-            for where, event, vouched in _read_parquet(file, vouch=True):
-                yield where, event, None if vouched else schema_problem(event)
+            yield from _read_parquet(file, checked=True)
         else:
             for where, event in _read_jsonl(file):
                 yield where, event, schema_problem(event)
@@ -464,8 +463,9 @@ def _is_utf8(line: str) -> bool:
     return True
 
 
-def _read_parquet(file: Path, vouch: bool = False) -> Iterator[tuple[str, Event, bool]]:
-    """The file's events with their place, and whether the batch check proved each matches the schema (`vouch`)."""
+def _read_parquet(file: Path, checked: bool = False) -> Iterator[tuple[str, Event, str | None]]:
+    """The file's events with their place and, if `checked`, each one's `schema_problem` (else None): a batch's
+    rows of the kinds `schema_vouched_kinds` proves are None at once, the others are validated one by one."""
     try:
         # pre_buffer off: with it, iter_batches kept every row group's buffers (100M events: 700 MB and growing).
         parquet = pq.ParquetFile(file, pre_buffer=False)
@@ -482,13 +482,15 @@ def _read_parquet(file: Path, vouch: bool = False) -> Iterator[tuple[str, Event,
         problem = parquet_type_problem(name, parquet.schema_arrow.field(name).type)
         if problem:
             raise UserError(f"{file}: {problem}")
+    place = f"{file}:"
     row = 0
     try:
         for batch in parquet.iter_batches(batch_size=65536):
-            clean = schema_vouched_kinds(batch) if vouch else frozenset()
+            clean = schema_vouched_kinds(batch) if checked else None
             for event in batch_events(batch):
                 row += 1
-                yield f"{file}:{row}", event, event["event"] in clean
+                problem = None if clean is None or event["event"] in clean else schema_problem(event)
+                yield f"{place}{row}", event, problem
     except (pa.ArrowInvalid, OSError) as error:
         raise UserError(f"{file}:{row + 1}: not a readable Parquet file ({_first_line(error)})") from None
 
@@ -496,12 +498,13 @@ def _read_parquet(file: Path, vouch: bool = False) -> Iterator[tuple[str, Event,
 def batch_events(batch: pa.RecordBatch) -> Iterator[Event]:
     """The events of an Arrow batch of trace columns, null columns left out of each event.
 
-    Column by column, skipping the columns the batch never fills: three times faster than row dicts.
+    Column by column, skipping the columns the batch never fills: three times faster than row dicts. (Each row's
+    values are as many as `names` by construction: a `strict` zip per row would cost a quarter of the reading.)
     """
     filled = [i for i, column in enumerate(batch.columns) if column.null_count < len(column)]
     names = [batch.schema.names[i] for i in filled]
     for values in zip(*(batch.column(i).to_pylist() for i in filled), strict=True):
-        yield {k: v for k, v in zip(names, values, strict=True) if v is not None}
+        yield {k: v for k, v in zip(names, values) if v is not None}  # noqa: B905 (as many by construction)
 
 
 def schema_vouched_kinds(batch: pa.RecordBatch) -> frozenset[str]:
@@ -509,14 +512,18 @@ def schema_vouched_kinds(batch: pa.RecordBatch) -> frozenset[str]:
 
     Column by column with Arrow compute, a fraction of the cost of validating each row. A kind left out is not
     known to be bad, only unproven (a constraint this does not prove, such as a list column's items): its rows are
-    validated one by one. The proof never accepts a row `schema_problem` refuses (tests/test_trace_format.py)."""
+    validated one by one. The proof never accepts a row `schema_problem` refuses (tests/test_trace_format.py).
+
+    No Python value is turned into an Arrow one here (a kind is compared as the batch's own scalar, constants and
+    enums on the column's distinct values in Python): pyarrow imports pandas to convert one, a second at start-up."""
     if "event" not in batch.schema.names:
         return frozenset()
     kinds = batch.column("event")
     vouched = set()
-    for kind in pc.unique(kinds).to_pylist():
+    distinct = pc.unique(kinds)
+    for position, kind in enumerate(distinct.to_pylist()):
         if isinstance(kind, str) and kind in event_kinds():
-            rows = batch.filter(pc.equal(kinds, kind))
+            rows = batch.filter(pc.equal(kinds, distinct[position]))
             if _rows_match(schema()["definitions"][f"event_{kind}"], rows):
                 vouched.add(kind)
     return frozenset(vouched)
@@ -546,7 +553,8 @@ def _values_match(spec: dict[str, Any], values: pa.Array) -> bool:
     """True if every value meets the property's schema; False too for any keyword or type this does not prove."""
     rules = {k: v for k, v in spec.items() if k != "description"}
     if set(rules) == {"const"}:
-        return bool(pc.all(pc.equal(values, rules["const"])).as_py())
+        const = rules["const"]
+        return all(type(value) is type(const) and value == const for value in pc.unique(values).to_pylist())
     declared = rules.pop("type", None)
     types = set(declared if isinstance(declared, list) else [declared]) - {"null"}
     if types == {"integer"} and pa.types.is_integer(values.type):
@@ -561,7 +569,7 @@ def _values_match(spec: dict[str, Any], values: pa.Array) -> bool:
         shortest, allowed = rules.pop("minLength", None), rules.pop("enum", None)
         if shortest is not None and pc.min(pc.utf8_length(values)).as_py() < shortest:
             return False
-        if allowed is not None and not pc.all(pc.is_in(values, value_set=pa.array(allowed, pa.string()))).as_py():
+        if allowed is not None and not all(value in allowed for value in pc.unique(values).to_pylist()):
             return False
         return not rules
     return False

@@ -34,8 +34,8 @@ def on_deliver(st: CheckerState, event: Event) -> None:
     first = message.deliveries == 0
     run = st.batch_run
     anew = not message.delivered_since_restart
-    st._continuing_batch = bool(
-        anew and run is not None and run.consumer == name and run.expected and run.expected[0] == message.offset
+    st._continuing_batch = run is not None and bool(
+        anew and run.consumer == name and run.expected and run.expected[0] == message.offset
     )
     if message.deliver_at is not None:
         check_due(st, message, seq)
@@ -77,28 +77,30 @@ def record_delivery(
 ) -> None:
     if message.outstanding is not None:
         st._end_delivery(message)
-    st._serial += 1
-    delivery = Delivery(st._serial, message.offset, holder, attempt, st.now, seq, st.epoch)
+    offset, epoch, now = message.offset, st.epoch, st.now
+    serial = st._serial = st._serial + 1
+    delivery = Delivery(serial, offset, holder, attempt, now, seq, epoch)
     message.deliveries += 1
     message.delivered_ever = True
     message.delivered_since_restart = True
     message.last_delivery_seq = seq
     message.restored_seq = None
     message.outstanding = delivery
-    st._outstanding_epochs[st.epoch] += 1
-    st.parked.discard(message.offset)  # an outstanding message is never parked (KS-ISO-4)
-    holder.outstanding[message.offset] = delivery
+    st._outstanding_epochs[epoch] += 1
+    if st.parked:
+        st.parked.discard(offset)  # an outstanding message is never parked (KS-ISO-4)
+    holder.outstanding[offset] = delivery
     if st.max_unacked and len(holder.outstanding) >= st.max_unacked and holder.unacked_blocked_seq is None:
         holder.unacked_blocked_seq = seq  # req: KS-FLW-1 (blocked at the limit)
-    state.outstanding[message.offset] = delivery
+    state.outstanding[offset] = delivery
     st._holding_keys.add(message.key)
-    state.undelivered.discard(message.offset)
-    state.last_delivery = (st.epoch, holder, seq, message.segment)
+    state.undelivered.discard(offset)
+    state.last_delivery = (epoch, holder, seq, message.segment)
     if message.segment is not None and message.bucket is not None:
-        st.bucket_outstanding.setdefault((message.segment, message.bucket), {})[message.offset] = delivery
+        st.bucket_outstanding.setdefault((message.segment, message.bucket), {})[offset] = delivery
     st._clear_awaiting(message, state)
     if st.ack_timeout > 0 and not st.best_effort:
-        st._push_timeout(st.now + st.ack_timeout + st.timer_slack, delivery)
+        st._push_timeout(now + st.ack_timeout + st.timer_slack, delivery)
     if st.best_effort and not message.resolved:
         st._resolve_silently(message, "delivered", seq)
     st._refresh_head(message.key)

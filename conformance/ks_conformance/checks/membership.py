@@ -13,7 +13,7 @@ from ks_spec.slots import slot_of
 from pyroaring import BitMap
 
 from ks_conformance import rules
-from ks_conformance.checks.records import Incarnation, KeyState, Message, Segment
+from ks_conformance.checks.records import Incarnation, Message, Segment
 from ks_conformance.checks.state import CheckerState, Event
 
 
@@ -43,28 +43,31 @@ def on_config(st: CheckerState, event: Event) -> None:
 def on_publish(st: CheckerState, event: Event) -> None:
     seq = int(event["seq"])
     offset = int(event["offset"])
-    if offset != len(st.messages):
-        st._problem(seq, f"publish of offset {offset}, expected {len(st.messages)}")
+    messages = st.messages
+    if offset != messages.published:
+        st._problem(seq, f"publish of offset {offset}, expected {messages.published}")
         return
-    assert st.op is not None
-    message = Message(offset, str(event["key"]), seq, st.op.index, last_event_seq=seq)
-    st.messages.append(message)
+    op = st.op
+    assert op is not None
+    key = str(event["key"])
+    message = Message(offset, key, seq, op.index, last_event_seq=seq)
+    messages.append(message)
     st.unresolved.add(offset)
     st.state_version += 1
-    state = st.keys.get(message.key)
-    if state is None and message.key in st._resting:
-        state = st._key(message.key)
+    state = st.keys.get(key)
+    if state is None and key in st._resting:
+        state = st._key(key)
     elif state is None:
-        state = st.keys[message.key] = KeyState()
+        state = st.keys[key] = st._new_key_state(None)
         if st.slots_by_hash:
-            slot = slot_of(str(st.config["selector"]), message.key)
-            st._keys_of_slot.setdefault(slot, []).append(message.key)
+            slot = slot_of(str(st.config["selector"]), key)
+            st._keys_of_slot.setdefault(slot, []).append(key)
     state.unresolved.add(offset)
     state.undelivered.add(offset)
     if st.park_after:
         st._park_published(message)
-    st._refresh_head(message.key)
-    st.op.published = offset
+    st._refresh_head(key)
+    op.published = offset
     if st.best_effort:
         st._exercise("best-effort-redelivery")
         st._exercise("missing-outcome")
@@ -72,14 +75,16 @@ def on_publish(st: CheckerState, event: Event) -> None:
         st._exercise("blocked-key-leak")
     if st.buckets:
         rules.buckets.publish_placement(st, message, event)
-    if event.get("entry") is not None:
-        message.entry = int(event["entry"])
+    entry = event.get("entry")
+    if entry is not None:
+        message.entry = int(entry)
         st.batches.setdefault(message.entry, []).append(offset)
-    if st.delays_seen and any(st.messages[o].key == message.key and st.not_due(st.messages[o]) for o in st._delayed):
+    if st.delays_seen and any(messages[o].key == key and st.not_due(messages[o]) for o in st._delayed):
         st._exercise("blocked-behind-delayed")  # a dispatcher could hold it behind that one (KS-ORD-6)
-    if event.get("deliver_at") is not None:
+    deliver_at = event.get("deliver_at")
+    if deliver_at is not None:
         # req: KS-ORD-5, KS-ORD-6, KS-ORD-7 (a delayed message: judged from here on by its due tick)
-        message.deliver_at = int(event["deliver_at"])
+        message.deliver_at = int(deliver_at)
         st.delays_seen = True
         st._delayed.add(offset)
         if message.deliver_at > st.now:

@@ -48,6 +48,8 @@ OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_lett
 """The event a declared terminal outcome is judged as (`terminal_outcomes` of adapter protocol v2)."""
 DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
 """The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
+SPARE_STATES = 1024
+"""At most this many empty key states are kept for reuse (`CheckerState._spare_states`)."""
 
 
 def phase_of(event: Mapping[str, Any]) -> int | None:
@@ -98,6 +100,9 @@ class CheckerState:
         KS-ASN-1 and KS-ASN-2 judge its next delivery against."""
         self._emptied: set[str] = set()
         """Keys that may have nothing left since the last op ended (candidates to put to rest)."""
+        self._spare_states: list[KeyState] = []
+        """The empty states of keys put to rest, for keys woken or published next (all empty states are alike, and
+        a steady trace wakes a key for nearly every message: reusing one is a fraction of building one)."""
         self._keys_of_slot: dict[int, list[str]] = {}
         """Per slot, its keys (only with hash-granularity draining, KS-DRN-3)."""
         self.unresolved = BitMap()
@@ -271,7 +276,7 @@ class CheckerState:
         return verdict_of(self.anomalies, undecidable=bool(self.problems))
 
     def _exercise(self, name: str, count: int = 1) -> None:
-        if self._applies.get(name, False):
+        if self._applies.get(name):
             self.exercised[name] += count
 
     def _report(self, name: str, seq: int, witness: Iterable[int | None], explained: explain.Explained) -> None:
@@ -287,7 +292,8 @@ class CheckerState:
 
     def cursor(self) -> int:
         """The smallest unresolved published offset, or the number of published messages."""
-        return self.unresolved.min() if self.unresolved else len(self.messages)
+        unresolved = self.unresolved
+        return unresolved.min() if unresolved else self.messages.published
 
     def resolved_above_cursor(self) -> BitMap:
         """The ack holes: resolved offsets above the cursor."""
@@ -319,9 +325,17 @@ class CheckerState:
         """The state of a key that has been published, woken from rest if it had nothing left."""
         state = self.keys.get(key)
         if state is None:
-            state = self.keys[key] = KeyState(last_delivery=self._resting.pop(key))
+            state = self.keys[key] = self._new_key_state(self._resting.pop(key))
             self._emptied.add(key)  # back to rest at the end of the op if nothing is left
         return state
+
+    def _new_key_state(self, last_delivery: tuple[int, Incarnation, int, int | None] | None) -> KeyState:
+        """An empty key state with this last delivery: a spare one if there is one (see `_spare_states`)."""
+        if self._spare_states:
+            state = self._spare_states.pop()
+            state.last_delivery = last_delivery
+            return state
+        return KeyState(last_delivery=last_delivery)
 
     def _rest_keys(self) -> None:
         """Put to rest the keys left with nothing unresolved, outstanding, awaiting or blocked: their state is
@@ -329,26 +343,32 @@ class CheckerState:
         if not self.rest_keys:
             self._emptied.clear()
             return
+        keys, resting, spare = self.keys, self._resting, self._spare_states
         for key in self._emptied:
-            state = self.keys.get(key)
-            if state is None or state.unresolved or state.outstanding or state.awaiting or state.blocked:
+            state = keys.get(key)
+            if state is None or state.outstanding or state.awaiting or state.blocked or state.unresolved:
                 continue
-            self._resting[key] = state.last_delivery
-            del self.keys[key]
+            resting[key] = state.last_delivery
+            del keys[key]
             self._idle_heads.discard(key)
             self._awaiting_keys.discard(key)
             self._blocked_keys.discard(key)
             self._holding_keys.discard(key)
+            if not state.undelivered and len(spare) < SPARE_STATES:
+                state.last_delivery = None
+                spare.append(state)
         self._emptied.clear()
 
     def _message_of(self, event: Event) -> Message | None:
         """The message an effect names, or None (a problem) when the offset or key cannot be placed."""
         offset = int(event["offset"])
         seq = int(event["seq"])
-        if not 0 <= offset < len(self.messages):
-            self._problem(seq, f"{event['event']} names offset {offset}, which was not published")
-            return None
-        message = self.messages[offset]
+        message = self.messages.by_offset.get(offset)  # the live ones, at the cost of a dict lookup
+        if message is None:
+            if not 0 <= offset < self.messages.published:
+                self._problem(seq, f"{event['event']} names offset {offset}, which was not published")
+                return None
+            message = self.messages[offset]
         key = event.get("key")
         if key is not None and key != message.key:
             self._problem(seq, f"{event['event']} of offset {offset} names key {key!r}, but its key is {message.key!r}")
@@ -406,25 +426,34 @@ class CheckerState:
         if delivery is None:
             return
         message.outstanding = None
-        if message.ended is None or message.ended_in != self.restarts:
-            message.ended, message.ended_in = {}, self.restarts
-        message.ended[delivery.attempt] = delivery.holder.name
-        self._outstanding_epochs[delivery.epoch] -= 1
-        if not self._outstanding_epochs[delivery.epoch]:
-            del self._outstanding_epochs[delivery.epoch]
+        offset, key = message.offset, message.key
         holder = delivery.holder
-        holder.outstanding.pop(message.offset, None)
-        if holder.unacked_blocked_seq is not None and len(holder.outstanding) <= self.max_unacked // 2:
+        ended = message.ended
+        if ended is None or message.ended_in != self.restarts:
+            ended = message.ended = {}
+            message.ended_in = self.restarts
+        ended[delivery.attempt] = holder.name
+        epochs = self._outstanding_epochs
+        epoch = delivery.epoch
+        left = epochs[epoch] - 1
+        if left:
+            epochs[epoch] = left
+        else:
+            del epochs[epoch]
+        outstanding = holder.outstanding
+        outstanding.pop(offset, None)
+        if holder.unacked_blocked_seq is not None and len(outstanding) <= self.max_unacked // 2:
             holder.unacked_blocked_seq = None  # req: KS-FLW-1 (max_unacked: resumed at half the limit)
-        state = self._key(message.key)
-        state.outstanding.pop(message.offset, None)
-        if not state.outstanding:
-            self._holding_keys.discard(message.key)
-            self._emptied.add(message.key)
+        state = self.keys.get(key) or self._key(key)
+        outstanding = state.outstanding
+        outstanding.pop(offset, None)
+        if not outstanding:
+            self._holding_keys.discard(key)
+            self._emptied.add(key)
         if self.park_after:
             self._park_if_behind(message)
         if message.segment is not None and message.bucket is not None:
-            self.bucket_outstanding.get((message.segment, message.bucket), {}).pop(message.offset, None)
+            self.bucket_outstanding.get((message.segment, message.bucket), {}).pop(offset, None)
 
     def _retry_due(self, message: Message) -> int:
         base, cap = int(self.config["backoff_base"]), int(self.config["backoff_max"])
@@ -480,25 +509,27 @@ class CheckerState:
         state.awaiting.discard(message.offset)
 
     def _resolve_silently(self, message: Message, resolution: str, seq: int) -> None:
-        state = self._key(message.key)
+        offset, key = message.offset, message.key
+        state = self.keys.get(key) or self._key(key)
         message.resolved = True
         message.resolution = resolution
         message.resolution_seq = seq
         message.restored_seq = None
         self.last_resolution_seq = seq
-        if self.op is not None:
-            self.op.resolved = True
-        self.unresolved.discard(message.offset)
+        op = self.op
+        if op is not None:
+            op.resolved = True
+        self.unresolved.discard(offset)
         self.state_version += 1
-        state.unresolved.discard(message.offset)
-        self._emptied.add(message.key)
+        state.unresolved.discard(offset)
+        self._emptied.add(key)
         if self.park_after:
             self._unpark_resolved(message)
-        state.undelivered.discard(message.offset)
+        state.undelivered.discard(offset)
         self._clear_awaiting(message, state)
-        self._over_budget.discard(message.offset)
-        if message.offset in state.blocked:
-            state.blocked.discard(message.offset)
+        self._over_budget.discard(offset)
+        if offset in state.blocked:
+            state.blocked.discard(offset)
             message.blocked = False
         if message.segment is not None:
             segment = self.segments.get(message.segment)
@@ -508,7 +539,7 @@ class CheckerState:
                 pending = self.bucket_unresolved.get((message.segment, message.bucket))
                 if pending is not None:
                     pending.discard(message.offset)
-        self._refresh_head(message.key)
+        self._refresh_head(key)
 
     def _reset_volatile(self, message: Message) -> None:
         """What a restart forgets about a message (section 14): deliveries, failures, retries, blocks, holds.
@@ -639,11 +670,13 @@ class CheckerState:
     def _refresh_head(self, key: str) -> None:
         """Keep the set of keys whose earliest unresolved message has no outstanding delivery (KS-ISO-1)."""
         state = self.keys.get(key)  # a key at rest has no head
-        head = None if state is None else state.unresolved.first()
-        if head is not None and self.messages.live(head).outstanding is None:
-            self._idle_heads.add(key)
-        else:
-            self._idle_heads.discard(key)
+        if state is not None and state.unresolved:
+            head = state.unresolved.min()
+            message = self.messages.by_offset.get(head)  # an unresolved message is live: the dict lookup alone
+            if (message or self.messages[head]).outstanding is None:
+                self._idle_heads.add(key)
+                return
+        self._idle_heads.discard(key)
 
 
 def _settled(message: Message) -> bool:
