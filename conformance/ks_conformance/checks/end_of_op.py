@@ -53,7 +53,8 @@ def close_op(st: CheckerState) -> None:
     if op.published is not None and st.best_effort:
         check_outcome(st, op)
     if kind != "config" and kind != "quiescent":
-        check_persistence(st, op)
+        if st.judges_subscription:
+            check_persistence(st, op)
         check_idle(st, op)
         if st._delayed:
             st._note_delays_due()
@@ -87,9 +88,9 @@ def count_temptations(st: CheckerState) -> None:
             if reorder and held:
                 break
         if reorder:
-            st._exercise("key-reorder")
+            st._exercise_shared("key-reorder")
         if held:
-            st._exercise("overtaken-hold")
+            st._exercise_shared("overtaken-hold")
     if st._awaiting_keys:
         for key in list(st._awaiting_keys):
             state = st._key(key)
@@ -98,7 +99,7 @@ def count_temptations(st: CheckerState) -> None:
                 continue
             earliest = min(state.awaiting)
             if any(o > earliest and st.messages[o].outstanding is None for o in state.unresolved):
-                st._exercise("retry-overtaken")
+                st._exercise_shared("retry-overtaken")
                 break
     if st.best_effort:
         return
@@ -108,7 +109,7 @@ def count_temptations(st: CheckerState) -> None:
             if not state.blocked:
                 st._blocked_keys.discard(key)
             elif any(st.messages[o].outstanding is None and o not in state.blocked for o in state.unresolved):
-                st._exercise("blocked-key-leak")
+                st._exercise_shared("blocked-key-leak")
                 break
     epochs = st._outstanding_epochs
     if not epochs or min(epochs) >= st.epoch:
@@ -123,16 +124,16 @@ def count_temptations(st: CheckerState) -> None:
                 moved = True
                 break
     if moved:
-        st._exercise("split-owner")
+        st._exercise_shared("split-owner")
         if st.buckets:
-            st._exercise("bucket-split-owner")
+            st._exercise_shared("bucket-split-owner")
 
 
 def tick_phase(st: CheckerState, event: Event, phase: int) -> None:
     op = st.op
     assert op is not None
     if op.phase_event_seq is not None and phase != op.phase and not op.phases_counted:
-        st._exercise("phase-order")
+        st._exercise_shared("phase-order")
         op.phases_counted = True
     if phase < op.phase:
         seq = int(event["seq"])

@@ -14,7 +14,7 @@ from pyroaring import BitMap
 
 from ks_conformance import rules
 from ks_conformance.checks.records import Incarnation, Message, Segment
-from ks_conformance.checks.state import CheckerState, Event
+from ks_conformance.checks.state import PUBLISHED, CheckerState, Event
 
 
 def on_config(st: CheckerState, event: Event) -> None:
@@ -54,6 +54,8 @@ def on_publish(st: CheckerState, event: Event) -> None:
     messages.append(message)
     st.unresolved.add(offset)
     st.state_version += 1
+    if st.delta_log is not None:
+        st.delta_log.append((seq, PUBLISHED, offset, None))
     state = st.keys.get(key)
     if state is None and key in st._resting:
         state = st._key(key)
@@ -147,7 +149,7 @@ def on_consumer_reconnected(st: CheckerState, event: Event) -> None:
     if incarnation.connected:
         return
     # req: KS-MEM-4 (connected again with all it holds; its eviction clock is off)
-    st._exercise("reconnect-ignored")
+    st._exercise_shared("reconnect-ignored")
     incarnation.connected = True
     st._offline.discard(incarnation.number)
     incarnation.reconnected_seq = seq
@@ -188,7 +190,7 @@ def on_tick(st: CheckerState, event: Event) -> None:
         if incarnation.disconnected_at + evict_after + st.timer_slack <= st.now:  # req: KS-GEN-9
             op.due_evictions.append(incarnation)
             del st._disconnected[incarnation.number]
-    st._exercise("missed-eviction", len(op.due_evictions))
+    st._exercise_shared("missed-eviction", len(op.due_evictions))
 
 
 def on_restart(st: CheckerState, event: Event) -> None:

@@ -125,12 +125,13 @@ class MessageLog:
         archived = False
         while self._archived + self._chunk <= limit:
             offsets = range(self._archived, self._archived + self._chunk)
-            messages = [self.by_offset[offset] for offset in offsets]
+            # A shard of keys holds only its keys' offsets: an offset of another shard is simply absent.
+            messages = [message for offset in offsets if (message := self.by_offset.get(offset)) is not None]
             if not all(settled(message) for message in messages):
                 break
             self._places.append(self._write(messages))
-            for offset in offsets:
-                del self.by_offset[offset]
+            for message in messages:
+                del self.by_offset[message.offset]
             self._archived += self._chunk
             archived = True
         if archived and self._revived:

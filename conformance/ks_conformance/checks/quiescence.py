@@ -16,14 +16,14 @@ from ks_conformance.glob import accepts
 
 def on_quiescent(st: CheckerState, event: Event) -> None:
     seq = int(event["seq"])
-    st._exercise("cursor-stall")
+    st._exercise_shared("cursor-stall")
     if st.messages:
-        st._exercise("stuck-key")
+        st._exercise_shared("stuck-key")
     if not st.best_effort:
         if st.unresolved and someone_accepts_everything(st):
             for offset in st.unresolved:
                 judge_unresolved_at_quiescence(st, st.messages[offset], seq)
-        if not st.unresolved and st.persisted_cursor != len(st.messages):
+        if not st.any_unresolved() and st.persisted_cursor != len(st.messages):
             st._report(
                 "cursor-stall",
                 seq,

@@ -46,6 +46,8 @@ AFFINITY_KINDS = frozenset({"key-moved", "unstable-assignment"})
 """Anomalies about where a selector sends a key: they do not apply to selector `any` (no key affinity)."""
 OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_letter", "filtered": "filter"}
 """The event a declared terminal outcome is judged as (`terminal_outcomes` of adapter protocol v2)."""
+PUBLISHED, DELIVERED, DELIVERY_ENDED, RESOLVED = range(4)
+"""The changes to the facts that span keys (`CheckerState.delta_log`): what each entry's second field says."""
 DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
 """The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
 SPARE_STATES = 1024
@@ -78,6 +80,9 @@ class CheckerState:
     archive_chunk = CHUNK
     """Offsets per archived chunk of settled messages (tests make it tiny to archive and revive constantly)."""
     rest_keys = True
+    judges_subscription = True
+    """False in a shard of keys other than the first: the checks of the persisted cursor at ops' ends read only the
+    facts every shard shares, so the first shard alone runs them (sharding/shard.py)."""
     settle_every = 64
     """Ops between two settlements of the state (archiving, resting keys): settling is judgement-neutral, so it runs
     at this pace rather than after every op (tests settle after every op to prove the neutrality)."""
@@ -123,6 +128,9 @@ class CheckerState:
         """Per offset, the consumers whose delivery of it the last seek cut (KS-CUR-11)."""
         self.state_version = 0
         self.synced_version = 0
+        self.delta_log: list[tuple[int, int, int, str | None]] | None = None
+        """When judging a shard of keys: every change this checker makes to the facts that span keys (a publish, a
+        delivery begun or ended, a resolution), as (seq, what, offset, consumer), to prove them (sharding/facts.py)."""
         self.late_version = -1
         self.last_resolution_seq: int | None = None
         self.segments: dict[int, Segment] = {}
@@ -290,6 +298,39 @@ class CheckerState:
     def _problem(self, seq: int, message: str) -> None:
         self.problems.append(Problem(seq, message))
 
+    def _exercise_shared(self, name: str, count: int = 1) -> None:
+        """Count a situation of the whole subscription (a control event, an op's end, any key at all): judged with
+        the keys split into shards, every shard may see it, and the merge counts it once (sharding/merge.py)."""
+        if self._applies.get(name):
+            self.exercised[name] += count
+
+    # --- facts that span keys: a shard of keys reads them from the subscription's ledger (sharding/shard.py) ----
+
+    def holding(self, incarnation: Incarnation) -> int:
+        """How many deliveries the consumer holds (outstanding), of every key."""
+        return len(incarnation.outstanding)
+
+    def holding_seqs(self, incarnation: Incarnation) -> list[int]:
+        """The seqs of the deliveries the consumer holds, of every key, in order."""
+        return sorted(d.seq for d in incarnation.outstanding.values())
+
+    def all_unresolved(self) -> BitMap:
+        """Every unresolved offset, of every key (read it, never change it)."""
+        return self.unresolved
+
+    def any_unresolved(self) -> bool:
+        """True if some message, of any key, is unresolved."""
+        return bool(self.unresolved)
+
+    def unresolved_rank(self, offset: int) -> int:
+        """How many unresolved offsets, of every key, are at or below `offset`."""
+        return self.unresolved.rank(offset)
+
+    def owns(self, offset: int) -> bool:
+        """True if this checker holds the message at `offset` (a shard holds its keys' messages only): a finding
+        about one message is reported by the checker that holds it."""
+        return True
+
     def cursor(self) -> int:
         """The smallest unresolved published offset, or the number of published messages."""
         unresolved = self.unresolved
@@ -301,7 +342,7 @@ class CheckerState:
         holes = BitMap()
         if cursor < len(self.messages):
             holes.add_range(cursor + 1, len(self.messages))
-            holes -= self.unresolved
+            holes -= self.all_unresolved()
         return holes
 
     def _settle(self) -> None:
@@ -385,7 +426,7 @@ class CheckerState:
     def _end_incarnation(self, incarnation: Incarnation, seq: int, returned: bool) -> None:
         """A leave, eviction or restart: the incarnation's deliveries end without resolving their messages."""
         if returned and incarnation.outstanding and not self.best_effort:
-            self._exercise("lost")
+            self._exercise_shared("lost")
         for offset in list(incarnation.outstanding):
             message = self.messages[offset]
             delivery = message.outstanding
@@ -442,6 +483,8 @@ class CheckerState:
             del epochs[epoch]
         outstanding = holder.outstanding
         outstanding.pop(offset, None)
+        if self.delta_log is not None:
+            self.delta_log.append((self.last_seq, DELIVERY_ENDED, offset, holder.name))
         if holder.unacked_blocked_seq is not None and len(outstanding) <= self.max_unacked // 2:
             holder.unacked_blocked_seq = None  # req: KS-FLW-1 (max_unacked: resumed at half the limit)
         state = self.keys.get(key) or self._key(key)
@@ -521,6 +564,8 @@ class CheckerState:
             op.resolved = True
         self.unresolved.discard(offset)
         self.state_version += 1
+        if self.delta_log is not None:
+            self.delta_log.append((seq, RESOLVED, offset, None))
         state.unresolved.discard(offset)
         self._emptied.add(key)
         if self.park_after:

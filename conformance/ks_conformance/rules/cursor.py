@@ -335,7 +335,7 @@ def check_persistence(st: CheckerState, op: OpState) -> None:
     cursor = st.cursor()
     if op.kind == "seek" and st.has_cursor and st.seek is not None:
         # req: KS-CUR-10
-        st._exercise("seek-unpersisted")
+        st._exercise_shared("seek-unpersisted")
         target, seek_seq = st.seek
         if st.persist_seq is None or st.persist_seq < seek_seq or st.persisted_cursor < target:
             st.late_version = st.state_version
@@ -347,7 +347,7 @@ def check_persistence(st: CheckerState, op: OpState) -> None:
             )
             return
     if cursor > op.cursor_at_start or (op.resolved and st.persist_holes):
-        st._exercise("persist-late")
+        st._exercise_shared("persist-late")
     if st.state_version == st.synced_version:
         return
     holes = st.resolved_above_cursor() if st.persist_holes else None
@@ -355,7 +355,7 @@ def check_persistence(st: CheckerState, op: OpState) -> None:
         st.synced_version = st.state_version
         st.persist_due_since = None
         return
-    if st.persisted_cursor > cursor or st.persisted_holes.intersect(st.unresolved):
+    if st.persisted_cursor > cursor or st.persisted_holes.intersect(st.all_unresolved()):
         return  # ahead (a cursor or a hole past an unresolved offset), not late: cursor-skip reported it
     interval = st.persist_interval
     if st.persist_on_advance:
@@ -511,13 +511,16 @@ def check_resurrected(st: CheckerState, message: Message, seq: int) -> None:
 
 def check_cursor_skip(st: CheckerState, cursor: int, holes: BitMap, seq: int) -> None:
     """KS-CUR-1 at a `cursor_persisted`: neither the cursor nor a persisted hole passes an unresolved message."""
-    if not st.unresolved:
+    if not st.any_unresolved():
         return
-    st._exercise("cursor-skip")
-    smallest = st.unresolved.min()
-    bad = holes & st.unresolved
+    st._exercise_shared("cursor-skip")
+    unresolved = st.all_unresolved()
+    smallest = unresolved.min()
+    bad = holes & unresolved
     if cursor > smallest or bad:
         offset = smallest if cursor > smallest else bad.min()
+        if not st.owns(offset):
+            return  # the shard that holds the skipped message reports it
         skipped = st.messages[offset]
         st._report(
             "cursor-skip",
@@ -531,7 +534,7 @@ def check_cursor_regress(st: CheckerState, cursor: int, seeking: bool, seq: int)
     """KS-CUR-2 at a `cursor_persisted`: the persisted cursor never moves back (but to a seek's target)."""
     if st.persist_seq is None:
         return
-    st._exercise("cursor-regress")
+    st._exercise_shared("cursor-regress")
     if cursor < st.persisted_cursor and not (seeking and st.seek is not None and cursor >= st.seek[0]):
         st._report(
             "cursor-regress",
@@ -548,7 +551,7 @@ def check_persist_early(st: CheckerState, cursor: int, seeking: bool, seq: int) 
     op = st.op
     if st.persist_on_advance and not seeking:
         # req: KS-CUR-7 (with persist_trigger = advance: only when KS-CUR-12 makes it due)
-        st._exercise("persist-early")
+        st._exercise_shared("persist-early")
         moved = op is not None and st.cursor() > op.cursor_at_start
         elapsed = st.persist_tick is None or st.now - st.persist_tick >= interval
         flush = st.persist_flush
@@ -561,7 +564,7 @@ def check_persist_early(st: CheckerState, cursor: int, seeking: bool, seq: int) 
                 persist_early(cursor, st.now, explain.persist_off_schedule(interval, flush), seq),
             )
     elif interval > 0 and not seeking:
-        st._exercise("persist-early")
+        st._exercise_shared("persist-early")
         why = ""
         if op is None or op.kind != "tick":
             why = explain.persist_outside_tick(interval)

@@ -147,7 +147,7 @@ def check_flow(st: CheckerState, message: Message, seq: int, first: bool) -> Non
     # req: KS-FLW-2, KS-ISO-4 (parked messages left out of the count)
     window = st.window
     parked = st._parked_below(message.offset)
-    below = (st.unresolved.rank(message.offset - 1) if message.offset > 0 else 0) - parked
+    below = (st.unresolved_rank(message.offset - 1) if message.offset > 0 else 0) - parked
     if below >= window - 1:
         st._exercise("window-overrun")
     if below >= window and not st._continuing_batch:  # KS-BKT-10: a batch is read and delivered whole
@@ -187,7 +187,7 @@ def check_unacked_limit(st: CheckerState, message: Message, seq: int, incarnatio
     """KS-FLW-1 with `max_unacked`: a consumer that reached the limit gets nothing until half of it is acked."""
     if incarnation is None or not st.max_unacked:
         return
-    if len(incarnation.outstanding) >= st.max_unacked - 1 or incarnation.unacked_blocked_seq is not None:
+    if st.holding(incarnation) >= st.max_unacked - 1 or incarnation.unacked_blocked_seq is not None:
         st._exercise("capacity-overrun")
     if incarnation.unacked_blocked_seq is not None and not st._continuing_batch:
         st._report(
@@ -199,7 +199,7 @@ def check_unacked_limit(st: CheckerState, message: Message, seq: int, incarnatio
                 incarnation.name,
                 st.max_unacked,
                 incarnation.unacked_blocked_seq,
-                len(incarnation.outstanding),
+                st.holding(incarnation),
                 seq,
             ),
         )
@@ -225,11 +225,11 @@ def check_capacity(st: CheckerState, message: Message, seq: int, incarnation: In
             )
         incarnation.permits -= 1
         return
-    held = len(incarnation.outstanding)
+    held = st.holding(incarnation)
     if held >= incarnation.capacity - 1:
         st._exercise("capacity-overrun")
     if held + 1 > incarnation.capacity and not st._continuing_batch:
-        seqs = sorted(d.seq for d in incarnation.outstanding.values())
+        seqs = st.holding_seqs(incarnation)
         st._report(
             "capacity-overrun",
             seq,

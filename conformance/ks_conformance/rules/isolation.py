@@ -110,9 +110,9 @@ def check_idle(st: CheckerState, op: OpState) -> None:
     if next(in_window, None) is None:
         return
     # req: KS-ISO-2 (the window's messages are the `window` smallest unresolved offsets), KS-ISO-3
-    st._exercise("idle-while-ready")
+    st._exercise_shared("idle-while-ready")
     if any(m.filters for m in st.members.values()):
-        st._exercise("unfiltered-wait")
+        st._exercise_shared("unfiltered-wait")
     ready = [m for m in st.members.values() if has_room(st, m)]
     # A fixed-target selector's target is not known here: judge only when every member could take the key.
     # With selector `any` (no key affinity) one eligible member with room is enough.
@@ -172,7 +172,7 @@ def check_idle(st: CheckerState, op: OpState) -> None:
             ordering.report_delay_wait(st, message, delayed_before, op.seq)
             continue
         # req: KS-ISO-1, KS-GEN-6, KS-ISO-2
-        shown = [(m.name, len(m.outstanding), m.capacity if m.permits is None else m.permits) for m in able or eligible]
+        shown = [(m.name, st.holding(m), m.capacity if m.permits is None else m.permits) for m in able or eligible]
         lookahead = (waiting, lookahead_of(st)) if st.lookahead else None
         parked = st._parked_below(head) if st.park_after else None
         heartbeat = ("tick" if op.kind == "tick" else "read") if st.heartbeat_reads else None
@@ -224,7 +224,7 @@ def has_room(st: CheckerState, member: Incarnation) -> bool:
     """Connected, and below capacity or (`flow_control = "permits"`) holding a permit (KS-FLW-1, KS-FLW-4)."""
     if not member.connected or member.unacked_blocked_seq is not None:
         return False  # req: KS-FLW-1 (with max_unacked, blocked until half of the limit is acked)
-    return len(member.outstanding) < member.capacity if member.permits is None else member.permits > 0
+    return st.holding(member) < member.capacity if member.permits is None else member.permits > 0
 
 
 def lookahead_of(st: CheckerState) -> int:
@@ -258,7 +258,7 @@ def read_bound_alone(st: CheckerState) -> Callable[[int], int | None]:
         window = int(st.config["window"])
 
         def in_window(offset: int) -> int | None:
-            below = st.unresolved.rank(offset) - st._parked_below(offset)  # req: KS-ISO-4
+            below = st.unresolved_rank(offset) - st._parked_below(offset)  # req: KS-ISO-4
             return below if below <= window else None
 
         return in_window

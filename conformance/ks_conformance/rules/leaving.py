@@ -231,7 +231,7 @@ def check_eviction(st: CheckerState, name: str, incarnation: Incarnation | None,
     """KS-MEM-2 at a `consumer_evicted`: the member was disconnected for `evict_after` ticks (and did not reconnect,
     KS-MEM-4)."""
     evict_after = int(st.config["evict_after"])
-    st._exercise("premature-eviction")
+    st._exercise_shared("premature-eviction")
     why = ""
     if incarnation is not None and incarnation.reconnected_seq is not None:
         report_reconnect_ignored(st, incarnation, seq, explain.evicted_at(name, st.now, seq))

@@ -1,0 +1,160 @@
+"""The facts that span keys, for judging a trace in shards of keys: the subscription's ledger.
+
+A shard judges its keys' events only, but some rules read what every key contributes to: how many deliveries a
+consumer holds (KS-FLW-1), which offsets are unresolved (the window, KS-FLW-2, and the cursor, KS-CUR-1), how many
+messages were published. One sequential pass over a few columns of the whole trace (`ledger_changes`) derives, event
+by event, the changes to those facts; each shard applies the other shards' changes as it goes (`Ledger`). The pass
+is a prediction, not a second checker: every shard logs the changes its own checker really made (`delta_log` of
+checks/state.py) and the judgment stands only if each shard's log equals the pass's changes for its keys (`proven`).
+As every change belongs to one key, the shards together prove every change, so each shard read exactly the facts the
+whole-trace checker reads; when a prediction fails, the caller judges the trace in one process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ks_spec.config import CONFIG_DEFAULTS
+from pyroaring import BitMap
+
+from ks_conformance.checks.state import DELIVERED, DELIVERY_ENDED, PUBLISHED, RESOLVED
+
+Change = tuple[int, int, int, str | None]
+"""(seq, what, offset, consumer): `what` is PUBLISHED, DELIVERED, DELIVERY_ENDED or RESOLVED (checks/state.py)."""
+
+RESOLVING = frozenset({"ack", "drop", "dead_letter", "filter"})
+"""Effects that resolve their message (and end its delivery), as `resolve` in rules/resolutions.py does."""
+UNSHARDED_KINDS = {
+    "restart": "a restart (it rebuilds every key's state at once)",
+    "seek": "a seek (it moves every key's messages at once)",
+    "outcome": "an implementation-defined outcome",
+    "bucket_assigned": "selector buckets",
+    "bucket_withheld": "selector buckets",
+    "segment_created": "selector buckets",
+    "segment_sealed": "selector buckets",
+    "checkpoint": "selector buckets",
+    "permits_granted": "flow_control permits",
+}
+"""Event kinds a trace is not yet judged in shards with, and why (the caller judges it in one process)."""
+
+
+def unsharded_config(config: Mapping[str, Any]) -> str | None:
+    """Why a configuration is not yet judged in shards (its rules read facts the ledger does not keep), or None."""
+    full = {**CONFIG_DEFAULTS, **config}
+    reasons = (
+        (full["profile"] == "best-effort", "the best-effort profile"),
+        (full["selector"] == "buckets", "selector buckets"),
+        (full["flow_control"] == "permits", "flow_control permits"),
+        (full["read_bound"] == "lookahead", "read_bound lookahead"),
+        (full["read_trigger"] == "heartbeat", "read_trigger heartbeat"),
+        (int(full.get("park_after") or 0) > 0, "park_after"),
+        (int(full["max_unacked"]) > 0, "max_unacked"),
+    )
+    return next((why for unsupported, why in reasons if unsupported), None)
+
+
+@dataclass
+class Ledger:
+    """The facts that span keys as changes make them: who holds each outstanding delivery, what is unresolved."""
+
+    holder: dict[int, str] = field(default_factory=dict)
+    """Offset -> the consumer holding its outstanding delivery."""
+    held: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Consumer -> its outstanding deliveries (offset -> the seq that made it), in the order made."""
+    unresolved: BitMap = field(default_factory=BitMap)
+    published: int = 0
+
+    def apply(self, change: Change) -> None:
+        """Make one change."""
+        seq, what, offset, consumer = change
+        if what == PUBLISHED:
+            self.unresolved.add(offset)
+            self.published += 1
+        elif what == DELIVERED:
+            assert consumer is not None
+            self.holder[offset] = consumer
+            self.held.setdefault(consumer, {})[offset] = seq
+        elif what == DELIVERY_ENDED:
+            assert consumer is not None
+            del self.holder[offset]
+            del self.held[consumer][offset]
+        else:
+            self.unresolved.discard(offset)
+
+
+Row = tuple[str, int, int | None, str | None, bool]
+"""(event kind, seq, offset, consumer, delayed or batched) of one trace row: what the ledger pass reads."""
+
+
+def rows_of(events: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
+    """The ledger pass's columns of event dicts."""
+    for event in events:
+        offset, consumer = event.get("offset"), event.get("consumer")
+        special = event.get("deliver_at") is not None or event.get("entry") is not None
+        yield str(event["event"]), int(event["seq"]), None if offset is None else int(offset), consumer, special
+
+
+@dataclass
+class Prediction:
+    """The ledger pass's result: every change, in order, or why the trace is not judged in shards."""
+
+    changes: list[Change]
+    reason: str | None = None
+
+
+def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction:
+    """Predict, row by row, the changes a whole-trace checker makes to the facts that span keys.
+
+    The prediction follows the checker's transitions for a well-formed trace of a configuration `unsharded_config`
+    accepts; where it is wrong (a malformed or unusual trace) the shards' proof fails and the trace is judged whole.
+    """
+    try:
+        config = json.loads(config_detail or "")["config"]
+    except (ValueError, KeyError, TypeError):
+        return Prediction([], "the config event cannot be read")
+    why = unsharded_config(config) if isinstance(config, dict) else "the config event cannot be read"
+    if why:
+        return Prediction([], why)
+    ledger = Ledger()
+    changes: list[Change] = []
+    change: Change
+    add = changes.append
+    members: set[str] = set()
+    for kind, seq, offset, consumer, special in rows:
+        if kind in UNSHARDED_KINDS:
+            return Prediction([], UNSHARDED_KINDS[kind])
+        if special:
+            return Prediction([], "a delayed message or a batch (publish_delayed, publish_entry)")
+        if offset is None:
+            if kind == "consumer_added":
+                members.add(str(consumer))
+            elif kind == "consumer_removed" or kind == "consumer_evicted":
+                members.discard(str(consumer))
+                for held in list(ledger.held.get(str(consumer), {})):
+                    add(change := (seq, DELIVERY_ENDED, held, str(consumer)))
+                    ledger.apply(change)
+            continue
+        if kind == "deliver" and consumer not in members:
+            return Prediction([], f"a delivery to {consumer!r}, not a member (seq {seq})")
+        if kind == "publish":
+            add(change := (seq, PUBLISHED, offset, None))
+            ledger.apply(change)
+            continue
+        holder = ledger.holder.get(offset)
+        if kind == "deliver":
+            if holder is not None:
+                add(change := (seq, DELIVERY_ENDED, offset, holder))
+                ledger.apply(change)
+            add(change := (seq, DELIVERED, offset, str(consumer)))
+            ledger.apply(change)
+        elif kind in RESOLVING or kind == "nack" or (kind == "timeout" and holder == consumer):
+            if holder is not None:
+                add(change := (seq, DELIVERY_ENDED, offset, holder))
+                ledger.apply(change)
+            if kind in RESOLVING and offset in ledger.unresolved:
+                add(change := (seq, RESOLVED, offset, None))
+                ledger.apply(change)
+    return Prediction(changes)

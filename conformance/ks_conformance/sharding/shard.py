@@ -1,0 +1,249 @@
+"""One shard of keys judged by the trace checker itself: `ShardChecker` is `Checker` fed its keys' events, every
+event that names no key, and the boundaries of every op, with the facts that span keys read from the ledger.
+
+What a shard needs besides its own events:
+- every op's boundaries (`Op`): the checks at an op's end run for its keys at every op, even one all of whose events
+  belong to other shards, since the facts they read (a consumer's room, the window) change there;
+- the other shards' changes to the facts that span keys (facts.py), applied in seq order as the shard goes;
+- who judges the subscription: the first shard alone runs the persistence checks at ops' ends (KS-CUR-5, KS-CUR-10),
+  which read nothing but the facts and the cursor's own history.
+
+A situation of the whole subscription may be counted as exercised by several shards (`_exercise_shared`): each
+records where (an op's index or an event's seq) and the merge counts each place once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from pyroaring import BitMap
+
+from ks_conformance.anomalies import Anomaly
+from ks_conformance.checker import Checker, Event
+from ks_conformance.checks.end_of_op import open_op, tick_phase
+from ks_conformance.checks.records import Incarnation, Problem
+from ks_conformance.checks.state import DANUBE_PHASE_3, DELIVERED, DELIVERY_ENDED, PUBLISHED, phase_of
+from ks_conformance.sharding.facts import Change
+
+FIRST_SHARD_KINDS = frozenset({"persist-late", "persist-early", "seek-unpersisted"})
+"""Anomaly kinds of the persisted cursor's schedule, which the persistence checks at ops' ends keep (KS-CUR-5, KS-CUR-7,
+KS-CUR-10): the first shard alone runs those, so only its findings and counts of these kinds are taken."""
+TEMPTATIONS = ("key-reorder", "overtaken-hold", "retry-overtaken", "blocked-key-leak", "split-owner")
+"""The situations an op's end counts for its keys (count_temptations in checks/end_of_op.py): between two ops of
+this shard's keys nothing of theirs changes, so an op with none of their events counts as the op before it did."""
+
+
+class Op(NamedTuple):
+    """One op of the whole trace: the kind of its first event and the seqs of its first and last events."""
+
+    kind: str
+    start: int
+    end: int
+
+
+@dataclass
+class ShardJudgment:
+    """What one shard found: anomalies, problems, counts, and the changes it made to the facts that span keys."""
+
+    anomalies: list[Anomaly]
+    problems: list[Problem]
+    exercised: dict[str, int]
+    """Counts of situations of its own keys (added up over shards)."""
+    shared_points: dict[tuple[str, bool], BitMap]
+    """Per (kind, at an op's end), where a situation of the whole subscription was met: the op's index, or the seq
+    of the event it was met at."""
+    shared_counts: dict[tuple[str, bool, int], int] = field(default_factory=dict)
+    """Places where such a situation was counted more than once (a tick with several evictions due)."""
+    changes: list[Change] = field(default_factory=list)
+
+
+class ShardChecker(Checker):
+    """The trace checker of one shard of keys (see the module doc)."""
+
+    def __init__(self, ops: Sequence[Op], foreign: Sequence[Change], first: bool) -> None:
+        super().__init__()
+        self.ops = ops
+        self.foreign = foreign
+        """The other shards' changes to the facts that span keys, in seq order."""
+        self.next_foreign = 0
+        self.judges_subscription = first
+        self.delta_log = []
+        self.own_offsets = BitMap()
+        self.foreign_unresolved = BitMap()
+        self.foreign_held: dict[str, dict[int, int]] = {}
+        self.points: dict[tuple[str, bool], BitMap] = {}
+        self.point_counts: dict[tuple[str, bool, int], int] = {}
+        self.current_seq = -1
+        """The seq of the event being judged (the place of a shared situation met at an event)."""
+        self.op_index = 0
+        """The index of the op this shard is in (0 before the first)."""
+        self.closing: int | None = None
+        """While an op's end is judged: its index (a shared situation met there is that op's)."""
+        self.tempted: list[str] = []
+        """The temptations counted at this shard's last judged op end (see TEMPTATIONS)."""
+
+    # --- the facts that span keys: this shard's part plus the ledger's ---------------------------------------
+
+    def holding(self, incarnation: Incarnation) -> int:
+        return len(incarnation.outstanding) + len(self.foreign_held.get(incarnation.name, ()))
+
+    def holding_seqs(self, incarnation: Incarnation) -> list[int]:
+        own = [d.seq for d in incarnation.outstanding.values()]
+        return sorted([*own, *self.foreign_held.get(incarnation.name, {}).values()])
+
+    def all_unresolved(self) -> BitMap:
+        return self.unresolved | self.foreign_unresolved
+
+    def any_unresolved(self) -> bool:
+        return bool(self.unresolved) or bool(self.foreign_unresolved)
+
+    def unresolved_rank(self, offset: int) -> int:
+        return self.unresolved.rank(offset) + self.foreign_unresolved.rank(offset)
+
+    def owns(self, offset: int) -> bool:
+        return offset in self.own_offsets
+
+    def cursor(self) -> int:
+        own, foreign = self.unresolved, self.foreign_unresolved
+        if own and foreign:
+            return min(own.min(), foreign.min())
+        if own or foreign:
+            return (own or foreign).min()
+        return self.messages.published
+
+    def _exercise_shared(self, name: str, count: int = 1) -> None:
+        if not self._applies.get(name) or count <= 0:
+            return
+        at_end = self.closing is not None
+        point = self.closing if self.closing is not None else self.current_seq
+        if count == 1:
+            points = self.points.get((name, at_end))
+            if points is None:
+                points = self.points[name, at_end] = BitMap()
+            points.add(point)
+        else:
+            self.point_counts[name, at_end, point] = count
+
+    def catch_up(self, before: int) -> None:
+        """Apply the other shards' changes made before seq `before`."""
+        foreign, index = self.foreign, self.next_foreign
+        held = self.foreign_held
+        op = self.op
+        while index < len(foreign) and foreign[index][0] < before:
+            seq, what, offset, consumer = foreign[index]
+            index += 1
+            if what == PUBLISHED:
+                self.foreign_unresolved.add(offset)
+                self.messages.published += 1
+                self.state_version += 1
+            elif what == DELIVERED:
+                assert consumer is not None
+                mine = held.get(consumer)
+                if mine is None:
+                    mine = held[consumer] = {}
+                mine[offset] = seq
+            elif what == DELIVERY_ENDED:
+                assert consumer is not None
+                del held[consumer][offset]
+            else:
+                self.foreign_unresolved.discard(offset)
+                self.state_version += 1
+                self.last_resolution_seq = seq
+                if op is not None and seq >= op.seq:
+                    op.resolved = True
+        self.next_foreign = index
+
+    # --- the ops ---------------------------------------------------------------------------------------------
+
+    def feed_routed(self, event: Event, op_index: int, phase_only: bool = False) -> None:
+        """Judge one event of this shard, `op_index` being the index of the op it belongs to; or, `phase_only`,
+        go through the tick phase of another shard's event (a boundary of its tick's phases, KS-GEN-7)."""
+        seq = int(event["seq"])
+        if op_index != self.op_index:
+            self.close_through(op_index - 1)
+            self.op_index = op_index
+            op = self.ops[op_index - 1]
+            self.op_count = op_index - 1
+            if op.start != seq:  # the op began with another shard's event: open it here
+                self.catch_up(op.start)
+                self.now = int(event["tick"])
+                open_op(self, op.kind, op.start)
+        self.catch_up(seq)
+        self.current_seq = seq
+        if phase_only:
+            self.pass_phase(event)
+            return
+        if event["event"] == "publish":
+            self.own_offsets.add(int(event["offset"]))
+        self.feed(event)
+
+    def pass_phase(self, event: Event) -> None:
+        """What `feed` does for the tick phase of an effect, for another shard's effect."""
+        op = self.op
+        if op is None or op.kind != "tick":
+            return
+        phase = phase_of(event)
+        if phase is None:
+            return
+        if phase == 5 and op.phase <= 3 and event["event"] in DANUBE_PHASE_3 and self.danube_ticks:
+            phase = 3  # req: KS-GEN-7 (tick_order danube: phase 3 ends with a deliver step)
+        tick_phase(self, event, phase)
+        self.last_seq = int(event["seq"])
+
+    def close_through(self, last: int) -> None:
+        """Judge the end of the open op and of every later op up to index `last` (each one whole in other shards)."""
+        if self.op is not None:
+            self.close_open_op(self.op_index)
+        skipped = BitMap()
+        for index in range(self.op_index + 1, last + 1):
+            op = self.ops[index - 1]
+            if self.judges_subscription or (self._idle_heads and not self.idle_unjudged):
+                self.catch_up(op.start)
+                self.op_count = index - 1
+                open_op(self, op.kind, op.start)
+                self.close_open_op(index)
+            else:
+                skipped.add(index)
+        if skipped:
+            for name in self.tempted:
+                self.points[name, True] |= skipped
+            if any(index % self.settle_every == 0 for index in skipped):
+                self._settle()
+        self.op_index = max(self.op_index, last)
+
+    def close_open_op(self, index: int) -> None:
+        """Judge the end of the open op, the `index`-th, after the other shards' changes within it."""
+        end = self.ops[index - 1].end
+        self.catch_up(end + 1)
+        self.last_seq = end
+        self.closing = index
+        self.end_op()
+        self.closing = None
+        self.tempted = [name for name in TEMPTATIONS if index in self.points.get((name, True), ())]
+
+    def finish_shard(self) -> ShardJudgment:
+        """Judge the ends of the ops left (through the trace's last) and return what the shard found."""
+        self.close_through(len(self.ops))
+        self.finish()
+        additive = {name: count for name, count in self.exercised.items()}
+        return ShardJudgment(
+            list(self.anomalies),
+            list(self.problems),
+            additive,
+            self.points,
+            self.point_counts,
+            list(self.delta_log or ()),
+        )
+
+
+def judge_shard(
+    rows: Iterable[tuple[Event, int, bool]], ops: Sequence[Op], foreign: Sequence[Change], first: bool
+) -> ShardJudgment:
+    """Judge one shard's rows (each with its op's index and whether it is shown for its phase only), given every op
+    and the other shards' changes."""
+    checker = ShardChecker(ops, foreign, first)
+    for event, op_index, phase_only in rows:
+        checker.feed_routed(event, op_index, phase_only)
+    return checker.finish_shard()
