@@ -39,6 +39,9 @@ UNSHARDED_KINDS = {
     "permits_granted": "flow_control permits",
 }
 """Event kinds a trace is not yet judged in shards with, and why (the caller judges it in one process)."""
+NON_MEMBER = "a delivery to a consumer that is not a member"
+"""Not judged in shards yet: the checker keeps such a consumer's deliveries apart from a member's of the same name."""
+SPECIAL_PUBLISH = "a delayed message or a batch (publish_delayed, publish_entry)"
 
 
 def unsharded_config(config: Mapping[str, Any]) -> str | None:
@@ -127,7 +130,7 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
         if kind in UNSHARDED_KINDS:
             return Prediction([], UNSHARDED_KINDS[kind])
         if special:
-            return Prediction([], "a delayed message or a batch (publish_delayed, publish_entry)")
+            return Prediction([], SPECIAL_PUBLISH)
         if offset is None:
             if kind == "consumer_added":
                 members.add(str(consumer))
@@ -138,7 +141,7 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
                     ledger.apply(change)
             continue
         if kind == "deliver" and consumer not in members:
-            return Prediction([], f"a delivery to {consumer!r}, not a member (seq {seq})")
+            return Prediction([], f"{NON_MEMBER} ({consumer!r}, seq {seq})")
         if kind == "publish":
             add(change := (seq, PUBLISHED, offset, None))
             ledger.apply(change)

@@ -75,6 +75,7 @@ def route_events(events: Sequence[Event], shards: int, config: dict[str, object]
     rows: list[list[tuple[Event, int, bool]]] = [[] for _ in range(shards)]
     ops: list[Op] = []
     shard_of_offset: list[int] = []
+    key_of_offset: list[str] = []
     zombie_pending = False
     shown = phase_boundaries(events)
     for position, event in enumerate(events):
@@ -89,14 +90,19 @@ def route_events(events: Sequence[Event], shards: int, config: dict[str, object]
         ops[-1] = ops[-1]._replace(end=seq)
         key, offset = event.get("key"), event.get("offset")
         if kind == "publish":
+            if offset != len(key_of_offset):
+                return Unsharded(f"seq {seq}: publish of offset {offset}, expected {len(key_of_offset)}")
             shard = by_key(str(key))
             shard_of_offset.append(shard)
-        elif key is not None:
-            shard = by_key(str(key))
+            key_of_offset.append(str(key))
         elif offset is not None and kind != "seek":
             if not 0 <= int(offset) < len(shard_of_offset):
                 return Unsharded(f"seq {seq}: {kind} names offset {offset}, which was not published")
+            if key is not None and key != key_of_offset[int(offset)]:
+                return Unsharded(f"seq {seq}: {kind} of offset {offset} names another key than its own")
             shard = shard_of_offset[int(offset)]
+        elif key is not None:
+            shard = by_key(str(key))
         else:
             shard = -1
         if shard < 0:

@@ -23,7 +23,7 @@ from pyroaring import BitMap
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.checker import Checker, Event
 from ks_conformance.checks.end_of_op import open_op, tick_phase
-from ks_conformance.checks.records import Incarnation, Problem
+from ks_conformance.checks.records import Incarnation, Message, Problem
 from ks_conformance.checks.state import DANUBE_PHASE_3, DELIVERED, DELIVERY_ENDED, PUBLISHED, phase_of
 from ks_conformance.sharding.facts import Change
 
@@ -104,6 +104,14 @@ class ShardChecker(Checker):
 
     def owns(self, offset: int) -> bool:
         return offset in self.own_offsets
+
+    def _message_of(self, event: Event) -> Message | None:
+        offset = event.get("offset")
+        if event["event"] != "publish" and offset is not None and int(offset) not in self.own_offsets:
+            # The router gives a shard only its keys' messages: the whole trace's checker must judge this one.
+            self._problem(int(event["seq"]), f"{event['event']} names offset {offset}, of another shard's key")
+            return None
+        return super()._message_of(event)
 
     def cursor(self) -> int:
         own, foreign = self.unresolved, self.foreign_unresolved

@@ -1,0 +1,208 @@
+"""Judging a trace in shards of keys gives the whole trace's judgment (issue 29: one judgment, however judged).
+
+Every trace the tests know (the vectors, the checker's bad and good cases, reference workloads with injected faults,
+and random faulty traces made from them) is judged whole and in 1, 2 and 7 shards (ks_conformance.sharding). A trace
+judged in shards must get the same anomalies (witnesses, explanations, details) and exercised counts; one that is
+not must say why, and the reason must be one the sharding declares (a configuration or event it does not cover yet,
+or a malformed trace), never a failed prediction on a well-formed trace. Broken shard checkers prove the comparison
+has teeth.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ks_conformance.checker import Checker
+from ks_conformance.sharding import merge as sharding
+from ks_conformance.sharding.facts import NON_MEMBER, SPECIAL_PUBLISH, UNSHARDED_KINDS, Change
+from ks_conformance.sharding.merge import Judgment, Unsharded, anomaly_order, judge_in_shards
+from ks_conformance.sharding.shard import Op, ShardChecker, ShardJudgment
+from ks_conformance.vectors import VECTORS_DIR, find_vectors
+from ks_reference.store import MemoryStore
+from ks_reference.workloads import run_named
+from ks_spec.trace import read_events
+from spark_support.faults import INJECTIONS, renumber
+from test_checker import ALL_CASES
+
+Event = dict[str, Any]
+SHARDS = (1, 2, 7)
+DECLARED = (
+    "the best-effort profile",
+    "selector buckets",
+    "flow_control permits",
+    "read_bound lookahead",
+    "read_trigger heartbeat",
+    "park_after",
+    "max_unacked",
+    SPECIAL_PUBLISH,
+    NON_MEMBER,
+    *UNSHARDED_KINDS.values(),
+)
+"""What the sharding says it does not cover yet (facts.py): a reason to judge a trace whole."""
+
+
+def whole(events: Sequence[Event]) -> tuple[list[tuple[Any, ...]], dict[str, int], bool]:
+    """The whole trace's judgment, its anomalies in the order a sharded judgment lists them."""
+    checker = Checker()
+    for event in events:
+        checker.feed(event)
+    checker.finish()
+    anomalies = [(*anomaly_order(a), repr(a.details)) for a in sorted(checker.anomalies, key=anomaly_order)]
+    return anomalies, dict(checker.exercised), bool(checker.problems)
+
+
+def in_shards(judgment: Judgment, names: Sequence[str]) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
+    anomalies = [(*anomaly_order(a), repr(a.details)) for a in judgment.anomalies]
+    return anomalies, {name: judgment.exercised.get(name, 0) for name in names}
+
+
+def judged_alike(events: Sequence[Event], shards: int) -> str | None:
+    """Assert the sharded judgment equals the whole one; the reason it was judged whole, if it was."""
+    anomalies, exercised, problems = whole(events)
+    judgment = judge_in_shards(events, shards)
+    if isinstance(judgment, Unsharded):
+        if not problems:
+            assert judgment.reason.startswith(DECLARED), judgment.reason
+        return judgment.reason
+    assert not problems
+    assert in_shards(judgment, list(exercised)) == (anomalies, exercised)
+    return None
+
+
+VECTOR_TRACES = sorted(trace.path for vector in find_vectors(VECTORS_DIR) for trace in vector.traces)
+
+
+@pytest.mark.parametrize("path", VECTOR_TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_vector_traces_are_judged_alike_in_shards(path: Path) -> None:
+    events = [event for _, event in read_events(path)]
+    for shards in SHARDS:
+        judged_alike(events, shards)
+
+
+@pytest.mark.parametrize(("name", "number", "pair"), ALL_CASES, ids=[f"{c[0]}-{c[1]}" for c in ALL_CASES])
+def test_checker_cases_are_judged_alike_in_shards(name: str, number: int, pair: Any) -> None:
+    for recipe in pair:
+        for shards in SHARDS:
+            judged_alike(recipe().events, shards)
+
+
+def test_most_of_the_corpus_is_judged_in_shards() -> None:
+    """The comparison above is not vacuous: traces of the common configurations are judged in shards, anomalies
+    included (a sharding that fell back on every trace would pass it)."""
+    sharded = with_anomalies = 0
+    cases = [recipe().events for _, _, pair in ALL_CASES for recipe in pair]
+    for events in cases:
+        judgment = judge_in_shards(events, 2)
+        if not isinstance(judgment, Unsharded):
+            sharded += 1
+            with_anomalies += bool(judgment.anomalies)
+    assert sharded >= len(cases) // 2
+    assert with_anomalies >= sharded // 3
+
+
+@pytest.mark.parametrize("target", sorted(INJECTIONS))
+def test_injected_faults_are_judged_alike_in_shards(target: str) -> None:
+    workload, inject = INJECTIONS[target]
+    events = run_named(workload, size=300, seed=3, store=MemoryStore()).events
+    mutated = inject(events)
+    assert mutated is not None
+    for shards in (2, 7):
+        judged_alike(events, shards)
+        judged_alike(mutated, shards)
+
+
+def perturbed(rng: random.Random, events: list[Event]) -> list[Event]:
+    """A faulty trace: a reference run with one to three events dropped, repeated, moved or given another consumer."""
+    events = [dict(event) for event in events]
+    for _ in range(rng.randint(1, 3)):
+        at = rng.randrange(1, len(events))
+        event = events[at]
+        what = rng.choice(("drop", "repeat", "move", "consumer"))
+        if what == "drop":
+            del events[at]
+        elif what == "repeat" and event["event"] in ("deliver", "ack", "nack", "timeout"):
+            events.insert(at, dict(event))
+        elif what == "move":
+            events.insert(rng.randrange(1, len(events)), events.pop(at))
+        elif what == "consumer" and event["event"] in ("deliver", "ack", "nack", "timeout"):
+            event["consumer"] = rng.choice(("c0", "c1", "c2", "c3"))
+    return renumber(events)
+
+
+WORKLOADS = ("steady", "churn", "hot-key-slow-consumer", "poison-drop", "poison-dead-letter", "poison-block")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_faulty_traces_are_judged_alike_in_shards(seed: int) -> None:
+    rng = random.Random(seed)
+    sharded = 0
+    for _ in range(8):
+        workload = rng.choice(WORKLOADS)
+        events = run_named(workload, size=rng.choice((40, 120)), seed=rng.randrange(1000), store=MemoryStore()).events
+        faulty = perturbed(rng, events)
+        sharded += judged_alike(faulty, rng.choice((2, 3, 7))) is None
+    assert sharded >= 2  # most faulty traces stay well formed (the rest are judged whole, as they must be)
+
+
+def test_a_wrong_prediction_is_caught_and_the_trace_judged_whole() -> None:
+    """The ledger is a prediction: a shard whose own changes differ from it voids the sharded judgment."""
+    events = run_named("churn", size=120, seed=4, store=MemoryStore()).events
+    assert not isinstance(judge_in_shards(events, 2), Unsharded)
+    original = sharding.ledger_changes
+
+    def wrong(*args: Any) -> sharding.Prediction:
+        prediction = original(*args)
+        seq, what, offset, consumer = prediction.changes[len(prediction.changes) // 2]
+        prediction.changes[len(prediction.changes) // 2] = (seq + 1, what, offset, consumer)
+        return prediction
+
+    sharding.ledger_changes = wrong  # type: ignore[assignment]
+    try:
+        judgment = judge_in_shards(events, 2)
+    finally:
+        sharding.ledger_changes = original
+    assert isinstance(judgment, Unsharded)
+    assert "mispredicted" in judgment.reason
+
+
+class OwnHoldingsOnly(ShardChecker):
+    """Broken: counts a consumer's deliveries of this shard's keys only (capacity judged without the others')."""
+
+    def holding(self, incarnation: Any) -> int:
+        return len(incarnation.outstanding)
+
+
+class SharedCountedAsOwn(ShardChecker):
+    """Broken: counts a situation of the whole subscription as its own, so the merge adds it up over shards."""
+
+    def _exercise_shared(self, name: str, count: int = 1) -> None:
+        self._exercise(name, count)
+
+
+@pytest.mark.parametrize("broken", [OwnHoldingsOnly, SharedCountedAsOwn], ids=lambda c: c.__name__)
+def test_a_broken_shard_checker_is_told_apart(broken: type[ShardChecker], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison has teeth: with a broken shard checker, some case of the corpus is judged differently."""
+
+    def judge_with(
+        work: list[tuple[Sequence[tuple[Event, int, bool]], list[Op], list[Change], bool]],
+    ) -> list[ShardJudgment]:
+        judgments = []
+        for rows, ops, foreign, first in work:
+            checker = broken(ops, foreign, first)
+            for event, index, phase_only in rows:
+                checker.feed_routed(event, index, phase_only)
+            judgments.append(checker.finish_shard())
+        return judgments
+
+    differing = 0
+    for _, _, pair in ALL_CASES:
+        events = pair[0]().events
+        anomalies, exercised, problems = whole(events)
+        judgment = judge_in_shards(events, 7, judge=judge_with)
+        if not problems and not isinstance(judgment, Unsharded):
+            differing += in_shards(judgment, list(exercised)) != (anomalies, exercised)
+    assert differing > 0
