@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from ks_conformance.checker import Checker
 from ks_conformance.sharding import merge as sharding
-from ks_conformance.sharding.facts import NON_MEMBER, SPECIAL_PUBLISH, UNSHARDED_KINDS, Change
-from ks_conformance.sharding.merge import Judgment, Unsharded, anomaly_order, judge_in_shards
-from ks_conformance.sharding.shard import Op, ShardChecker, ShardJudgment
+from ks_conformance.sharding.facts import NON_MEMBER, SPECIAL_PUBLISH, UNSHARDED_KINDS
+from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomaly_order, judge_in_shards
+from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
 from ks_conformance.vectors import VECTORS_DIR, find_vectors
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
@@ -187,12 +187,10 @@ class SharedCountedAsOwn(ShardChecker):
 def test_a_broken_shard_checker_is_told_apart(broken: type[ShardChecker], monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison has teeth: with a broken shard checker, some case of the corpus is judged differently."""
 
-    def judge_with(
-        work: list[tuple[Sequence[tuple[Event, int, bool]], list[Op], list[Change], bool]],
-    ) -> list[ShardJudgment]:
+    def judge_with(work: list[ShardWork]) -> list[ShardJudgment]:
         judgments = []
-        for rows, ops, foreign, first in work:
-            checker = broken(ops, foreign, first)
+        for rows, ops, foreign, predicted, first in work:
+            checker = broken(ops, foreign, predicted, first)
             for event, index, phase_only in rows:
                 checker.feed_routed(event, index, phase_only)
             judgments.append(checker.finish_shard())

@@ -164,30 +164,26 @@ def judge_in_shards(
         home = routed.shard_of_offset[change[2]]
         for shard in range(shards):
             (own if shard == home else foreign)[shard].append(change)
-    work: list[ShardWork] = [(routed.rows[s], routed.ops, foreign[s], s == 0) for s in range(shards)]
-    judgments = (judge or _judge_here)(work)
-    return merge(judgments, own)
+    work: list[ShardWork] = [(routed.rows[s], routed.ops, foreign[s], own[s], s == 0) for s in range(shards)]
+    return merge((judge or _judge_here)(work))
 
 
-ShardWork = tuple[Sequence[tuple[Event, int, bool]], list[Op], list[Change], bool]
-"""What one shard is given: its rows, every op, the other shards' predicted changes, and whether it is the first."""
+ShardWork = tuple[Sequence[tuple[Event, int, bool]], list[Op], list[Change], list[Change], bool]
+"""What one shard is given: its rows, every op, the other shards' predicted changes and its own, and whether it is
+the first."""
 
 
 def _judge_here(work: list[ShardWork]) -> list[ShardJudgment]:
-    return [judge_shard(rows, ops, foreign, first) for rows, ops, foreign, first in work]
+    return [judge_shard(*shard) for shard in work]
 
 
-def merge(judgments: Sequence[ShardJudgment], predicted: Sequence[list[Change]]) -> Judgment | Unsharded:
+def merge(judgments: Sequence[ShardJudgment]) -> Judgment | Unsharded:
     """The whole trace's judgment from its shards', once each shard is shown to have made the predicted changes."""
     for shard, judgment in enumerate(judgments):
         if judgment.problems:
             return Unsharded(f"shard {shard} found the trace malformed (seq {judgment.problems[0].seq})")
-        if judgment.changes != predicted[shard]:
-            where = next(
-                (a[0] for a, b in zip(judgment.changes, predicted[shard], strict=False) if a != b),
-                min(len(judgment.changes), len(predicted[shard])),
-            )
-            return Unsharded(f"shard {shard}: the facts that span keys were mispredicted (near seq {where})")
+        if judgment.mispredicted is not None:
+            return Unsharded(f"the facts that span keys were mispredicted (shard {shard}, seq {judgment.mispredicted})")
     found: dict[tuple[object, ...], tuple[int, Anomaly]] = {}
     for shard, judgment in enumerate(judgments):
         counts: Counter[tuple[object, ...]] = Counter()

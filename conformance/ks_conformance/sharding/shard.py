@@ -56,15 +56,18 @@ class ShardJudgment:
     of the event it was met at."""
     shared_counts: dict[tuple[str, bool, int], int] = field(default_factory=dict)
     """Places where such a situation was counted more than once (a tick with several evictions due)."""
-    changes: list[Change] = field(default_factory=list)
+    mispredicted: int | None = None
+    """None if the shard made exactly the ledger's predicted changes for its keys, else the seq where it did not."""
 
 
 class ShardChecker(Checker):
     """The trace checker of one shard of keys (see the module doc)."""
 
-    def __init__(self, ops: Sequence[Op], foreign: Sequence[Change], first: bool) -> None:
+    def __init__(self, ops: Sequence[Op], foreign: Sequence[Change], predicted: Sequence[Change], first: bool) -> None:
         super().__init__()
         self.ops = ops
+        self.predicted = predicted
+        """The ledger's predicted changes for this shard's keys, which this shard's checker must make (facts.py)."""
         self.foreign = foreign
         """The other shards' changes to the facts that span keys, in seq order."""
         self.next_foreign = 0
@@ -235,23 +238,34 @@ class ShardChecker(Checker):
         """Judge the ends of the ops left (through the trace's last) and return what the shard found."""
         self.close_through(len(self.ops))
         self.finish()
-        additive = {name: count for name, count in self.exercised.items()}
+        made, predicted = self.delta_log or [], self.predicted
+        mispredicted = None
+        if list(made) != list(predicted):
+            mispredicted = next(
+                (a[0] for a, b in zip(made, predicted, strict=False) if a != b),
+                (made or predicted)[min(len(made), len(predicted)) - 1][0] if made or predicted else 0,
+            )
+        self.messages.close()
         return ShardJudgment(
             list(self.anomalies),
             list(self.problems),
-            additive,
+            dict(self.exercised),
             self.points,
             self.point_counts,
-            list(self.delta_log or ()),
+            mispredicted,
         )
 
 
 def judge_shard(
-    rows: Iterable[tuple[Event, int, bool]], ops: Sequence[Op], foreign: Sequence[Change], first: bool
+    rows: Iterable[tuple[Event, int, bool]],
+    ops: Sequence[Op],
+    foreign: Sequence[Change],
+    predicted: Sequence[Change],
+    first: bool,
 ) -> ShardJudgment:
-    """Judge one shard's rows (each with its op's index and whether it is shown for its phase only), given every op
-    and the other shards' changes."""
-    checker = ShardChecker(ops, foreign, first)
+    """Judge one shard's rows (each with its op's index and whether it is shown for its phase only), given every op,
+    the other shards' predicted changes and its own."""
+    checker = ShardChecker(ops, foreign, predicted, first)
     for event, op_index, phase_only in rows:
         checker.feed_routed(event, op_index, phase_only)
     return checker.finish_shard()
