@@ -39,6 +39,8 @@ class TraceCheck:
     """Messages published in the trace."""
     messages_kept: int = 0
     """Of those, the ones still on the checker's heap at the end (the rest were settled and archived)."""
+    judged: str = "in one process"
+    """How it was judged: in one process, or in shards of keys (`check_trace(jobs=N)`), or in one process and why."""
 
     @property
     def warnings(self) -> list[Anomaly]:
@@ -78,7 +80,7 @@ def fewer_collections() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
-def check_trace(path: Path) -> TraceCheck:
+def check_trace(path: Path, jobs: int = 1) -> TraceCheck:
     """Check one trace file or folder; raise MissingInput if it does not exist.
 
     Edge inputs are decided in spec/trace.md section 6: a malformed trace is unknown with no anomalies, a
@@ -87,6 +89,15 @@ def check_trace(path: Path) -> TraceCheck:
     if not path.exists():
         raise MissingInput(f"{path}: no such file or folder")
     with fewer_collections():
+        if jobs > 1:
+            from ks_conformance.sharding.run import check_in_shards
+
+            sharded = check_in_shards(path, jobs)
+            if isinstance(sharded, TraceCheck):
+                return sharded
+            result = _check_trace(path)
+            result.judged = f"in one process: {sharded.reason}"
+            return result
         return _check_trace(path)
 
 

@@ -33,6 +33,7 @@ def close_op(st: CheckerState) -> None:
     op = st.op
     if op is None:
         return
+    st.closing = op.index
     st._expect_ack_class = False
     if st.batch_run is not None:
         run, st.batch_run = st.batch_run, None
@@ -64,6 +65,7 @@ def close_op(st: CheckerState) -> None:
     for check in END_OF_OP_CHECKS:
         check(st, op)
     st.op = None
+    st.closing = None
     if op.index % st.settle_every == 0:
         st._settle()
 

@@ -174,6 +174,9 @@ class CheckerState:
         """With `persist_flush` set: a flush tick passed with the cursor unpersisted, so the next tick's phase 6 (within
         timer_slack) must write it (KS-CUR-12)."""
         self.op: OpState | None = None
+        self.closing: int | None = None
+        """While the end of an op is judged: its index (a situation of the whole subscription met there is that op's,
+        `_exercise_shared`)."""
         self.op_count = 0
         self._expect_ack_class = False
         self._serial = 0

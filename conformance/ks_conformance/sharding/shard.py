@@ -16,15 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from pyroaring import BitMap
 
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.checker import Checker, Event
-from ks_conformance.checks.end_of_op import open_op, tick_phase
-from ks_conformance.checks.records import Incarnation, Message, Problem
+from ks_conformance.checks.end_of_op import close_op, open_op, tick_phase
+from ks_conformance.checks.hooks import END_OF_OP_CHECKS
+from ks_conformance.checks.records import Incarnation, Message, OpState, Problem
 from ks_conformance.checks.state import DANUBE_PHASE_3, DELIVERED, DELIVERY_ENDED, PUBLISHED, phase_of
+from ks_conformance.rules.cursor import check_persistence
+from ks_conformance.rules.isolation import check_idle
 from ks_conformance.sharding.facts import Change
 
 FIRST_SHARD_KINDS = frozenset({"persist-late", "persist-early", "seek-unpersisted"})
@@ -60,10 +63,18 @@ class ShardJudgment:
     """None if the shard made exactly the ledger's predicted changes for its keys, else the seq where it did not."""
 
 
+class OpSequence(Protocol):
+    """Every op of the trace by index from 0: (kind, first seq, last seq)."""
+
+    def __getitem__(self, index: int, /) -> tuple[str, int, int]: ...
+
+    def __len__(self) -> int: ...
+
+
 class ShardChecker(Checker):
     """The trace checker of one shard of keys (see the module doc)."""
 
-    def __init__(self, ops: Sequence[Op], foreign: Sequence[Change], predicted: Sequence[Change], first: bool) -> None:
+    def __init__(self, ops: OpSequence, foreign: Sequence[Change], predicted: Sequence[Change], first: bool) -> None:
         super().__init__()
         self.ops = ops
         self.predicted = predicted
@@ -82,10 +93,10 @@ class ShardChecker(Checker):
         """The seq of the event being judged (the place of a shared situation met at an event)."""
         self.op_index = 0
         """The index of the op this shard is in (0 before the first)."""
-        self.closing: int | None = None
-        """While an op's end is judged: its index (a shared situation met there is that op's)."""
+        self.last_closed = 0
+        """The index of the last op whose end this shard judged with its own events (see TEMPTATIONS)."""
         self.tempted: list[str] = []
-        """The temptations counted at this shard's last judged op end (see TEMPTATIONS)."""
+        """The temptations counted there (see TEMPTATIONS)."""
 
     # --- the facts that span keys: this shard's part plus the ledger's ---------------------------------------
 
@@ -110,10 +121,10 @@ class ShardChecker(Checker):
 
     def _message_of(self, event: Event) -> Message | None:
         offset = event.get("offset")
-        if event["event"] != "publish" and offset is not None and int(offset) not in self.own_offsets:
-            # The router gives a shard only its keys' messages: the whole trace's checker must judge this one.
-            self._problem(int(event["seq"]), f"{event['event']} names offset {offset}, of another shard's key")
-            return None
+        if offset is not None and offset not in self.messages.by_offset and offset not in self.own_offsets:
+            if event["event"] != "publish":  # the router gives a shard only the rows naming its keys' messages
+                self._problem(int(event["seq"]), f"{event['event']} names offset {offset}, of another shard's key")
+                return None
         return super()._message_of(event)
 
     def cursor(self) -> int:
@@ -171,23 +182,33 @@ class ShardChecker(Checker):
     def feed_routed(self, event: Event, op_index: int, phase_only: bool = False) -> None:
         """Judge one event of this shard, `op_index` being the index of the op it belongs to; or, `phase_only`,
         go through the tick phase of another shard's event (a boundary of its tick's phases, KS-GEN-7)."""
-        seq = int(event["seq"])
+        # Written for speed (it runs once per row): the common cases behind one test each.
+        seq = event["seq"]
         if op_index != self.op_index:
-            self.close_through(op_index - 1)
-            self.op_index = op_index
-            op = self.ops[op_index - 1]
-            self.op_count = op_index - 1
-            if op.start != seq:  # the op began with another shard's event: open it here
-                self.catch_up(op.start)
-                self.now = int(event["tick"])
-                open_op(self, op.kind, op.start)
-        self.catch_up(seq)
+            if op_index == self.op_index + 1 and seq == self.last_seq + 1 and not phase_only:
+                # The next op, begun by this event right after this shard's last one: `feed` closes the op before it
+                # (whose last event that was) and opens this one, as the whole trace's checker does.
+                if self.op is not None:
+                    self.last_closed = self.op_index
+                self.op_index = op_index
+            else:
+                self.close_through(op_index - 1)
+                self.op_index = op_index
+                kind, start, _ = self.ops[op_index - 1]
+                self.op_count = op_index - 1
+                if start != seq:  # the op began with another shard's event: open it here
+                    self.catch_up(start)
+                    self.now = int(event["tick"])
+                    open_op(self, kind, start)
+        foreign = self.foreign
+        if self.next_foreign < len(foreign) and foreign[self.next_foreign][0] < seq:
+            self.catch_up(seq)
         self.current_seq = seq
         if phase_only:
             self.pass_phase(event)
             return
         if event["event"] == "publish":
-            self.own_offsets.add(int(event["offset"]))
+            self.own_offsets.add(event["offset"])
         self.feed(event)
 
     def pass_phase(self, event: Event) -> None:
@@ -207,32 +228,53 @@ class ShardChecker(Checker):
         """Judge the end of the open op and of every later op up to index `last` (each one whole in other shards)."""
         if self.op is not None:
             self.close_open_op(self.op_index)
+        first = self.op_index + 1
+        self.op_index = max(self.op_index, last)
+        if first > last:
+            return
+        judges = self.judges_subscription
+        self.tempted = [name for name in TEMPTATIONS if self.last_closed in self.points.get((name, True), ())]
         skipped = BitMap()
-        for index in range(self.op_index + 1, last + 1):
-            op = self.ops[index - 1]
-            if self.judges_subscription or (self._idle_heads and not self.idle_unjudged):
-                self.catch_up(op.start)
-                self.op_count = index - 1
-                open_op(self, op.kind, op.start)
-                self.close_open_op(index)
-            else:
+        for index in range(first, last + 1):
+            if not judges and (not self._idle_heads or self.idle_unjudged) and not END_OF_OP_CHECKS:
                 skipped.add(index)
+                continue
+            self.pass_foreign_op(index)
         if skipped:
             for name in self.tempted:
                 self.points[name, True] |= skipped
             if any(index % self.settle_every == 0 for index in skipped):
                 self._settle()
-        self.op_index = max(self.op_index, last)
 
-    def close_open_op(self, index: int) -> None:
-        """Judge the end of the open op, the `index`-th, after the other shards' changes within it."""
-        end = self.ops[index - 1].end
+    def pass_foreign_op(self, index: int) -> None:
+        """The end of an op all of whose events are other shards': what `close_op` judges there for this shard's keys
+        and, in the first shard, for the subscription (the op's own checks are its keys' shard's)."""
+        kind, start, end = self.ops[index - 1]
+        self.catch_up(start)
+        self.op_count = index
+        op = self.op = OpState(kind, start, index, self.cursor())
         self.catch_up(end + 1)
         self.last_seq = end
         self.closing = index
-        self.end_op()
+        if self.judges_subscription:
+            check_persistence(self, op)
+        check_idle(self, op)
+        for check in END_OF_OP_CHECKS:
+            check(self, op)
+        self.op = None
         self.closing = None
-        self.tempted = [name for name in TEMPTATIONS if index in self.points.get((name, True), ())]
+        for name in self.tempted:  # its keys' state is as at the end of this shard's last op (see TEMPTATIONS)
+            self.points[name, True].add(index)
+        if index % self.settle_every == 0:
+            self._settle()
+
+    def close_open_op(self, index: int) -> None:
+        """Judge the end of the open op, the `index`-th, after the other shards' changes within it."""
+        end = self.ops[index - 1][2]
+        self.catch_up(end + 1)
+        self.last_seq = end
+        close_op(self)  # (the layout checks of `end_op` are for selector buckets, which is not judged in shards)
+        self.last_closed = index
 
     def finish_shard(self) -> ShardJudgment:
         """Judge the ends of the ops left (through the trace's last) and return what the shard found."""
@@ -258,7 +300,7 @@ class ShardChecker(Checker):
 
 def judge_shard(
     rows: Iterable[tuple[Event, int, bool]],
-    ops: Sequence[Op],
+    ops: OpSequence,
     foreign: Sequence[Change],
     predicted: Sequence[Change],
     first: bool,

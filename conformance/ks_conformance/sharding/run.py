@@ -1,0 +1,415 @@
+"""`check-trace --jobs N` for a Parquet trace: route it into shards column by column, predict the ledger, judge the
+shards in N processes, merge (merge.py). Anything the shards do not cover yet is judged in one process instead, and
+the result says why (`TraceCheck.judged`).
+
+Routing (`route_to_files`), batch by batch with numpy: a row naming an offset goes to the shard of the key that
+published it (so a key contradicting its offset is seen, and refused, by the shard holding the message), a row
+naming a key only to its key's shard, every other row to every shard. Every row gets the index of its op, and the
+boundaries of a tick's phases are shown to every shard (merge.phase_boundaries explains why; at a batch's edges a
+row is shown even when it may not be a boundary, which changes nothing). State kept across batches: the shard of
+each offset published (two bytes a message), each key's shard, the ops (seventeen bytes an op).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from ks_spec.trace import OP_EVENTS, SequenceRules, batch_events, schema_problem, schema_vouched_kinds
+
+from ks_conformance.anomalies import verdict_of
+from ks_conformance.checker import Checker
+from ks_conformance.checks.records import Problem
+from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
+from ks_conformance.sharding.facts import Change, Row, ledger_changes
+from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
+from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
+from ks_conformance.tracefile import TraceCheck, config_problem, fewer_collections
+
+BATCH = 65536
+OP_STARTS = sorted(OP_EVENTS | ACK_CLASS)
+KINDS = sorted(
+    {*OP_EVENTS, *ACK_CLASS, "deliver", "held", "filter", "drop", "timeout", "dead_letter", "key_blocked"}
+    | {"consumer_evicted", "cursor_persisted", "checkpoint", "bucket_withheld", "bucket_assigned"}
+)
+"""The event kinds the router tells apart (op starts and effects with a tick phase); any other kind is coded past
+the end."""
+PHASES = {"timeout": 1, "dead_letter": 2, "key_blocked": 2, "consumer_evicted": 4, "cursor_persisted": 6}
+PHASES |= {"checkpoint": 6, **{kind: 5 for kind in ("deliver", "held", "filter", "bucket_withheld", "bucket_assigned")}}
+PHASES["drop"] = 5
+"""Each effect's tick phase (checks/state.py `phase_of`; a `drop` is 2 for poison, else 5)."""
+
+
+class OpTable:
+    """Every op of a trace as three arrays (kind, first seq, last seq), read as `Op`s by index (sent to a worker as
+    arrays, read there from lists: a shard reads every op's boundaries once or twice)."""
+
+    def __init__(self, kinds: list[str], codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.kinds, self.codes, self.starts, self.ends = kinds, codes, starts, ends
+        self._read: tuple[list[str], list[int], list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, index: int) -> tuple[str, int, int]:
+        if self._read is None:
+            kinds = self.kinds
+            self._read = ([kinds[code] for code in self.codes.tolist()], self.starts.tolist(), self.ends.tolist())
+        kinds, starts, ends = self._read
+        return kinds[index], starts[index], ends[index]
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"kinds": self.kinds, "codes": self.codes, "starts": self.starts, "ends": self.ends, "_read": None}
+
+
+@dataclass
+class Routing:
+    """A trace routed into shards: per row (in files, so that memory stays flat), its shard (-1: every shard), its
+    op's index, and whether every shard sees it for its tick phase; and every op."""
+
+    trace: Path
+    folder: Path
+    ops: OpTable
+    events: int
+    published: int
+
+    def rows(self, shard: int) -> Iterator[tuple[pa.RecordBatch, list[int], list[bool]]]:
+        """The trace's batches as `shard` sees them: its rows, each with its op's index and whether it is another
+        shard's shown for its phase only (read from the trace again, batch by batch, in this process)."""
+        shards = np.memmap(self.folder / "shard", dtype=np.int16, mode="r") if self.events else None
+        ops = np.memmap(self.folder / "op", dtype=np.int64, mode="r") if self.events else None
+        shown = np.memmap(self.folder / "shown", dtype=np.bool_, mode="r") if self.events else None
+        assert shards is not None and ops is not None and shown is not None
+        start = 0
+        for batch in pq.ParquetFile(self.trace, pre_buffer=False).iter_batches(batch_size=BATCH):
+            end = start + batch.num_rows
+            owner = shards[start:end]
+            mine = (owner == shard) | (owner == -1)
+            wanted = mine | shown[start:end]
+            yield batch.filter(pa.array(wanted)), ops[start:end][wanted].tolist(), (~mine[wanted]).tolist()
+            start = end
+
+
+def _mask(column: pa.Array, values: Iterable[str]) -> np.ndarray:
+    """Where a string column holds one of `values` (Arrow compute: no Python per row)."""
+    found = pc.is_in(column, value_set=pa.array(sorted(values), pa.string()))
+    return np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _ints(batch: pa.RecordBatch, name: str) -> np.ndarray:
+    """An integer column with nulls as -1 (all -1 for a column the file lacks)."""
+    if name not in batch.schema.names:
+        return np.full(batch.num_rows, -1, dtype=np.int64)
+    return np.asarray(batch.column(name).fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+class Screen:
+    """The rules of spec/trace.md section 2 that span events (seqs, ticks, offsets), column by column: a screen that
+    never accepts what `ks_spec.trace.SequenceRules` refuses; when it doubts, the trace is judged in one process,
+    which names the problem exactly."""
+
+    def __init__(self) -> None:
+        self.seq = self.tick = self.published = 0
+
+    def holds(self, batch: pa.RecordBatch, kinds: pa.Array, is_publish: np.ndarray, offsets: np.ndarray) -> bool:
+        """True if this batch, following the ones screened before, keeps the rules."""
+        rows = batch.num_rows
+        if self.seq == 0 and SequenceRules().check(next(batch_events(batch.slice(0, 1)))) is not None:
+            return False
+        configs = int(pc.sum(pc.equal(kinds, "config")).as_py() or 0)
+        if configs > (1 if self.seq == 0 else 0):
+            return False
+        if not np.array_equal(_ints(batch, "seq"), np.arange(self.seq, self.seq + rows)):
+            return False
+        is_tick = np.asarray(pc.equal(kinds, "tick").to_numpy(zero_copy_only=False), dtype=bool)
+        if not np.array_equal(_ints(batch, "tick"), self.tick + np.cumsum(is_tick)):
+            return False
+        before = self.published + np.cumsum(is_publish) - is_publish  # messages published before each row
+        if not np.array_equal(offsets[is_publish], before[is_publish]):
+            return False
+        named = (offsets >= 0) & ~is_publish
+        is_seek = np.asarray(pc.equal(kinds, "seek").to_numpy(zero_copy_only=False), dtype=bool)
+        if np.any(named & (offsets > before)) or np.any(named & ~is_seek & (offsets == before)):
+            return False  # (an unknown-offset ack_ignored is legal, but such a trace is judged in one process)
+        self.seq += rows
+        self.tick += int(is_tick.sum())
+        self.published += int(is_publish.sum())
+        return True
+
+
+def route_to_files(path: Path, shards: int, config: dict[str, object], out: Path) -> Routing | Unsharded:
+    """Screen the trace (`Screen`) and write, for each row, its shard, its op's index and whether every shard sees it
+    for its phase, to files in `out` (see the module doc and `Routing`)."""
+    by_key = shard_of_key(config, shards)
+    key_shards: dict[str, int] = {}
+    shard_of_offset = np.zeros(1 << 16, dtype=np.int16)
+    screen = Screen()
+    starts: list[np.ndarray] = []
+    codes: list[np.ndarray] = []
+    op_count = 0
+    zombie_open = False
+    in_tick = False
+    """Whether the op open at the end of the last batch is a tick."""
+    files = [(out / name).open("wb") for name in ("shard", "op", "shown")]
+    kind_codes = pa.array(KINDS, pa.string())
+    phase_of_kind = np.array([PHASES.get(kind, 0) for kind in KINDS] + [0], dtype=np.int64)
+    read = ("event", "seq", "tick", "key", "offset", "reason", "detail")
+    parquet = pq.ParquetFile(path, pre_buffer=False)
+    try:
+        for batch in parquet.iter_batches(
+            batch_size=BATCH, columns=[c for c in read if c in parquet.schema_arrow.names]
+        ):
+            rows = batch.num_rows
+            kinds = batch.column("event")
+            offsets = _ints(batch, "offset")
+            is_publish = np.asarray(pc.equal(kinds, "publish").to_numpy(zero_copy_only=False), dtype=bool)
+            if not screen.holds(batch, kinds, is_publish, offsets):
+                return Unsharded("its seqs, ticks or offsets break spec/trace.md section 2")
+            seqs = _ints(batch, "seq")
+            is_start = _mask(kinds, OP_STARTS)
+            if zombie_open or bool(_mask(kinds, ZOMBIE_OPS).any()):
+                names = kinds.to_pylist()
+                for row in np.flatnonzero(is_start):  # a zombie op's first ack-class effect opens no op (KS-ACK-3)
+                    if names[row] in ACK_CLASS and zombie_open:
+                        is_start[row] = False
+                        zombie_open = False
+                    else:
+                        zombie_open = names[row] in ZOMBIE_OPS
+            op = op_count + np.cumsum(is_start)
+            if op[0] == 0:
+                return Unsharded("an event before the first op")
+            code = np.asarray(pc.index_in(kinds, value_set=kind_codes).fill_null(len(KINDS)).to_numpy(), dtype=np.int64)
+            starts.append(seqs[is_start])
+            codes.append(code[is_start].astype(np.int8))
+            op_count = int(op[-1])
+            # Each row's shard: by the offset it names (its message's key), else by the key it names, else all (-1).
+            keys = batch.column("key") if "key" in batch.schema.names else pa.nulls(rows, pa.string())
+            encoded = pc.dictionary_encode(keys)
+            distinct = encoded.dictionary.to_pylist()
+            for key in distinct:
+                if key not in key_shards:
+                    key_shards[key] = by_key(key)
+            key_shard = np.array([key_shards[key] for key in distinct] or [0], dtype=np.int16)
+            indices = np.asarray(encoded.indices.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            published = screen.published
+            new = int(is_publish.sum())
+            if published > len(shard_of_offset):
+                shard_of_offset = np.resize(shard_of_offset, max(2 * len(shard_of_offset), published))
+            shard_of_offset[published - new : published] = key_shard[indices[is_publish]]
+            shard = np.full(rows, -1, dtype=np.int16)
+            named = (offsets >= 0) & (code != KINDS.index("seek"))
+            shard[named] = shard_of_offset[offsets[named]]
+            keyed = np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool) & ~named
+            shard[keyed] = key_shard[indices[keyed]]
+            opened = np.where(is_start, np.arange(rows), -1)
+            np.maximum.accumulate(opened, out=opened)
+            is_tick = code == KINDS.index("tick")
+            tick_rows = np.where(opened >= 0, is_tick[np.maximum(opened, 0)], in_tick)
+            in_tick = bool(tick_rows[-1])
+            shown = _phase_boundaries(batch, code, phase_of_kind, op, tick_rows)
+            for file, column in zip(files, (shard, op.astype(np.int64), shown), strict=True):
+                file.write(column.tobytes())
+    finally:
+        for file in files:
+            file.close()
+    events = screen.seq
+    if events == 0:
+        return Unsharded("the trace is empty")
+    all_starts = np.concatenate(starts)
+    ends = np.append(all_starts[1:] - 1, events - 1)
+    table = OpTable(KINDS, np.concatenate(codes), all_starts, ends)
+    return Routing(path, out, table, events, screen.published)
+
+
+def _phase_boundaries(
+    batch: pa.RecordBatch, code: np.ndarray, phase_of_kind: np.ndarray, op: np.ndarray, tick_rows: np.ndarray
+) -> np.ndarray:
+    """Rows every shard sees for its tick's phases: in a tick, first and last of each run of one phase
+    (merge.phase_boundaries), and the first and last phase rows of the batch (the run may go on in the next)."""
+    shown = np.zeros(batch.num_rows, dtype=bool)
+    phase = phase_of_kind[code]
+    if "reason" in batch.schema.names:
+        poison = pc.and_(pc.equal(batch.column("event"), "drop"), pc.equal(batch.column("reason"), "poison"))
+        phase[np.asarray(poison.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)] = 2
+    at = np.flatnonzero((phase > 0) & tick_rows)
+    if not len(at):
+        return shown
+    danube = np.isin(code[at], [KINDS.index(kind) for kind in DANUBE_PHASE_3])
+    mark = phase[at] * 2 + danube
+    ops = op[at]
+    first = np.ones(len(at), dtype=bool)
+    first[1:] = (mark[1:] != mark[:-1]) | (ops[1:] != ops[:-1])
+    last = np.ones(len(at), dtype=bool)
+    last[:-1] = first[1:]
+    shown[at[first | last]] = True
+    return shown
+
+
+@dataclass
+class Changes:
+    """The ledger's predicted changes as arrays (cheap to send to a worker): seq, what, offset, consumer code."""
+
+    seqs: np.ndarray
+    what: np.ndarray
+    offsets: np.ndarray
+    consumers: np.ndarray
+    names: list[str | None]
+
+    @classmethod
+    def of(cls, changes: list[Change]) -> Changes:
+        names: dict[str | None, int] = {None: 0}
+        codes = [names.setdefault(change[3], len(names)) for change in changes]
+        return cls(
+            np.fromiter((c[0] for c in changes), dtype=np.int64, count=len(changes)),
+            np.fromiter((c[1] for c in changes), dtype=np.int8, count=len(changes)),
+            np.fromiter((c[2] for c in changes), dtype=np.int64, count=len(changes)),
+            np.array(codes, dtype=np.int32),
+            list(names),
+        )
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[Changes]) -> Changes:
+        """Several shards' changes in one seq order (a change's shard keeps its own changes' order)."""
+        names: dict[str | None, int] = {None: 0}
+        recoded = []
+        for part in parts:
+            mapping = np.array([names.setdefault(name, len(names)) for name in part.names], dtype=np.int32)
+            recoded.append(mapping[part.consumers] if len(part.consumers) else part.consumers)
+        seqs = np.concatenate([part.seqs for part in parts]) if parts else np.zeros(0, np.int64)
+        order = np.argsort(seqs, kind="stable")
+
+        def ordered(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+            return (np.concatenate(arrays) if arrays else np.zeros(0, dtype))[order]
+
+        return cls(
+            seqs[order],
+            ordered([p.what for p in parts], np.int8),
+            ordered([p.offsets for p in parts], np.int64),
+            ordered(recoded, np.int32),
+            list(names),
+        )
+
+    def tuples(self) -> list[Change]:
+        """The changes as (seq, what, offset, consumer) tuples."""
+        names = self.names
+        return [
+            (seq, what, offset, names[code])
+            for seq, what, offset, code in zip(
+                self.seqs.tolist(), self.what.tolist(), self.offsets.tolist(), self.consumers.tolist(), strict=True
+            )
+        ]
+
+
+def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
+    """The rows of a shard's batch the ledger pass reads (facts.py), leaving out rows shown for their phase only."""
+    if not batch.num_rows:
+        return
+    names = batch.schema.names
+    special = np.zeros(batch.num_rows, dtype=bool)
+    for name in ("deliver_at", "entry"):
+        if name in names:
+            special |= np.asarray(batch.column(name).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    nothing = [None] * batch.num_rows
+    for row in zip(
+        batch.column("event").to_pylist(),
+        batch.column("seq").to_pylist(),
+        batch.column("offset").to_pylist() if "offset" in names else nothing,
+        batch.column("consumer").to_pylist() if "consumer" in names else nothing,
+        special.tolist(),
+        phase_only,
+        strict=True,
+    ):
+        if not row[5]:
+            yield row[:5]
+
+
+def predict_shard(routing: Routing, shard: int, detail: str) -> Changes | str:
+    """The ledger's changes for one shard's keys, predicted from its own rows (in a worker: every change belongs to
+    one key, and the rows that end a consumer's deliveries are every shard's), or why the trace is not sharded."""
+    rows = (row for batch, _, phase_only in routing.rows(shard) for row in ledger_rows(batch, phase_only))
+    prediction = ledger_changes(rows, detail)
+    return prediction.reason if prediction.reason is not None else Changes.of(prediction.changes)
+
+
+def judge_shard(routing: Routing, predicted: list[Changes], shard: int) -> ShardJudgment:
+    """Judge one shard (in a worker process): its rows checked against the schema, then fed to its checker, with its
+    own predicted changes to prove and the other shards' to apply."""
+    own = predicted[shard].tuples()
+    foreign = Changes.concatenate([c for number, c in enumerate(predicted) if number != shard]).tuples()
+    checker = ShardChecker(routing.ops, foreign, own, shard == 0)
+    for batch, indexes, phase_only in routing.rows(shard):
+        clean = schema_vouched_kinds(batch)
+        for event, index, shown in zip(batch_events(batch), indexes, phase_only, strict=True):
+            if not shown and event["event"] not in clean:
+                problem = schema_problem(event)
+                if problem:
+                    return ShardJudgment([], [Problem(int(event.get("seq", -1)), problem)], {}, {})
+            checker.feed_routed(event, index, shown)
+    return checker.finish_shard()
+
+
+def _ready() -> None:
+    """A worker's first task: nothing (it starts the worker, which imports the checker, while the trace is routed)."""
+
+
+def _predict_task(task: tuple[Routing, int, str]) -> Changes | str:
+    return predict_shard(*task)
+
+
+def _judge_task(task: tuple[Routing, list[Changes], int]) -> ShardJudgment:
+    with fewer_collections():
+        return judge_shard(*task)
+
+
+def check_in_shards(path: Path, jobs: int) -> TraceCheck | Unsharded:
+    """Judge a Parquet trace in `jobs` shards in `jobs` processes; why not, when it cannot be."""
+    if path.is_dir() or path.suffix != ".parquet":
+        return Unsharded("only a single Parquet file is judged in shards")
+    try:
+        first = next(batch_events(pq.ParquetFile(path).read_row_group(0).slice(0, 1).to_batches()[0]))
+        config = json.loads(str(first["detail"]))["config"]
+    except (ValueError, KeyError, TypeError, IndexError, StopIteration, pa.ArrowInvalid, OSError):
+        return Unsharded("its first row is not a config event that can be read")
+    if not isinstance(config, dict) or config_problem(config) is not None:
+        return Unsharded("its configuration is one the spec refuses")
+    detail = str(first["detail"])
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # forked from a server that imported the checker once
+    with (
+        tempfile.TemporaryDirectory(prefix="ks-shards-") as folder,
+        ProcessPoolExecutor(jobs, mp_context=context) as pool,
+    ):
+        starting = [pool.submit(_ready) for _ in range(jobs)]
+        routing = route_to_files(path, jobs, config, Path(folder))
+        if isinstance(routing, Unsharded):
+            return routing
+        for started in starting:
+            started.result()
+        predicted = list(pool.map(_predict_task, [(routing, shard, detail) for shard in range(jobs)]))
+        reasons = [reason for reason in predicted if isinstance(reason, str)]
+        if reasons:
+            return Unsharded(reasons[0])
+        changes = [c for c in predicted if isinstance(c, Changes)]
+        tasks = [(routing, changes, shard) for shard in range(jobs)]
+        judgments: Sequence[ShardJudgment] = list(pool.map(_judge_task, tasks))
+    merged = merge(judgments)
+    if isinstance(merged, Unsharded):
+        return merged
+    whole = Checker()
+    whole.feed(first)
+    result = TraceCheck(path, events=routing.events, verdict=verdict_of(merged.anomalies, undecidable=False))
+    result.anomalies = merged.anomalies
+    result.exercised = {name: count for name, count in merged.exercised.items() if whole.applies(name)}
+    result.config = dict(whole.config)
+    result.messages = routing.published
+    result.judged = f"in {jobs} shards of keys"
+    return result
