@@ -55,7 +55,8 @@ def shard_of_key(config: dict[str, object], shards: int) -> Callable[[str], int]
     """The shard of a routing key: by its hash slot when slot mates must be judged together (KS-DRN-3)."""
     selector = str(config.get("selector", CONFIG_DEFAULTS["selector"]))
     if config.get("drain_granularity", CONFIG_DEFAULTS["drain_granularity"]) == "hash" and selector in SLOT_SELECTORS:
-        return lambda key: slot_of(selector, key) % shards
+        slot = slot_of.__wrapped__  # (its cache would grow with every key of a long trace)
+        return lambda key: int(slot(selector, key)) % shards
     return lambda key: mmh3.hash(key.encode("utf-8"), 0, signed=False) % shards
 
 

@@ -15,16 +15,25 @@ from __future__ import annotations
 import json
 import multiprocessing
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from ks_spec.trace import OP_EVENTS, SequenceRules, batch_events, schema_problem, schema_vouched_kinds
+from ks_spec.trace import (
+    OP_EVENTS,
+    SequenceRules,
+    batch_events,
+    columns,
+    parquet_type_problem,
+    schema_problem,
+    schema_vouched_kinds,
+)
 
 from ks_conformance.anomalies import verdict_of
 from ks_conformance.checker import Checker
@@ -81,6 +90,8 @@ class Routing:
     ops: OpTable
     events: int
     published: int
+    batch_size: int
+    """The size of the batches the trace is read in (the routing's files follow the trace's rows batch by batch)."""
 
     def rows(self, shard: int) -> Iterator[tuple[pa.RecordBatch, list[int], list[bool]]]:
         """The trace's batches as `shard` sees them: its rows, each with its op's index and whether it is another
@@ -90,7 +101,7 @@ class Routing:
         shown = np.memmap(self.folder / "shown", dtype=np.bool_, mode="r") if self.events else None
         assert shards is not None and ops is not None and shown is not None
         start = 0
-        for batch in pq.ParquetFile(self.trace, pre_buffer=False).iter_batches(batch_size=BATCH):
+        for batch in pq.ParquetFile(self.trace, pre_buffer=False).iter_batches(batch_size=self.batch_size):
             end = start + batch.num_rows
             owner = shards[start:end]
             mine = (owner == shard) | (owner == -1)
@@ -146,7 +157,9 @@ class Screen:
         return True
 
 
-def route_to_files(path: Path, shards: int, config: dict[str, object], out: Path) -> Routing | Unsharded:
+def route_to_files(
+    path: Path, shards: int, config: dict[str, object], out: Path, batch_size: int = BATCH
+) -> Routing | Unsharded:
     """Screen the trace (`Screen`) and write, for each row, its shard, its op's index and whether every shard sees it
     for its phase, to files in `out` (see the module doc and `Routing`)."""
     by_key = shard_of_key(config, shards)
@@ -166,7 +179,7 @@ def route_to_files(path: Path, shards: int, config: dict[str, object], out: Path
     parquet = pq.ParquetFile(path, pre_buffer=False)
     try:
         for batch in parquet.iter_batches(
-            batch_size=BATCH, columns=[c for c in read if c in parquet.schema_arrow.names]
+            batch_size=batch_size, columns=[c for c in read if c in parquet.schema_arrow.names]
         ):
             rows = batch.num_rows
             kinds = batch.column("event")
@@ -227,7 +240,7 @@ def route_to_files(path: Path, shards: int, config: dict[str, object], out: Path
     all_starts = np.concatenate(starts)
     ends = np.append(all_starts[1:] - 1, events - 1)
     table = OpTable(KINDS, np.concatenate(codes), all_starts, ends)
-    return Routing(path, out, table, events, screen.published)
+    return Routing(path, out, table, events, screen.published, batch_size)
 
 
 def _phase_boundaries(
@@ -370,8 +383,22 @@ def _judge_task(task: tuple[Routing, list[Changes], int]) -> ShardJudgment:
         return judge_shard(*task)
 
 
+Mapper = Callable[[Callable[[Any], Any], list[Any]], Iterable[Any]]
+"""How the shards' tasks run: `map` itself (in this process, one after the other) or a process pool's `map`."""
+
+
 def check_in_shards(path: Path, jobs: int) -> TraceCheck | Unsharded:
     """Judge a Parquet trace in `jobs` shards in `jobs` processes; why not, when it cannot be."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # forked from a server that imported the checker once
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        for _ in range(jobs):
+            pool.submit(_ready)  # the workers start (and import) while the trace is routed
+        return judge_in_shards_with(path, jobs, pool.map)
+
+
+def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: int = BATCH) -> TraceCheck | Unsharded:
+    """Judge a Parquet trace in `shards` shards, running the shards' tasks with `mapper` (tests: in this process)."""
     if path.is_dir() or path.suffix != ".parquet":
         return Unsharded("only a single Parquet file is judged in shards")
     try:
@@ -381,26 +408,24 @@ def check_in_shards(path: Path, jobs: int) -> TraceCheck | Unsharded:
         return Unsharded("its first row is not a config event that can be read")
     if not isinstance(config, dict) or config_problem(config) is not None:
         return Unsharded("its configuration is one the spec refuses")
+    schema = pq.ParquetFile(path).schema_arrow
+    if {"seq", "tick", "event"} - set(schema.names) or set(schema.names) - set(columns()):
+        return Unsharded("its columns are not the trace format's")
+    if any(parquet_type_problem(name, schema.field(name).type) for name in schema.names):
+        return Unsharded("a column's type is not the trace format's")
     detail = str(first["detail"])
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])  # forked from a server that imported the checker once
-    with (
-        tempfile.TemporaryDirectory(prefix="ks-shards-") as folder,
-        ProcessPoolExecutor(jobs, mp_context=context) as pool,
-    ):
-        starting = [pool.submit(_ready) for _ in range(jobs)]
-        routing = route_to_files(path, jobs, config, Path(folder))
+    with tempfile.TemporaryDirectory(prefix="ks-shards-") as folder:
+        routing = route_to_files(path, shards, config, Path(folder), batch)
         if isinstance(routing, Unsharded):
             return routing
-        for started in starting:
-            started.result()
-        predicted = list(pool.map(_predict_task, [(routing, shard, detail) for shard in range(jobs)]))
+        predicted = list(mapper(_predict_task, [(routing, shard, detail) for shard in range(shards)]))
         reasons = [reason for reason in predicted if isinstance(reason, str)]
         if reasons:
             return Unsharded(reasons[0])
         changes = [c for c in predicted if isinstance(c, Changes)]
-        tasks = [(routing, changes, shard) for shard in range(jobs)]
-        judgments: Sequence[ShardJudgment] = list(pool.map(_judge_task, tasks))
+        judgments: list[ShardJudgment] = list(
+            mapper(_judge_task, [(routing, changes, shard) for shard in range(shards)])
+        )
     merged = merge(judgments)
     if isinstance(merged, Unsharded):
         return merged
@@ -411,5 +436,5 @@ def check_in_shards(path: Path, jobs: int) -> TraceCheck | Unsharded:
     result.exercised = {name: count for name, count in merged.exercised.items() if whole.applies(name)}
     result.config = dict(whole.config)
     result.messages = routing.published
-    result.judged = f"in {jobs} shards of keys"
+    result.judged = f"in {shards} shards of keys"
     return result

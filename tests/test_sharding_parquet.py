@@ -1,0 +1,102 @@
+"""`check-trace --jobs N` on Parquet traces (ks_conformance.sharding.run): its own column-wise router, the ledger
+predicted in each shard, and real worker processes give the one-process judgment (see tests/test_sharding.py for
+the judgment itself, proven on events in memory)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ks_conformance.sharding.merge import Unsharded, anomaly_order, judge_in_shards
+from ks_conformance.sharding.run import judge_in_shards_with
+from ks_conformance.tracefile import check_trace
+from ks_reference.store import MemoryStore
+from ks_reference.workloads import run_named
+from ks_spec.trace import SequenceRules, write_jsonl, write_parquet
+from spark_support.faults import INJECTIONS
+from test_checker import ALL_CASES
+from test_sharding import whole
+
+Event = dict[str, Any]
+
+
+def whole_file(path: Path) -> tuple[list[tuple[Any, ...]], dict[str, int], str]:
+    result = check_trace(path)
+    anomalies = [(*anomaly_order(a), repr(a.details)) for a in sorted(result.anomalies, key=anomaly_order)]
+    return anomalies, result.exercised, result.verdict.value
+
+
+def parquet_judged_alike(events: Sequence[Event], tmp_path: Path, shards: int, batch: int) -> bool:
+    """Assert the Parquet path's sharded judgment (batches of `batch` rows) equals one process's; True if it sharded.
+    It shards exactly the traces the in-memory path shards (the same prediction, another router)."""
+    path = tmp_path / "trace.parquet"
+    write_parquet(events, path)
+    judged = judge_in_shards_with(path, shards, map, batch)
+    in_memory = judge_in_shards(events, shards)
+    if isinstance(judged, Unsharded):
+        assert isinstance(in_memory, Unsharded) or whole(events)[2], judged.reason
+        return False
+    assert not isinstance(in_memory, Unsharded), in_memory
+    anomalies = [(*anomaly_order(a), repr(a.details)) for a in judged.anomalies]
+    assert (anomalies, judged.exercised, judged.verdict.value) == whole_file(path)
+    assert judged.judged == f"in {shards} shards of keys"
+    return True
+
+
+@pytest.mark.parametrize(("name", "number", "pair"), ALL_CASES, ids=[f"{c[0]}-{c[1]}" for c in ALL_CASES])
+def test_checker_cases_are_judged_alike_from_parquet(name: str, number: int, pair: Any, tmp_path: Path) -> None:
+    for recipe in pair:
+        parquet_judged_alike(recipe().events, tmp_path, 3, batch=5)
+
+
+@pytest.mark.parametrize("target", sorted(INJECTIONS))
+def test_injected_faults_are_judged_alike_from_parquet(target: str, tmp_path: Path) -> None:
+    workload, inject = INJECTIONS[target]
+    events = run_named(workload, size=300, seed=3, store=MemoryStore()).events
+    mutated = inject(events)
+    assert mutated is not None
+    for shards, batch in ((2, 64), (7, 1000)):
+        parquet_judged_alike(mutated, tmp_path, shards, batch)
+
+
+def test_the_router_screen_accepts_no_trace_the_sequence_rules_refuse(tmp_path: Path) -> None:
+    """The router screens seqs, ticks and offsets column by column; a trace it lets through must keep every rule of
+    spec/trace.md section 2 (else the shards would judge a trace the one-process reader calls malformed)."""
+    rng = random.Random(7)
+    refused = 0
+    for _ in range(40):
+        events = [dict(e) for e in run_named("churn", size=40, seed=rng.randrange(100), store=MemoryStore()).events]
+        at = rng.randrange(1, len(events))
+        field, change = rng.choice((("seq", 1), ("seq", -1), ("tick", 1), ("tick", -1), ("offset", 1), ("offset", 7)))
+        if field not in events[at]:
+            continue
+        events[at][field] += change
+        path = tmp_path / "trace.parquet"
+        write_parquet(events, path)
+        rules = SequenceRules()
+        breaks = any(rules.check(event) is not None for event in events)
+        judged = judge_in_shards_with(path, 2, map, 16)
+        refused += breaks
+        if breaks:
+            assert isinstance(judged, Unsharded)
+    assert refused >= 10
+
+
+def test_check_trace_with_jobs_judges_in_processes(tmp_path: Path) -> None:
+    """The real thing: `check_trace(jobs=2)` runs two worker processes and agrees with one process; a JSON-lines
+    trace, which is not sharded, is judged in one process and says why."""
+    events = INJECTIONS["capacity-overrun"][1](run_named("churn", size=400, seed=5, store=MemoryStore()).events)
+    assert events is not None
+    path = tmp_path / "trace.parquet"
+    write_parquet(events, path)
+    sharded = check_trace(path, jobs=2)
+    assert sharded.judged == "in 2 shards of keys"
+    anomalies = [(*anomaly_order(a), repr(a.details)) for a in sharded.anomalies]
+    assert anomalies
+    assert (anomalies, sharded.exercised, sharded.verdict.value) == whole_file(path)
+    lines = tmp_path / "trace.jsonl"
+    write_jsonl(events, lines)
+    assert check_trace(lines, jobs=2).judged.startswith("in one process: ")
