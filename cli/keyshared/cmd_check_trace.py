@@ -34,6 +34,14 @@ def register(commands: Any) -> None:
         help="explain at most N anomalies of each kind per trace (0: all; default 3)",
     )
     check.add_argument("--quiet", action="store_true", help="print only the verdict line of each trace")
+    check.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="judge each Parquet trace in N shards of keys, in N processes (default 1); the judgment is the same, and "
+        "a trace the shards do not cover yet is judged in one process, with the reason printed",
+    )
     check.set_defaults(handler=run_check_trace)
 
 
@@ -47,7 +55,9 @@ def run_check_trace(args: argparse.Namespace) -> int:
 
     if args.witnesses < 0:
         raise UserError("--witnesses: must be 0 or more", exit_code=64)
-    results = [check_trace(path) for path in args.traces]
+    if args.jobs < 1:
+        raise UserError("--jobs: must be 1 or more", exit_code=64)
+    results = [check_trace(path, jobs=args.jobs) for path in args.traces]
     for result in results:
         colour = {"valid": "green", "invalid": "red", "unknown": "yellow"}[result.verdict.value]
         counts: dict[str, int] = {}
@@ -59,6 +69,8 @@ def run_check_trace(args: argparse.Namespace) -> int:
             f"{result.events} events, {summary}",
             soft_wrap=True,
         )
+        if args.jobs > 1:
+            console.print(f"  judged {escape(result.judged)}", soft_wrap=True)
         if result.malformed:
             console.print(f"  cannot judge: {escape(result.malformed)}", soft_wrap=True)
         for problem in result.problems[:3]:

@@ -117,6 +117,12 @@ class Anomaly:
         )
 
 
+def listing_order(anomaly: Anomaly) -> tuple[object, ...]:
+    """The order a trace's anomalies are listed in, however the trace was judged (whole, or in shards of keys, whose
+    findings arrive in no common order): by seq, then kind, witness and explanation."""
+    return (anomaly.seq, anomaly.name, anomaly.witness, anomaly.explanation.let, anomaly.explanation.then)
+
+
 def explain(anomaly: Anomaly) -> str:
     """The one-paragraph explanation, prefixed with the anomaly name and requirement."""
     return f"{anomaly.name} ({anomaly.requirement}) at seq {anomaly.seq}: {anomaly.explanation.text()}"

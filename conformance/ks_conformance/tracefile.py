@@ -19,7 +19,7 @@ from ks_spec.errors import MissingInput, UserError
 from ks_spec.trace import Event, SequenceRules, read_checked_events, read_events
 
 from ks_conformance import report
-from ks_conformance.anomalies import Anomaly, Verdict, merge_verdicts
+from ks_conformance.anomalies import Anomaly, Verdict, listing_order, merge_verdicts
 from ks_conformance.checker import Checker, Problem
 
 
@@ -84,7 +84,9 @@ def check_trace(path: Path, jobs: int = 1) -> TraceCheck:
     """Check one trace file or folder; raise MissingInput if it does not exist.
 
     Edge inputs are decided in spec/trace.md section 6: a malformed trace is unknown with no anomalies, a
-    configuration the spec refuses is a contradiction at seq 0 and nothing is judged.
+    configuration the spec refuses is a contradiction at seq 0 and nothing is judged. With `jobs` > 1 a Parquet
+    trace is judged in that many shards of keys in as many processes (ks_conformance.sharding: the same judgment),
+    or, when the shards do not cover it, in one process (`judged` says which, and why).
     """
     if not path.exists():
         raise MissingInput(f"{path}: no such file or folder")
@@ -138,7 +140,7 @@ def _check_trace(path: Path) -> TraceCheck:
     if result.malformed is not None:  # not judged: a reader in parallel (Spark) finds it before judging anything
         result.verdict = Verdict.UNKNOWN
         return result
-    result.anomalies = list(checker.anomalies)
+    result.anomalies = sorted(checker.anomalies, key=listing_order)
     result.exercised = {name: count for name, count in checker.exercised.items() if checker.applies(name)}
     result.verdict = checker.verdict
     return result
@@ -182,6 +184,7 @@ def report_lines(results: list[TraceCheck], max_witnesses: int) -> list[dict[str
                 "malformed": result.malformed,
                 "problems": [{"seq": p.seq, "message": p.message} for p in result.problems],
                 "profile": str(result.config.get("profile", "strict")),
+                "judged": result.judged,
             }
         )
         shown = select_witnesses(result.anomalies, max_witnesses)

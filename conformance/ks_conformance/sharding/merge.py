@@ -20,7 +20,7 @@ from ks_spec.slots import SLOT_SELECTORS, slot_of
 from ks_spec.trace import OP_EVENTS
 from pyroaring import BitMap
 
-from ks_conformance.anomalies import Anomaly
+from ks_conformance.anomalies import Anomaly, listing_order
 from ks_conformance.checker import Event
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, phase_of
 from ks_conformance.sharding.facts import Change, ledger_changes, rows_of
@@ -46,9 +46,7 @@ class Judgment:
     shards: int
 
 
-def anomaly_order(anomaly: Anomaly) -> tuple[object, ...]:
-    """The order findings are listed in, the same however the trace was judged: by seq, then kind and witness."""
-    return (anomaly.seq, anomaly.name, anomaly.witness, anomaly.explanation.let, anomaly.explanation.then)
+anomaly_order = listing_order
 
 
 def shard_of_key(config: dict[str, object], shards: int) -> Callable[[str], int]:
