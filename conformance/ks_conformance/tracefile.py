@@ -39,6 +39,10 @@ class TraceCheck:
     """Messages published in the trace."""
     messages_kept: int = 0
     """Of those, the ones still on the checker's heap at the end (the rest were settled and archived)."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Judged in shards: the seconds spent routing (in this process), in the shards' processes, merging."""
+    workers_peak_rss: int = 0
+    """Judged in shards: the peak memory of the largest worker process, in bytes."""
     judged: str = "in one process"
     """How it was judged: in one process, or in shards of keys (`check_trace(jobs=N)`), or in one process and why."""
 

@@ -2,10 +2,10 @@
 
 A shard judges its keys' events only, but some rules read what every key contributes to: how many deliveries a
 consumer holds (KS-FLW-1), which offsets are unresolved (the window, KS-FLW-2, and the cursor, KS-CUR-1), how many
-messages were published. One sequential pass over a few columns of the whole trace (`ledger_changes`) derives, event
-by event, the changes to those facts; each shard applies the other shards' changes as it goes (`Ledger`). The pass
-is a prediction, not a second checker: every shard logs the changes its own checker really made (`delta_log` of
-checks/state.py) and the judgment stands only if each shard's log equals the pass's changes for its keys (`proven`).
+messages were published. A quick pass over a few columns of each shard's rows (`ledger_changes`, in the shard's worker)
+predicts, event by event, that shard's changes to those facts; each shard applies the other shards' predicted changes
+as it goes (shard.py). The pass is a prediction, not a second checker: every shard logs the changes its own checker
+really made (`delta_log` of checks/state.py) and the judgment stands only if each shard's log equals its prediction.
 As every change belongs to one key, the shards together prove every change, so each shard read exactly the facts the
 whole-trace checker reads; when a prediction fails, the caller judges the trace in one process.
 """
@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS
-from pyroaring import BitMap
 
 from ks_conformance.checks.state import DELIVERED, DELIVERY_ENDED, PUBLISHED, RESOLVED
 
@@ -59,35 +58,6 @@ def unsharded_config(config: Mapping[str, Any]) -> str | None:
     return next((why for unsupported, why in reasons if unsupported), None)
 
 
-@dataclass
-class Ledger:
-    """The facts that span keys as changes make them: who holds each outstanding delivery, what is unresolved."""
-
-    holder: dict[int, str] = field(default_factory=dict)
-    """Offset -> the consumer holding its outstanding delivery."""
-    held: dict[str, dict[int, int]] = field(default_factory=dict)
-    """Consumer -> its outstanding deliveries (offset -> the seq that made it), in the order made."""
-    unresolved: BitMap = field(default_factory=BitMap)
-    published: int = 0
-
-    def apply(self, change: Change) -> None:
-        """Make one change."""
-        seq, what, offset, consumer = change
-        if what == PUBLISHED:
-            self.unresolved.add(offset)
-            self.published += 1
-        elif what == DELIVERED:
-            assert consumer is not None
-            self.holder[offset] = consumer
-            self.held.setdefault(consumer, {})[offset] = seq
-        elif what == DELIVERY_ENDED:
-            assert consumer is not None
-            del self.holder[offset]
-            del self.held[consumer][offset]
-        else:
-            self.unresolved.discard(offset)
-
-
 Row = tuple[str, int, int | None, str | None, bool]
 """(event kind, seq, offset, consumer, delayed or batched) of one trace row: what the ledger pass reads."""
 
@@ -121,43 +91,55 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
     why = unsharded_config(config) if isinstance(config, dict) else "the config event cannot be read"
     if why:
         return Prediction([], why)
-    ledger = Ledger()
+    # Written for speed (one pass over a shard's rows): the ledger's state in local names, the common kinds first.
+    holder_of: dict[int, str] = {}
+    held: dict[str, dict[int, int]] = {}
+    unresolved: set[int] = set()
     changes: list[Change] = []
-    change: Change
     add = changes.append
     members: set[str] = set()
     for kind, seq, offset, consumer, special in rows:
-        if kind in UNSHARDED_KINDS:
-            return Prediction([], UNSHARDED_KINDS[kind])
         if special:
             return Prediction([], SPECIAL_PUBLISH)
         if offset is None:
+            if kind in UNSHARDED_KINDS:
+                return Prediction([], UNSHARDED_KINDS[kind])
             if kind == "consumer_added":
                 members.add(str(consumer))
             elif kind == "consumer_removed" or kind == "consumer_evicted":
                 members.discard(str(consumer))
-                for held in list(ledger.held.get(str(consumer), {})):
-                    add(change := (seq, DELIVERY_ENDED, held, str(consumer)))
-                    ledger.apply(change)
+                for ended in list(held.pop(str(consumer), {})):
+                    add((seq, DELIVERY_ENDED, ended, str(consumer)))
+                    del holder_of[ended]
             continue
-        if kind == "deliver" and consumer not in members:
-            return Prediction([], f"{NON_MEMBER} ({consumer!r}, seq {seq})")
         if kind == "publish":
-            add(change := (seq, PUBLISHED, offset, None))
-            ledger.apply(change)
+            add((seq, PUBLISHED, offset, None))
+            unresolved.add(offset)
             continue
-        holder = ledger.holder.get(offset)
         if kind == "deliver":
+            if consumer not in members:
+                return Prediction([], f"{NON_MEMBER} ({consumer!r}, seq {seq})")
+            holder = holder_of.get(offset)
             if holder is not None:
-                add(change := (seq, DELIVERY_ENDED, offset, holder))
-                ledger.apply(change)
-            add(change := (seq, DELIVERED, offset, str(consumer)))
-            ledger.apply(change)
-        elif kind in RESOLVING or kind == "nack" or (kind == "timeout" and holder == consumer):
-            if holder is not None:
-                add(change := (seq, DELIVERY_ENDED, offset, holder))
-                ledger.apply(change)
-            if kind in RESOLVING and offset in ledger.unresolved:
-                add(change := (seq, RESOLVED, offset, None))
-                ledger.apply(change)
+                add((seq, DELIVERY_ENDED, offset, holder))
+                del held[holder][offset]
+            add((seq, DELIVERED, offset, consumer))
+            holder_of[offset] = consumer
+            mine = held.get(consumer)
+            if mine is None:
+                mine = held[consumer] = {}
+            mine[offset] = seq
+            continue
+        if kind in UNSHARDED_KINDS:
+            return Prediction([], UNSHARDED_KINDS[kind])
+        resolving = kind in RESOLVING
+        if resolving or kind == "nack" or kind == "timeout":
+            holder = holder_of.get(offset)
+            if holder is not None and (kind != "timeout" or holder == consumer):
+                add((seq, DELIVERY_ENDED, offset, holder))
+                del holder_of[offset]
+                del held[holder][offset]
+            if resolving and offset in unresolved:
+                add((seq, RESOLVED, offset, None))
+                unresolved.discard(offset)
     return Prediction(changes)

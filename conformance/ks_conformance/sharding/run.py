@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import resource
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -93,15 +95,19 @@ class Routing:
     batch_size: int
     """The size of the batches the trace is read in (the routing's files follow the trace's rows batch by batch)."""
 
-    def rows(self, shard: int) -> Iterator[tuple[pa.RecordBatch, list[int], list[bool]]]:
-        """The trace's batches as `shard` sees them: its rows, each with its op's index and whether it is another
-        shard's shown for its phase only (read from the trace again, batch by batch, in this process)."""
+    def rows(
+        self, shard: int, columns: Sequence[str] | None = None
+    ) -> Iterator[tuple[pa.RecordBatch, list[int], list[bool]]]:
+        """The trace's batches as `shard` sees them (only `columns`, if given): its rows, each with its op's index and
+        whether it is another shard's shown for its phase only (read from the trace again, batch by batch)."""
         shards = np.memmap(self.folder / "shard", dtype=np.int16, mode="r") if self.events else None
         ops = np.memmap(self.folder / "op", dtype=np.int64, mode="r") if self.events else None
         shown = np.memmap(self.folder / "shown", dtype=np.bool_, mode="r") if self.events else None
         assert shards is not None and ops is not None and shown is not None
         start = 0
-        for batch in pq.ParquetFile(self.trace, pre_buffer=False).iter_batches(batch_size=self.batch_size):
+        parquet = pq.ParquetFile(self.trace, pre_buffer=False)
+        present = None if columns is None else [name for name in columns if name in parquet.schema_arrow.names]
+        for batch in parquet.iter_batches(batch_size=self.batch_size, columns=present):
             end = start + batch.num_rows
             owner = shards[start:end]
             mine = (owner == shard) | (owner == -1)
@@ -348,7 +354,8 @@ def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
 def predict_shard(routing: Routing, shard: int, detail: str) -> Changes | str:
     """The ledger's changes for one shard's keys, predicted from its own rows (in a worker: every change belongs to
     one key, and the rows that end a consumer's deliveries are every shard's), or why the trace is not sharded."""
-    rows = (row for batch, _, phase_only in routing.rows(shard) for row in ledger_rows(batch, phase_only))
+    read = ("event", "seq", "offset", "consumer", "deliver_at", "entry")
+    rows = (row for batch, _, phase_only in routing.rows(shard, read) for row in ledger_rows(batch, phase_only))
     prediction = ledger_changes(rows, detail)
     return prediction.reason if prediction.reason is not None else Changes.of(prediction.changes)
 
@@ -379,8 +386,12 @@ def _predict_task(task: tuple[Routing, int, str]) -> Changes | str:
 
 
 def _judge_task(task: tuple[Routing, list[Changes], int]) -> ShardJudgment:
+    started = time.perf_counter()
     with fewer_collections():
-        return judge_shard(*task)
+        judgment = judge_shard(*task)
+    judgment.seconds = time.perf_counter() - started
+    judgment.peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return judgment
 
 
 Mapper = Callable[[Callable[[Any], Any], list[Any]], Iterable[Any]]
@@ -414,10 +425,12 @@ def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: i
     if any(parquet_type_problem(name, schema.field(name).type) for name in schema.names):
         return Unsharded("a column's type is not the trace format's")
     detail = str(first["detail"])
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ks-shards-") as folder:
         routing = route_to_files(path, shards, config, Path(folder), batch)
         if isinstance(routing, Unsharded):
             return routing
+        routed = time.perf_counter()
         predicted = list(mapper(_predict_task, [(routing, shard, detail) for shard in range(shards)]))
         reasons = [reason for reason in predicted if isinstance(reason, str)]
         if reasons:
@@ -426,6 +439,7 @@ def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: i
         judgments: list[ShardJudgment] = list(
             mapper(_judge_task, [(routing, changes, shard) for shard in range(shards)])
         )
+        judged = time.perf_counter()
     merged = merge(judgments)
     if isinstance(merged, Unsharded):
         return merged
@@ -437,4 +451,7 @@ def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: i
     result.config = dict(whole.config)
     result.messages = routing.published
     result.judged = f"in {shards} shards of keys"
+    result.workers_peak_rss = max(judgment.peak_rss for judgment in judgments)
+    result.seconds = {"route": routed - started, "shards": judged - routed, "merge": time.perf_counter() - judged}
+    result.seconds |= {f"shard {shard}": judgment.seconds for shard, judgment in enumerate(judgments)}
     return result

@@ -61,6 +61,10 @@ class ShardJudgment:
     """Places where such a situation was counted more than once (a tick with several evictions due)."""
     mispredicted: int | None = None
     """None if the shard made exactly the ledger's predicted changes for its keys, else the seq where it did not."""
+    peak_rss: int = 0
+    """The peak memory of the process that judged it, in bytes (0 if not measured)."""
+    seconds: float = 0.0
+    """How long judging it took (0 if not measured)."""
 
 
 class OpSequence(Protocol):
@@ -97,6 +101,8 @@ class ShardChecker(Checker):
         """The index of the last op whose end this shard judged with its own events (see TEMPTATIONS)."""
         self.tempted: list[str] = []
         """The temptations counted there (see TEMPTATIONS)."""
+        self.tempted_at = 0
+        """The op `tempted` was read at."""
 
     # --- the facts that span keys: this shard's part plus the ledger's ---------------------------------------
 
@@ -233,7 +239,9 @@ class ShardChecker(Checker):
         if first > last:
             return
         judges = self.judges_subscription
-        self.tempted = [name for name in TEMPTATIONS if self.last_closed in self.points.get((name, True), ())]
+        if self.tempted_at != self.last_closed:
+            self.tempted_at = self.last_closed
+            self.tempted = [name for name in TEMPTATIONS if self.last_closed in self.points.get((name, True), ())]
         skipped = BitMap()
         for index in range(first, last + 1):
             if not judges and (not self._idle_heads or self.idle_unjudged) and not END_OF_OP_CHECKS:

@@ -1,0 +1,174 @@
+"""Benchmark of `check-trace --jobs N` (issue 29); run `python -m benchmarks.bench_sharded`.
+
+On the synthetic trace (benchmarks/synthetic_trace.py) of each size, in the same run and each in a fresh process:
+the floor (reading every event with the checker's reader, bench_checker's `floor_child`), check-trace in one
+process, and check-trace with `--jobs N` for each N asked. Printed: events/s, each against the floor and against one
+process, the seconds of the sequential part (routing, and merging, in the parent process) and its share of the
+sharded run's time, with the speed-up Amdahl's law allows with that share, and the peak memory of the parent and
+of its largest worker. The targets of issue 29: one process >= 0.3 of the floor, `--jobs 2` >= 1.7x one process on
+two cores, the sequential part under 5% at 10M events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks import readme
+from benchmarks.bench_checker import checker_child, floor_child
+from benchmarks.bench_spark import ensure_trace, label, machine, parse_size
+
+console = Console(width=160)
+TARGET_ONE = 0.3
+TARGET_JOBS2 = 1.7
+TARGET_SERIAL = 0.05
+
+
+def sharded_child(trace: Path, jobs: int) -> dict[str, Any]:
+    """check-trace's judgment of the file with `--jobs N`, and where its time went."""
+    from ks_conformance.tracefile import check_trace
+
+    started = time.perf_counter()
+    result = check_trace(trace, jobs=jobs)
+    seconds = time.perf_counter() - started
+    return {
+        "events": result.events,
+        "seconds": seconds,
+        "verdict": result.verdict.value,
+        "judged": result.judged,
+        "phases": result.seconds,
+        "anomalies": len(result.anomalies),
+        "workers_rss": result.workers_peak_rss,
+    }
+
+
+def run_child(mode: str, trace: Path) -> dict[str, Any]:
+    """One measurement in a fresh process; its figures with its peak RSS."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_sharded", "--child", mode, str(trace)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise SystemExit(f"{mode} run failed:\n{completed.stderr.strip()}")
+    figures: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def child_main(mode: str, trace: Path) -> None:
+    """Run one measurement and print its figures as one JSON line."""
+    if mode == "floor":
+        figures = floor_child(trace)
+    elif mode == "one":
+        figures = checker_child(trace)
+    else:
+        figures = sharded_child(trace, int(mode.removeprefix("jobs")))
+    figures["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps(figures))
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        child_main(sys.argv[2], Path(sys.argv[3]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1M", help="trace sizes in events (default 1M; 10M for the Amdahl share)")
+    parser.add_argument("--jobs", default="2", help="the --jobs values to measure, comma-separated (default 2)")
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "ks-bench-data")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="one 100k-event trace")
+    parser.add_argument(readme.FLAG, action="store_true", help=readme.HELP)
+    args = parser.parse_args()
+    readme.record(args.write_readme, "bench_sharded", quick=args.quick)
+    sizes = [100_000] if args.quick else [parse_size(size) for size in args.sizes.split(",")]
+    jobs = [int(n) for n in args.jobs.split(",")]
+    args.data.mkdir(parents=True, exist_ok=True)
+    console.print(f"machine: {machine()}")
+    table = Table(title="check-trace on the synthetic trace: one process and --jobs N", title_justify="left")
+    columns = ("events", "run", "ev/s", "of floor", "x one process", "seconds", "sequential s", "share", "Amdahl max")
+    for column in (*columns, "peak RSS (parent / worker)"):
+        table.add_column(column, justify="right")
+    table.add_column("judged")
+    problems = []
+    for events in sizes:
+        trace, _ = ensure_trace(args.data, events, args.seed)
+        floor = run_child("floor", trace)
+        one = run_child("one", trace)
+        floor_rate = floor["events"] / floor["seconds"]
+        one_rate = one["events"] / one["seconds"]
+        table.add_row(
+            label(events),
+            "floor",
+            f"{floor_rate:,.0f}",
+            "1",
+            "",
+            f"{floor['seconds']:,.1f}",
+            "",
+            "",
+            "",
+            f"{floor['peak_rss'] / 2**20:,.0f} MB",
+            "",
+        )
+        table.add_row(
+            "",
+            "one process",
+            f"{one_rate:,.0f}",
+            f"{one_rate / floor_rate:.3f}",
+            "1",
+            f"{one['seconds']:,.1f}",
+            "",
+            "",
+            "",
+            f"{one['peak_rss'] / 2**20:,.0f} MB",
+            one["verdict"],
+        )
+        for n in jobs:
+            sharded = run_child(f"jobs{n}", trace)
+            rate = sharded["events"] / sharded["seconds"]
+            phases = sharded["phases"]
+            serial = phases.get("route", 0.0) + phases.get("merge", 0.0)
+            share = serial / sharded["seconds"]
+            table.add_row(
+                "",
+                f"--jobs {n}",
+                f"{rate:,.0f}",
+                f"{rate / floor_rate:.3f}",
+                f"{one['seconds'] / sharded['seconds']:.2f}",
+                f"{sharded['seconds']:,.1f}",
+                f"{serial:,.2f}",
+                f"{share:.1%}",
+                f"{1 / share:,.0f}x" if share else "",
+                f"{sharded['peak_rss'] / 2**20:,.0f} / {sharded['workers_rss'] / 2**20:,.0f} MB",
+                f"{sharded['verdict']}, {sharded['judged']}",
+            )
+            if sharded["verdict"] != one["verdict"] or sharded["anomalies"] != 0:
+                problems.append(f"--jobs {n} at {label(events)}: {sharded['verdict']} ({sharded['judged']})")
+    console.print(table)
+    console.print(
+        f"targets (issue 29): one process >= {TARGET_ONE} of the floor; --jobs 2 >= {TARGET_JOBS2}x one process on two "
+        f"cores; the sequential part under {TARGET_SERIAL:.0%} of the time at 10M events"
+    )
+    console.print(
+        "sequential: routing the trace (column by column) and merging the shards' findings, in the parent process; "
+        "the shards' own work, the ledger prediction included, runs in the workers (their start is overlapped "
+        "with routing). Amdahl max: the speed-up that share allows with any number of workers."
+    )
+    if problems:
+        raise SystemExit(
+            "the sharded runs did not judge the synthetic trace as one process did: " + "; ".join(problems)
+        )
+
+
+if __name__ == "__main__":
+    readme.run(main)
