@@ -33,11 +33,7 @@ SHARDS = (1, 2, 7)
 DECLARED = (
     "the best-effort profile",
     "selector buckets",
-    "flow_control permits",
-    "read_bound lookahead",
-    "read_trigger heartbeat",
     "park_after",
-    "max_unacked",
     SPECIAL_PUBLISH,
     NON_MEMBER,
     *UNSHARDED_KINDS.values(),

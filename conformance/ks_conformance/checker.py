@@ -41,7 +41,7 @@ from ks_conformance.checks import buckets, delivery, end_of_op, membership, quie
 from ks_conformance.checks.end_of_op import close_op, open_op, tick_phase
 from ks_conformance.checks.hooks import EVENT_CHECKS
 from ks_conformance.checks.records import Incarnation, Message, Problem
-from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, CheckerState, Event, phase_of
+from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, SHOWN, CheckerState, Event, phase_of
 
 
 class Checker(CheckerState):
@@ -105,8 +105,12 @@ class Checker(CheckerState):
                         phase = 3  # req: KS-GEN-7 (tick_order danube: phase 3 ends with a deliver step)
                     tick_phase(self, event, phase)
         self.last_seq = seq
-        if self.heartbeat_reads and kind in DANUBE_PHASE_3 and int(event["offset"]) >= self.read_below:
-            self.read_below = int(event["offset"]) + 1  # req: KS-GEN-8 (a message named was read, and all before it)
+        if self.heartbeat_reads and kind in DANUBE_PHASE_3:
+            offset = int(event["offset"])
+            if self.delta_log is not None and kind != "deliver":
+                self.delta_log.append((seq, SHOWN, offset, None))
+            if offset >= self.read_below:
+                self.read_below = offset + 1  # req: KS-GEN-8 (a message named was read, and all before it)
         handler = HANDLERS.get(kind)
         if handler is None:
             self._problem(seq, f"event kind {kind!r} is unknown to the checker")

@@ -92,7 +92,7 @@ def record_delivery(
     holder.outstanding[offset] = delivery
     if st.delta_log is not None:
         st.delta_log.append((seq, DELIVERED, offset, holder.name))
-    if st.max_unacked and len(holder.outstanding) >= st.max_unacked and holder.unacked_blocked_seq is None:
+    if st.max_unacked and st.holding(holder) >= st.max_unacked and holder.unacked_blocked_seq is None:
         holder.unacked_blocked_seq = seq  # req: KS-FLW-1 (blocked at the limit)
     state.outstanding[offset] = delivery
     st._holding_keys.add(message.key)

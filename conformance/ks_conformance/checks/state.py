@@ -46,8 +46,9 @@ AFFINITY_KINDS = frozenset({"key-moved", "unstable-assignment"})
 """Anomalies about where a selector sends a key: they do not apply to selector `any` (no key affinity)."""
 OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_letter", "filtered": "filter"}
 """The event a declared terminal outcome is judged as (`terminal_outcomes` of adapter protocol v2)."""
-PUBLISHED, DELIVERED, DELIVERY_ENDED, RESOLVED = range(4)
-"""The changes to the facts that span keys (`CheckerState.delta_log`): what each entry's second field says."""
+PUBLISHED, DELIVERED, DELIVERY_ENDED, RESOLVED, SHOWN = range(5)
+"""The changes to the facts that span keys (`CheckerState.delta_log`): what each entry's second field says (SHOWN:
+under `read_trigger = "heartbeat"`, a `held` or `filter` showed its message read, KS-GEN-8)."""
 DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
 """The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
 SPARE_STATES = 1024
@@ -329,6 +330,16 @@ class CheckerState:
         """How many unresolved offsets, of every key, are at or below `offset`."""
         return self.unresolved.rank(offset)
 
+    def is_unresolved(self, offset: int) -> bool:
+        """True if the message at `offset` (of any key) is unresolved."""
+        return offset in self.unresolved
+
+    def outstanding_offsets(self) -> list[int]:
+        """The offsets of every outstanding delivery, of every key, in order."""
+        return sorted(
+            {d.offset for m in (*self.members.values(), *self._phantoms.values()) for d in m.outstanding.values()}
+        )
+
     def owns(self, offset: int) -> bool:
         """True if this checker holds the message at `offset` (a shard holds its keys' messages only): a finding
         about one message is reported by the checker that holds it."""
@@ -488,7 +499,7 @@ class CheckerState:
         outstanding.pop(offset, None)
         if self.delta_log is not None:
             self.delta_log.append((self.last_seq, DELIVERY_ENDED, offset, holder.name))
-        if holder.unacked_blocked_seq is not None and len(outstanding) <= self.max_unacked // 2:
+        if holder.unacked_blocked_seq is not None and self.holding(holder) <= self.max_unacked // 2:
             holder.unacked_blocked_seq = None  # req: KS-FLW-1 (max_unacked: resumed at half the limit)
         state = self.keys.get(key) or self._key(key)
         outstanding = state.outstanding

@@ -263,12 +263,10 @@ def read_bound_alone(st: CheckerState) -> Callable[[int], int | None]:
 
         return in_window
     limit = lookahead_of(st)
-    outstanding = sorted(
-        {d.offset for m in (*st.members.values(), *st._phantoms.values()) for d in m.outstanding.values()}
-    )
+    outstanding = st.outstanding_offsets()
 
     def in_lookahead(offset: int) -> int | None:
-        unresolved_before = st.unresolved.rank(offset) - (1 if offset in st.unresolved else 0)
+        unresolved_before = st.unresolved_rank(offset) - (1 if st.is_unresolved(offset) else 0)
         waiting = unresolved_before - bisect_left(outstanding, offset) - st._parked_below(offset)  # KS-ISO-4
         return waiting if waiting < limit else None
 

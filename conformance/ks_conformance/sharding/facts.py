@@ -19,7 +19,7 @@ from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS
 
-from ks_conformance.checks.state import DELIVERED, DELIVERY_ENDED, PUBLISHED, RESOLVED
+from ks_conformance.checks.state import DANUBE_PHASE_3, DELIVERED, DELIVERY_ENDED, PUBLISHED, RESOLVED, SHOWN
 
 Change = tuple[int, int, int, str | None]
 """(seq, what, offset, consumer): `what` is PUBLISHED, DELIVERED, DELIVERY_ENDED or RESOLVED (checks/state.py)."""
@@ -35,7 +35,6 @@ UNSHARDED_KINDS = {
     "segment_created": "selector buckets",
     "segment_sealed": "selector buckets",
     "checkpoint": "selector buckets",
-    "permits_granted": "flow_control permits",
 }
 """Event kinds a trace is not yet judged in shards with, and why (the caller judges it in one process)."""
 NON_MEMBER = "a delivery to a consumer that is not a member"
@@ -49,11 +48,7 @@ def unsharded_config(config: Mapping[str, Any]) -> str | None:
     reasons = (
         (full["profile"] == "best-effort", "the best-effort profile"),
         (full["selector"] == "buckets", "selector buckets"),
-        (full["flow_control"] == "permits", "flow_control permits"),
-        (full["read_bound"] == "lookahead", "read_bound lookahead"),
-        (full["read_trigger"] == "heartbeat", "read_trigger heartbeat"),
         (int(full.get("park_after") or 0) > 0, "park_after"),
-        (int(full["max_unacked"]) > 0, "max_unacked"),
     )
     return next((why for unsupported, why in reasons if unsupported), None)
 
@@ -91,6 +86,7 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
     why = unsharded_config(config) if isinstance(config, dict) else "the config event cannot be read"
     if why:
         return Prediction([], why)
+    heartbeat = {**CONFIG_DEFAULTS, **config}["read_trigger"] == "heartbeat"
     # Written for speed (one pass over a shard's rows): the ledger's state in local names, the common kinds first.
     holder_of: dict[int, str] = {}
     held: dict[str, dict[int, int]] = {}
@@ -132,6 +128,8 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
             continue
         if kind in UNSHARDED_KINDS:
             return Prediction([], UNSHARDED_KINDS[kind])
+        if heartbeat and kind in DANUBE_PHASE_3:
+            add((seq, SHOWN, offset, None))  # (before its resolution: the checker reads it first, KS-GEN-8)
         resolving = kind in RESOLVING
         if resolving or kind == "nack" or kind == "timeout":
             holder = holder_of.get(offset)

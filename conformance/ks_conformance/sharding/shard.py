@@ -25,7 +25,7 @@ from ks_conformance.checker import Checker, Event
 from ks_conformance.checks.end_of_op import close_op, open_op, tick_phase
 from ks_conformance.checks.hooks import END_OF_OP_CHECKS
 from ks_conformance.checks.records import Incarnation, Message, OpState, Problem
-from ks_conformance.checks.state import DANUBE_PHASE_3, DELIVERED, DELIVERY_ENDED, PUBLISHED, phase_of
+from ks_conformance.checks.state import DANUBE_PHASE_3, DELIVERED, DELIVERY_ENDED, PUBLISHED, RESOLVED, phase_of
 from ks_conformance.rules.cursor import check_persistence
 from ks_conformance.rules.isolation import check_idle
 from ks_conformance.sharding.facts import Change
@@ -125,6 +125,12 @@ class ShardChecker(Checker):
     def owns(self, offset: int) -> bool:
         return offset in self.own_offsets
 
+    def is_unresolved(self, offset: int) -> bool:
+        return offset in self.unresolved or offset in self.foreign_unresolved
+
+    def outstanding_offsets(self) -> list[int]:
+        return sorted({*super().outstanding_offsets(), *(o for held in self.foreign_held.values() for o in held)})
+
     def _message_of(self, event: Event) -> Message | None:
         offset = event.get("offset")
         if offset is not None and offset not in self.messages.by_offset and offset not in self.own_offsets:
@@ -172,15 +178,28 @@ class ShardChecker(Checker):
                 if mine is None:
                     mine = held[consumer] = {}
                 mine[offset] = seq
+                if self.heartbeat_reads and offset >= self.read_below:
+                    self.read_below = offset + 1  # req: KS-GEN-8 (a message named was read, and all before it)
+                member = self.members[consumer]  # (the ledger predicts deliveries to members only)
+                if member.permits is not None:
+                    member.permits -= 1  # req: KS-FLW-4 (every delivery charges its consumer a permit)
+                if self.max_unacked and member.unacked_blocked_seq is None and self.holding(member) >= self.max_unacked:
+                    member.unacked_blocked_seq = seq  # req: KS-FLW-1 (max_unacked: blocked at the limit)
             elif what == DELIVERY_ENDED:
                 assert consumer is not None
                 del held[consumer][offset]
-            else:
+                holder = self.members.get(consumer)
+                if holder is not None and holder.unacked_blocked_seq is not None:
+                    if self.holding(holder) <= self.max_unacked // 2:
+                        holder.unacked_blocked_seq = None  # req: KS-FLW-1 (resumed at half the limit)
+            elif what == RESOLVED:
                 self.foreign_unresolved.discard(offset)
                 self.state_version += 1
                 self.last_resolution_seq = seq
                 if op is not None and seq >= op.seq:
                     op.resolved = True
+            elif offset >= self.read_below:  # SHOWN
+                self.read_below = offset + 1  # req: KS-GEN-8 (a message named was read, and all before it)
         self.next_foreign = index
 
     # --- the ops ---------------------------------------------------------------------------------------------
