@@ -6,10 +6,8 @@ A malformed trace cannot be judged: its verdict is unknown, with the first probl
 
 from __future__ import annotations
 
-import gc
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +17,9 @@ from ks_spec.errors import MissingInput, UserError
 from ks_spec.trace import Event, SequenceRules, read_checked_events, read_events
 
 from ks_conformance import report
-from ks_conformance.anomalies import Anomaly, Verdict, listing_order, merge_verdicts
+from ks_conformance.anomalies import Anomaly, Verdict, listing_order, merge_verdicts, verdict_of
 from ks_conformance.checker import Checker, Problem
+from ks_conformance.pacing import fewer_collections
 
 
 @dataclass
@@ -66,24 +65,6 @@ def _recorded_config(event: Event) -> dict[str, Any]:
     return dict(config)
 
 
-GC_THRESHOLD = 50_000
-"""Allocations between two collections of cyclic garbage while a trace is judged (Python's default is 700)."""
-
-
-@contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Run the cyclic garbage collector less often for a while, then as before.
-
-    Judging a trace makes and drops a few objects per event, hardly any in cycles: at the default threshold the
-    collector ran every few hundred events and took about 4% of check-trace's time, for nothing to free."""
-    thresholds = gc.get_threshold()
-    gc.set_threshold(GC_THRESHOLD, *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-
-
 def check_trace(path: Path, jobs: int = 1) -> TraceCheck:
     """Check one trace file or folder; raise MissingInput if it does not exist.
 
@@ -96,11 +77,22 @@ def check_trace(path: Path, jobs: int = 1) -> TraceCheck:
         raise MissingInput(f"{path}: no such file or folder")
     with fewer_collections():
         if jobs > 1:
-            from ks_conformance.sharding.run import check_in_shards
+            from ks_conformance.sharding.run import Sharded, check_in_shards
 
             sharded = check_in_shards(path, jobs)
-            if isinstance(sharded, TraceCheck):
-                return sharded
+            if isinstance(sharded, Sharded):
+                return TraceCheck(
+                    path,
+                    events=sharded.events,
+                    verdict=verdict_of(sharded.anomalies, undecidable=False),
+                    anomalies=sharded.anomalies,
+                    exercised=sharded.exercised,
+                    config=sharded.config,
+                    messages=sharded.messages,
+                    seconds=sharded.seconds,
+                    workers_peak_rss=sharded.workers_peak_rss,
+                    judged=f"in {jobs} shards of keys",
+                )
             result = _check_trace(path)
             result.judged = f"in one process: {sharded.reason}"
             return result

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from ks_spec.config import config_problem
 from ks_spec.trace import (
     OP_EVENTS,
     SequenceRules,
@@ -37,14 +38,14 @@ from ks_spec.trace import (
     schema_vouched_kinds,
 )
 
-from ks_conformance.anomalies import verdict_of
+from ks_conformance.anomalies import Anomaly
 from ks_conformance.checker import Checker
 from ks_conformance.checks.records import Problem
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
+from ks_conformance.pacing import fewer_collections
 from ks_conformance.sharding.facts import Change, Row, ledger_changes
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
-from ks_conformance.tracefile import TraceCheck, config_problem, fewer_collections
 
 BATCH = 65536
 OP_STARTS = sorted(OP_EVENTS | ACK_CLASS)
@@ -394,11 +395,26 @@ def _judge_task(task: tuple[Routing, list[Changes], int]) -> ShardJudgment:
     return judgment
 
 
+@dataclass
+class Sharded:
+    """A trace's judgment in shards of keys (tracefile.check_trace makes it a TraceCheck)."""
+
+    events: int
+    anomalies: list[Anomaly]
+    exercised: dict[str, int]
+    config: dict[str, object]
+    messages: int
+    seconds: dict[str, float]
+    """Where the time went: routing (in this process), the shards' processes, the merge, each shard."""
+    workers_peak_rss: int
+    """The peak memory of the largest worker, in bytes."""
+
+
 Mapper = Callable[[Callable[[Any], Any], list[Any]], Iterable[Any]]
 """How the shards' tasks run: `map` itself (in this process, one after the other) or a process pool's `map`."""
 
 
-def check_in_shards(path: Path, jobs: int) -> TraceCheck | Unsharded:
+def check_in_shards(path: Path, jobs: int) -> Sharded | Unsharded:
     """Judge a Parquet trace in `jobs` shards in `jobs` processes; why not, when it cannot be."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])  # forked from a server that imported the checker once
@@ -408,7 +424,7 @@ def check_in_shards(path: Path, jobs: int) -> TraceCheck | Unsharded:
         return judge_in_shards_with(path, jobs, pool.map)
 
 
-def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: int = BATCH) -> TraceCheck | Unsharded:
+def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: int = BATCH) -> Sharded | Unsharded:
     """Judge a Parquet trace in `shards` shards, running the shards' tasks with `mapper` (tests: in this process)."""
     if path.is_dir() or path.suffix != ".parquet":
         return Unsharded("only a single Parquet file is judged in shards")
@@ -445,13 +461,14 @@ def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: i
         return merged
     whole = Checker()
     whole.feed(first)
-    result = TraceCheck(path, events=routing.events, verdict=verdict_of(merged.anomalies, undecidable=False))
-    result.anomalies = merged.anomalies
-    result.exercised = {name: count for name, count in merged.exercised.items() if whole.applies(name)}
-    result.config = dict(whole.config)
-    result.messages = routing.published
-    result.judged = f"in {shards} shards of keys"
-    result.workers_peak_rss = max(judgment.peak_rss for judgment in judgments)
-    result.seconds = {"route": routed - started, "shards": judged - routed, "merge": time.perf_counter() - judged}
-    result.seconds |= {f"shard {shard}": judgment.seconds for shard, judgment in enumerate(judgments)}
-    return result
+    seconds = {"route": routed - started, "shards": judged - routed, "merge": time.perf_counter() - judged}
+    seconds |= {f"shard {shard}": judgment.seconds for shard, judgment in enumerate(judgments)}
+    return Sharded(
+        routing.events,
+        merged.anomalies,
+        {name: count for name, count in merged.exercised.items() if whole.applies(name)},
+        dict(whole.config),
+        routing.published,
+        seconds,
+        max(judgment.peak_rss for judgment in judgments),
+    )
