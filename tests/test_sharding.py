@@ -34,6 +34,7 @@ DECLARED = (
     "the best-effort profile",
     "selector buckets",
     "park_after",
+    "a restart of an implementation without a cursor",
     SPECIAL_PUBLISH,
     NON_MEMBER,
     *UNSHARDED_KINDS.values(),
@@ -129,7 +130,15 @@ def perturbed(rng: random.Random, events: list[Event]) -> list[Event]:
     return renumber(events)
 
 
-WORKLOADS = ("steady", "churn", "hot-key-slow-consumer", "poison-drop", "poison-dead-letter", "poison-block")
+WORKLOADS = (
+    "steady",
+    "churn",
+    "hot-key-slow-consumer",
+    "poison-drop",
+    "poison-dead-letter",
+    "poison-block",
+    "crash-restart",
+)
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -14,7 +14,7 @@ from pyroaring import BitMap
 
 from ks_conformance import rules
 from ks_conformance.checks.records import Incarnation, Message, Segment
-from ks_conformance.checks.state import PUBLISHED, CheckerState, Event
+from ks_conformance.checks.state import PUBLISHED, REOPENED, SEEKED, CheckerState, Event
 
 
 def on_config(st: CheckerState, event: Event) -> None:
@@ -237,6 +237,8 @@ def on_restart(st: CheckerState, event: Event) -> None:
             message.resolution_seq = None
             message.restored_seq = seq
             st.unresolved.add(message.offset)
+            if st.delta_log is not None:
+                st.delta_log.append((seq, REOPENED, message.offset, None))
     st.state_version += 1
     st._rebuild_indexes()
     st._new_epoch("restart", None, seq)
@@ -275,6 +277,8 @@ def on_seek(st: CheckerState, event: Event) -> None:
             message.resolution_seq = None
             message.restored_seq = seq
             st.unresolved.add(message.offset)
+            if st.delta_log is not None:
+                st.delta_log.append((seq, REOPENED, message.offset, None))
         elif message.offset < target and not message.resolved:
             # req: KS-CUR-9, KS-RES-1 (given up by the seek: resolved as `seeked`, recorded by the seek event)
             message.resolved = True
@@ -283,6 +287,8 @@ def on_seek(st: CheckerState, event: Event) -> None:
             message.restored_seq = None
             st.unresolved.discard(message.offset)
             st.last_resolution_seq = seq
+            if st.delta_log is not None:
+                st.delta_log.append((seq, SEEKED, message.offset, None))
     st.state_version += 1
     disconnected = dict(st._disconnected)
     st._rebuild_indexes()

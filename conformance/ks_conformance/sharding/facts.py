@@ -13,13 +13,23 @@ whole-trace checker reads; when a prediction fails, the caller judges the trace 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS
+from pyroaring import BitMap
 
-from ks_conformance.checks.state import DANUBE_PHASE_3, DELIVERED, DELIVERY_ENDED, PUBLISHED, RESOLVED, SHOWN
+from ks_conformance.checks.state import (
+    DANUBE_PHASE_3,
+    DELIVERED,
+    DELIVERY_ENDED,
+    PUBLISHED,
+    REOPENED,
+    RESOLVED,
+    SEEKED,
+    SHOWN,
+)
 
 Change = tuple[int, int, int, str | None]
 """(seq, what, offset, consumer): `what` is PUBLISHED, DELIVERED, DELIVERY_ENDED or RESOLVED (checks/state.py)."""
@@ -27,8 +37,6 @@ Change = tuple[int, int, int, str | None]
 RESOLVING = frozenset({"ack", "drop", "dead_letter", "filter"})
 """Effects that resolve their message (and end its delivery), as `resolve` in rules/resolutions.py does."""
 UNSHARDED_KINDS = {
-    "restart": "a restart (it rebuilds every key's state at once)",
-    "seek": "a seek (it moves every key's messages at once)",
     "outcome": "an implementation-defined outcome",
     "bucket_assigned": "selector buckets",
     "bucket_withheld": "selector buckets",
@@ -53,8 +61,11 @@ def unsharded_config(config: Mapping[str, Any]) -> str | None:
     return next((why for unsupported, why in reasons if unsupported), None)
 
 
-Row = tuple[str, int, int | None, str | None, bool]
-"""(event kind, seq, offset, consumer, delayed or batched) of one trace row: what the ledger pass reads."""
+Row = tuple[str, int, int | None, str | None, bool, "Persisted | None"]
+"""(event kind, seq, offset, consumer, delayed or batched, what a `cursor_persisted` persisted) of one trace row: what
+the ledger pass reads."""
+Persisted = tuple[int, list[list[int]] | None]
+"""A `cursor_persisted`'s cursor and hole ranges."""
 
 
 def rows_of(events: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
@@ -62,7 +73,16 @@ def rows_of(events: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
     for event in events:
         offset, consumer = event.get("offset"), event.get("consumer")
         special = event.get("deliver_at") is not None or event.get("entry") is not None
-        yield str(event["event"]), int(event["seq"]), None if offset is None else int(offset), consumer, special
+        cursor = event.get("cursor")
+        persisted = None if cursor is None else (int(cursor), event.get("ranges"))
+        yield (
+            str(event["event"]),
+            int(event["seq"]),
+            None if offset is None else int(offset),
+            consumer,
+            special,
+            persisted,
+        )
 
 
 @dataclass
@@ -80,37 +100,68 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
     accepts; where it is wrong (a malformed or unusual trace) the shards' proof fails and the trace is judged whole.
     """
     try:
-        config = json.loads(config_detail or "")["config"]
+        detail = json.loads(config_detail or "")
+        config = detail["config"]
     except (ValueError, KeyError, TypeError):
         return Prediction([], "the config event cannot be read")
     why = unsharded_config(config) if isinstance(config, dict) else "the config event cannot be read"
     if why:
         return Prediction([], why)
     heartbeat = {**CONFIG_DEFAULTS, **config}["read_trigger"] == "heartbeat"
+    declared = detail.get("declared", {}) if isinstance(detail, dict) else {}
+    without_cursor = isinstance(declared, dict) and declared.get("cursor", True) is False
+    published: list[int] = []
+    """This shard's offsets, in order."""
+    cursor, holes = 0, BitMap()
+    """The persisted cursor and holes (a restart resumes from them)."""
     # Written for speed (one pass over a shard's rows): the ledger's state in local names, the common kinds first.
     holder_of: dict[int, str] = {}
     held: dict[str, dict[int, int]] = {}
     unresolved: set[int] = set()
     changes: list[Change] = []
     add = changes.append
-    members: set[str] = set()
-    for kind, seq, offset, consumer, special in rows:
+    members: dict[str, None] = {}
+    """The members, in the order they joined (the order a restart or seek ends their deliveries in)."""
+    for kind, seq, offset, consumer, special, persisted in rows:
         if special:
             return Prediction([], SPECIAL_PUBLISH)
         if offset is None:
             if kind in UNSHARDED_KINDS:
                 return Prediction([], UNSHARDED_KINDS[kind])
             if kind == "consumer_added":
-                members.add(str(consumer))
+                members[str(consumer)] = None
             elif kind == "consumer_removed" or kind == "consumer_evicted":
-                members.discard(str(consumer))
+                members.pop(str(consumer), None)
                 for ended in list(held.pop(str(consumer), {})):
                     add((seq, DELIVERY_ENDED, ended, str(consumer)))
                     del holder_of[ended]
+            elif kind == "cursor_persisted" and persisted is not None:
+                cursor, holes = persisted[0], BitMap()
+                for low, high in persisted[1] or ():
+                    holes.add_range(int(low), int(high) + 1)
+            elif kind == "restart":
+                if without_cursor:
+                    return Prediction([], "a restart of an implementation without a cursor")
+                end_every_delivery(seq, members, held, holder_of, add)
+                for reopened in published:  # req: KS-CUR-3 (resolved after the last persistence: volatile)
+                    if reopened >= cursor and reopened not in unresolved and reopened not in holes:
+                        add((seq, REOPENED, reopened, None))
+                        unresolved.add(reopened)
             continue
         if kind == "publish":
             add((seq, PUBLISHED, offset, None))
             unresolved.add(offset)
+            published.append(offset)
+            continue
+        if kind == "seek":
+            end_every_delivery(seq, members, held, holder_of, add)
+            for moved in published:  # req: KS-CUR-8, KS-CUR-9
+                if moved >= offset and moved not in unresolved:
+                    add((seq, REOPENED, moved, None))
+                    unresolved.add(moved)
+                elif moved < offset and moved in unresolved:
+                    add((seq, SEEKED, moved, None))
+                    unresolved.discard(moved)
             continue
         if kind == "deliver":
             if consumer not in members:
@@ -141,3 +192,17 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
                 add((seq, RESOLVED, offset, None))
                 unresolved.discard(offset)
     return Prediction(changes)
+
+
+def end_every_delivery(
+    seq: int,
+    members: Mapping[str, None],
+    held: dict[str, dict[int, int]],
+    holder_of: dict[int, str],
+    add: Callable[[Change], None],
+) -> None:
+    """A restart's or seek's end of every outstanding delivery, member by member in the order they joined."""
+    for name in members:
+        for ended in list(held.pop(name, {})):
+            add((seq, DELIVERY_ENDED, ended, name))
+            del holder_of[ended]
