@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from ks_conformance.checker import Checker
 from ks_conformance.sharding import merge as sharding
-from ks_conformance.sharding.facts import NON_MEMBER, SPECIAL_PUBLISH, UNSHARDED_KINDS
+from ks_conformance.sharding.facts import NON_MEMBER, UNSHARDED_KINDS
 from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomaly_order, judge_in_shards
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
 from ks_conformance.vectors import VECTORS_DIR, find_vectors
@@ -35,7 +35,6 @@ DECLARED = (
     "selector buckets",
     "park_after",
     "a restart of an implementation without a cursor",
-    SPECIAL_PUBLISH,
     NON_MEMBER,
     *UNSHARDED_KINDS.values(),
 )

@@ -14,7 +14,7 @@ from pyroaring import BitMap
 
 from ks_conformance import rules
 from ks_conformance.checks.records import Incarnation, Message, Segment
-from ks_conformance.checks.state import PUBLISHED, REOPENED, SEEKED, CheckerState, Event
+from ks_conformance.checks.state import DELAYED, PUBLISHED, REOPENED, SEEKED, CheckerState, Event
 
 
 def on_config(st: CheckerState, event: Event) -> None:
@@ -88,6 +88,8 @@ def on_publish(st: CheckerState, event: Event) -> None:
         # req: KS-ORD-5, KS-ORD-6, KS-ORD-7 (a delayed message: judged from here on by its due tick)
         message.deliver_at = int(deliver_at)
         st.delays_seen = True
+        if st.delta_log is not None:
+            st.delta_log.append((seq, DELAYED, offset, None))
         st._delayed.add(offset)
         if message.deliver_at > st.now:
             st._exercise("delivered-before-due")

@@ -46,10 +46,11 @@ AFFINITY_KINDS = frozenset({"key-moved", "unstable-assignment"})
 """Anomalies about where a selector sends a key: they do not apply to selector `any` (no key affinity)."""
 OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_letter", "filtered": "filter"}
 """The event a declared terminal outcome is judged as (`terminal_outcomes` of adapter protocol v2)."""
-PUBLISHED, DELIVERED, DELIVERY_ENDED, RESOLVED, SHOWN, REOPENED, SEEKED = range(7)
+PUBLISHED, DELIVERED, DELIVERY_ENDED, RESOLVED, SHOWN, REOPENED, SEEKED, DELAYED = range(8)
 """The changes to the facts that span keys (`CheckerState.delta_log`): what each entry's second field says (SHOWN:
 under `read_trigger = "heartbeat"`, a `held` or `filter` showed its message read, KS-GEN-8; REOPENED: a restart or
-seek made a resolved message unresolved again; SEEKED: a seek resolved an unresolved message before its target)."""
+seek made a resolved message unresolved again; SEEKED: a seek resolved an unresolved message before its target;
+DELAYED: a delayed message was published, after which every key's order and idle checks look for delays, KS-ORD-6)."""
 DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
 """The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
 SPARE_STATES = 1024

@@ -22,6 +22,7 @@ from pyroaring import BitMap
 
 from ks_conformance.checks.state import (
     DANUBE_PHASE_3,
+    DELAYED,
     DELIVERED,
     DELIVERY_ENDED,
     PUBLISHED,
@@ -47,7 +48,6 @@ UNSHARDED_KINDS = {
 """Event kinds a trace is not yet judged in shards with, and why (the caller judges it in one process)."""
 NON_MEMBER = "a delivery to a consumer that is not a member"
 """Not judged in shards yet: the checker keeps such a consumer's deliveries apart from a member's of the same name."""
-SPECIAL_PUBLISH = "a delayed message or a batch (publish_delayed, publish_entry)"
 
 
 def unsharded_config(config: Mapping[str, Any]) -> str | None:
@@ -62,8 +62,8 @@ def unsharded_config(config: Mapping[str, Any]) -> str | None:
 
 
 Row = tuple[str, int, int | None, str | None, bool, "Persisted | None"]
-"""(event kind, seq, offset, consumer, delayed or batched, what a `cursor_persisted` persisted) of one trace row: what
-the ledger pass reads."""
+"""(event kind, seq, offset, consumer, whether a publish is delayed, what a `cursor_persisted` persisted) of one trace
+row: what the ledger pass reads."""
 Persisted = tuple[int, list[list[int]] | None]
 """A `cursor_persisted`'s cursor and hole ranges."""
 
@@ -72,7 +72,7 @@ def rows_of(events: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
     """The ledger pass's columns of event dicts."""
     for event in events:
         offset, consumer = event.get("offset"), event.get("consumer")
-        special = event.get("deliver_at") is not None or event.get("entry") is not None
+        delayed = event.get("deliver_at") is not None
         cursor = event.get("cursor")
         persisted = None if cursor is None else (int(cursor), event.get("ranges"))
         yield (
@@ -80,7 +80,7 @@ def rows_of(events: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
             int(event["seq"]),
             None if offset is None else int(offset),
             consumer,
-            special,
+            delayed,
             persisted,
         )
 
@@ -122,9 +122,7 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
     add = changes.append
     members: dict[str, None] = {}
     """The members, in the order they joined (the order a restart or seek ends their deliveries in)."""
-    for kind, seq, offset, consumer, special, persisted in rows:
-        if special:
-            return Prediction([], SPECIAL_PUBLISH)
+    for kind, seq, offset, consumer, delayed, persisted in rows:
         if offset is None:
             if kind in UNSHARDED_KINDS:
                 return Prediction([], UNSHARDED_KINDS[kind])
@@ -152,6 +150,8 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
             add((seq, PUBLISHED, offset, None))
             unresolved.add(offset)
             published.append(offset)
+            if delayed:
+                add((seq, DELAYED, offset, None))
             continue
         if kind == "seek":
             end_every_delivery(seq, members, held, holder_of, add)

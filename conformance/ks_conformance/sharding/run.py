@@ -334,10 +334,7 @@ def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
     if not batch.num_rows:
         return
     names = batch.schema.names
-    special = np.zeros(batch.num_rows, dtype=bool)
-    for name in ("deliver_at", "entry"):
-        if name in names:
-            special |= np.asarray(batch.column(name).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    delayed = batch.column("deliver_at").is_valid().to_pylist() if "deliver_at" in names else [False] * batch.num_rows
     nothing = [None] * batch.num_rows
     cursors = batch.column("cursor").to_pylist() if "cursor" in names else nothing
     ranges = batch.column("ranges").to_pylist() if "ranges" in names else nothing
@@ -347,7 +344,7 @@ def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
         batch.column("seq").to_pylist(),
         batch.column("offset").to_pylist() if "offset" in names else nothing,
         batch.column("consumer").to_pylist() if "consumer" in names else nothing,
-        special.tolist(),
+        delayed,
         persisted,
         phase_only,
         strict=True,
@@ -359,7 +356,7 @@ def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
 def predict_shard(routing: Routing, shard: int, detail: str) -> Changes | str:
     """The ledger's changes for one shard's keys, predicted from its own rows (in a worker: every change belongs to
     one key, and the rows that end a consumer's deliveries are every shard's), or why the trace is not sharded."""
-    read = ("event", "seq", "offset", "consumer", "deliver_at", "entry", "cursor", "ranges")
+    read = ("event", "seq", "offset", "consumer", "deliver_at", "cursor", "ranges")
     rows = (row for batch, _, phase_only in routing.rows(shard, read) for row in ledger_rows(batch, phase_only))
     prediction = ledger_changes(rows, detail)
     return prediction.reason if prediction.reason is not None else Changes.of(prediction.changes)

@@ -32,6 +32,7 @@ from ks_conformance.checks.state import (
     PUBLISHED,
     REOPENED,
     RESOLVED,
+    SEEKED,
     SHOWN,
     phase_of,
 )
@@ -212,9 +213,11 @@ class ShardChecker(Checker):
                     self.read_below = offset + 1  # req: KS-GEN-8 (a message named was read, and all before it)
             elif what == REOPENED:
                 self.foreign_unresolved.add(offset)  # (a restart or seek counts its state's change once, for all)
-            else:  # SEEKED
+            elif what == SEEKED:
                 self.foreign_unresolved.discard(offset)
                 self.last_resolution_seq = seq
+            else:  # DELAYED
+                self.delays_seen = True  # req: KS-ORD-6 (from the first delayed message on, every key looks)
         self.next_foreign = index
 
     # --- the ops ---------------------------------------------------------------------------------------------
