@@ -31,7 +31,6 @@ from test_checker import ALL_CASES
 Event = dict[str, Any]
 SHARDS = (1, 2, 7)
 DECLARED = (
-    "the best-effort profile",
     "selector buckets",
     "park_after",
     "a restart of an implementation without a cursor",

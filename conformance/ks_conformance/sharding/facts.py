@@ -54,7 +54,6 @@ def unsharded_config(config: Mapping[str, Any]) -> str | None:
     """Why a configuration is not yet judged in shards (its rules read facts the ledger does not keep), or None."""
     full = {**CONFIG_DEFAULTS, **config}
     reasons = (
-        (full["profile"] == "best-effort", "the best-effort profile"),
         (full["selector"] == "buckets", "selector buckets"),
         (int(full.get("park_after") or 0) > 0, "park_after"),
     )
@@ -108,6 +107,9 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
     if why:
         return Prediction([], why)
     heartbeat = {**CONFIG_DEFAULTS, **config}["read_trigger"] == "heartbeat"
+    best_effort = {**CONFIG_DEFAULTS, **config}["profile"] == "best-effort"
+    delivered: set[int] = set()
+    """Best effort: the offsets a delivery resolved (a later outcome neither ends nor resolves anything, KS-BEF-1)."""
     declared = detail.get("declared", {}) if isinstance(detail, dict) else {}
     without_cursor = isinstance(declared, dict) and declared.get("cursor", True) is False
     published: list[int] = []
@@ -176,12 +178,23 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
             if mine is None:
                 mine = held[consumer] = {}
             mine[offset] = seq
+            if best_effort and offset in unresolved:  # req: KS-BEF-1 (delivered is its outcome)
+                add((seq, RESOLVED, offset, None))
+                unresolved.discard(offset)
+                delivered.add(offset)
             continue
         if kind in UNSHARDED_KINDS:
             return Prediction([], UNSHARDED_KINDS[kind])
         if heartbeat and kind in DANUBE_PHASE_3:
             add((seq, SHOWN, offset, None))  # (before its resolution: the checker reads it first, KS-GEN-8)
         resolving = kind in RESOLVING
+        if best_effort and ((offset in delivered and resolving) or kind == "ack"):
+            holder = holder_of.get(offset)
+            if kind == "ack" and holder is not None and holder == consumer:  # (an ack resolves nothing here)
+                add((seq, DELIVERY_ENDED, offset, holder))
+                del holder_of[offset]
+                del held[holder][offset]
+            continue
         if resolving or kind == "nack" or kind == "timeout":
             holder = holder_of.get(offset)
             if holder is not None and (kind != "timeout" or holder == consumer):
