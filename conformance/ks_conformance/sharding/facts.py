@@ -35,10 +35,10 @@ from ks_conformance.checks.state import (
 Change = tuple[int, int, int, str | None]
 """(seq, what, offset, consumer): `what` is PUBLISHED, DELIVERED, DELIVERY_ENDED or RESOLVED (checks/state.py)."""
 
-RESOLVING = frozenset({"ack", "drop", "dead_letter", "filter"})
-"""Effects that resolve their message (and end its delivery), as `resolve` in rules/resolutions.py does."""
+RESOLVING = frozenset({"ack", "drop", "dead_letter", "filter", "outcome"})
+"""Effects that resolve their message (and end its delivery), as `resolve` in rules/resolutions.py does (an
+implementation-defined outcome too, declared or not: checks/resolution.py `on_outcome`)."""
 UNSHARDED_KINDS = {
-    "outcome": "an implementation-defined outcome",
     "bucket_assigned": "selector buckets",
     "bucket_withheld": "selector buckets",
     "segment_created": "selector buckets",
