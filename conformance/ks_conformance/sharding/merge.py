@@ -180,7 +180,8 @@ def merge(judgments: Sequence[ShardJudgment]) -> Judgment | Unsharded:
     """The whole trace's judgment from its shards', once each shard is shown to have made the predicted changes."""
     for shard, judgment in enumerate(judgments):
         if judgment.problems:
-            return Unsharded(f"shard {shard} found the trace malformed (seq {judgment.problems[0].seq})")
+            problem = judgment.problems[0]
+            return Unsharded(f"shard {shard}: {problem.message} (seq {problem.seq})")
         if judgment.mispredicted is not None:
             return Unsharded(f"the facts that span keys were mispredicted (shard {shard}, seq {judgment.mispredicted})")
     found: dict[tuple[object, ...], tuple[int, Anomaly]] = {}

@@ -389,8 +389,11 @@ def _predict_task(task: tuple[Routing, int, str]) -> Changes | str:
 
 def _judge_task(task: tuple[Routing, list[Changes], int]) -> ShardJudgment:
     started = time.perf_counter()
-    with fewer_collections():
-        judgment = judge_shard(*task)
+    try:
+        with fewer_collections():
+            judgment = judge_shard(*task)
+    except Exception as error:  # a shard that fails leaves the trace to one process, which says why
+        judgment = ShardJudgment([], [Problem(-1, f"its checker failed ({type(error).__name__}: {error})")], {}, {})
     judgment.seconds = time.perf_counter() - started
     judgment.peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return judgment

@@ -190,7 +190,9 @@ class ShardChecker(Checker):
                 mine[offset] = seq
                 if self.heartbeat_reads and offset >= self.read_below:
                     self.read_below = offset + 1  # req: KS-GEN-8 (a message named was read, and all before it)
-                member = self.members[consumer]  # (the ledger predicts deliveries to members only)
+                member = self.members.get(consumer)  # (the ledger predicts deliveries to members only: a trace
+                if member is None:  # where this checker thinks otherwise has a problem, and is judged whole)
+                    continue
                 if member.permits is not None:
                     member.permits -= 1  # req: KS-FLW-4 (every delivery charges its consumer a permit)
                 if self.max_unacked and member.unacked_blocked_seq is None and self.holding(member) >= self.max_unacked:
