@@ -52,6 +52,21 @@ def sharded_child(trace: Path, jobs: int) -> dict[str, Any]:
     }
 
 
+def scale_child(trace: Path) -> dict[str, Any]:
+    """The shards' work in this one process with 2 and then 4 shards: each shard's seconds, to split a shard's time
+    into what every shard repeats (R: the other shards' changes, every op's boundary, the control rows, reading) and
+    its share of the keys' work (W / S), as T(S) = R + W / S."""
+    from ks_conformance.sharding.run import Sharded, judge_in_shards_with
+
+    figures: dict[str, Any] = {}
+    for shards in (2, 4):
+        judged = judge_in_shards_with(trace, shards, map)
+        assert isinstance(judged, Sharded), judged
+        times = [seconds for name, seconds in judged.seconds.items() if name.startswith("shard ")]
+        figures[str(shards)] = {"shards": times, "route": judged.seconds["route"]}
+    return figures
+
+
 def run_child(mode: str, trace: Path) -> dict[str, Any]:
     """One measurement in a fresh process; its figures with its peak RSS."""
     completed = subprocess.run(
@@ -72,6 +87,8 @@ def child_main(mode: str, trace: Path) -> None:
         figures = floor_child(trace)
     elif mode == "one":
         figures = checker_child(trace)
+    elif mode == "scale":
+        figures = scale_child(trace)
     else:
         figures = sharded_child(trace, int(mode.removeprefix("jobs")))
     figures["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -88,6 +105,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "ks-bench-data")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="one 100k-event trace")
+    parser.add_argument(
+        "--scale", action="store_true", help="also judge 2 and 4 shards one after the other, to split a shard's time"
+    )
     parser.add_argument(readme.FLAG, action="store_true", help=readme.HELP)
     args = parser.parse_args()
     readme.record(args.write_readme, "bench_sharded", quick=args.quick)
@@ -101,6 +121,7 @@ def main() -> None:
         table.add_column(column, justify="right")
     table.add_column("judged")
     problems = []
+    scales: list[tuple[int, float, dict[str, Any]]] = []
     for events in sizes:
         trace, _ = ensure_trace(args.data, events, args.seed)
         floor = run_child("floor", trace)
@@ -133,6 +154,8 @@ def main() -> None:
             f"{one['peak_rss'] / 2**20:,.0f} MB",
             one["verdict"],
         )
+        if args.scale:
+            scales.append((events, one["seconds"], run_child("scale", trace)))
         for n in jobs:
             sharded = run_child(f"jobs{n}", trace)
             rate = sharded["events"] / sharded["seconds"]
@@ -155,6 +178,23 @@ def main() -> None:
             if sharded["verdict"] != one["verdict"] or sharded["anomalies"] != 0:
                 problems.append(f"--jobs {n} at {label(events)}: {sharded['verdict']} ({sharded['judged']})")
     console.print(table)
+    for events, one_seconds, scale in scales:
+        # T(S) = R + W / S per shard, from the mean shard time at S = 2 and S = 4 (the first shard, which also judges
+        # the persisted cursor's schedule, included).
+        two = sum(scale["2"]["shards"]) / 2
+        four = sum(scale["4"]["shards"]) / 4
+        keys_work = 4 * (two - four)
+        repeated = two - keys_work / 2
+        serial = scale["4"]["route"]
+        bound = one_seconds / (serial + repeated) if serial + repeated > 0 else float("inf")
+        console.print(
+            f"scale-out at {label(events)} (shards judged one after the other in one process): a shard repeats "
+            f"{repeated:,.1f} s whatever its share of the keys (the other shards' changes, every op's boundary, "
+            f"the control rows, reading the trace), {repeated / one_seconds:.0%} of one process's "
+            f"{one_seconds:,.1f} s; the keys' work is {keys_work:,.1f} s in all; routing {serial:,.2f} s. "
+            f"With any number of workers --jobs cannot beat {bound:,.1f}x one process (routing plus what each "
+            "shard repeats)."
+        )
     console.print(
         f"targets (issue 29): one process >= {TARGET_ONE} of the floor; --jobs 2 >= {TARGET_JOBS2}x one process on two "
         f"cores; the sequential part under {TARGET_SERIAL:.0%} of the time at 10M events"
