@@ -73,11 +73,15 @@ class OpTable:
         return len(self.starts)
 
     def __getitem__(self, index: int) -> tuple[str, int, int]:
+        kinds, starts, ends = self.columns()
+        return kinds[index], starts[index], ends[index]
+
+    def columns(self) -> tuple[list[str], list[int], list[int]]:
+        """Every op's kind, first seq and last seq, as lists."""
         if self._read is None:
             kinds = self.kinds
             self._read = ([kinds[code] for code in self.codes.tolist()], self.starts.tolist(), self.ends.tolist())
-        kinds, starts, ends = self._read
-        return kinds[index], starts[index], ends[index]
+        return self._read
 
     def __getstate__(self) -> dict[str, object]:
         return {"kinds": self.kinds, "codes": self.codes, "starts": self.starts, "ends": self.ends, "_read": None}

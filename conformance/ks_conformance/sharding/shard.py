@@ -14,9 +14,10 @@ records where (an op's index or an event's seq) and the merge counts each place 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, cast
 
 from pyroaring import BitMap
 
@@ -46,6 +47,11 @@ KS-CUR-10): the first shard alone runs those, so only its findings and counts of
 TEMPTATIONS = ("key-reorder", "overtaken-hold", "retry-overtaken", "blocked-key-leak", "split-owner")
 """The situations an op's end counts for its keys (count_temptations in checks/end_of_op.py): between two ops of
 this shard's keys nothing of theirs changes, so an op with none of their events counts as the op before it did."""
+
+TEMPTATION_POINTS = [(name, True) for name in TEMPTATIONS]
+"""Their keys in `ShardJudgment.shared_points`."""
+END_OF_CHANGES: Change = (sys.maxsize, -1, -1, None)
+"""After the other shards' last change: a seq no event reaches (so a scan of the changes needs one test)."""
 
 
 class Op(NamedTuple):
@@ -85,16 +91,26 @@ class OpSequence(Protocol):
     def __len__(self) -> int: ...
 
 
+def op_columns(ops: OpSequence) -> tuple[list[str], list[int], list[int]]:
+    """Every op's kind, first seq and last seq as three lists (read once per op and row: plain lists are quickest)."""
+    columns = getattr(ops, "columns", None)
+    if columns is not None:
+        return cast(tuple[list[str], list[int], list[int]], columns())
+    every = [ops[index] for index in range(len(ops))]
+    return [op[0] for op in every], [op[1] for op in every], [op[2] for op in every]
+
+
 class ShardChecker(Checker):
     """The trace checker of one shard of keys (see the module doc)."""
 
     def __init__(self, ops: OpSequence, foreign: Sequence[Change], predicted: Sequence[Change], first: bool) -> None:
         super().__init__()
-        self.ops = ops
+        self.op_kinds, self.op_starts, self.op_ends = op_columns(ops)
+        """Every op's kind, first seq and last seq, by index from 0."""
         self.predicted = predicted
         """The ledger's predicted changes for this shard's keys, which this shard's checker must make (facts.py)."""
-        self.foreign = foreign
-        """The other shards' changes to the facts that span keys, in seq order."""
+        self.foreign = [*foreign, END_OF_CHANGES]
+        """The other shards' changes to the facts that span keys, in seq order (then one past every seq)."""
         self.next_foreign = 0
         self.judges_subscription = first
         self.delta_log = []
@@ -151,11 +167,12 @@ class ShardChecker(Checker):
 
     def cursor(self) -> int:
         own, foreign = self.unresolved, self.foreign_unresolved
-        if own and foreign:
-            return min(own.min(), foreign.min())
-        if own or foreign:
-            return (own or foreign).min()
-        return self.messages.published
+        if own:
+            if foreign:
+                low, other = own.min(), foreign.min()
+                return low if low < other else other
+            return own.min()
+        return foreign.min() if foreign else self.messages.published
 
     def _exercise_shared(self, name: str, count: int = 1) -> None:
         if not self._applies.get(name) or count <= 0:
@@ -172,16 +189,20 @@ class ShardChecker(Checker):
 
     def catch_up(self, before: int) -> None:
         """Apply the other shards' changes made before seq `before`."""
+        # Written for speed (about one change per call): the sentinel ends the loop; counts are added up once.
         foreign, index = self.foreign, self.next_foreign
+        change = foreign[index]
+        if change[0] >= before:
+            return
         held = self.foreign_held
+        unresolved = self.foreign_unresolved
         op = self.op
-        while index < len(foreign) and foreign[index][0] < before:
-            seq, what, offset, consumer = foreign[index]
-            index += 1
+        published = resolved = 0
+        while change[0] < before:
+            seq, what, offset, consumer = change
             if what == PUBLISHED:
-                self.foreign_unresolved.add(offset)
-                self.messages.published += 1
-                self.state_version += 1
+                unresolved.add(offset)
+                published += 1
             elif what == DELIVERED:
                 assert consumer is not None
                 mine = held.get(consumer)
@@ -191,12 +212,12 @@ class ShardChecker(Checker):
                 if self.heartbeat_reads and offset >= self.read_below:
                     self.read_below = offset + 1  # req: KS-GEN-8 (a message named was read, and all before it)
                 member = self.members.get(consumer)  # (the ledger predicts deliveries to members only: a trace
-                if member is None:  # where this checker thinks otherwise has a problem, and is judged whole)
-                    continue
-                if member.permits is not None:
-                    member.permits -= 1  # req: KS-FLW-4 (every delivery charges its consumer a permit)
-                if self.max_unacked and member.unacked_blocked_seq is None and self.holding(member) >= self.max_unacked:
-                    member.unacked_blocked_seq = seq  # req: KS-FLW-1 (max_unacked: blocked at the limit)
+                if member is not None:  # where this checker thinks otherwise has a problem, and is judged whole)
+                    if member.permits is not None:
+                        member.permits -= 1  # req: KS-FLW-4 (every delivery charges its consumer a permit)
+                    if self.max_unacked and member.unacked_blocked_seq is None:
+                        if self.holding(member) >= self.max_unacked:
+                            member.unacked_blocked_seq = seq  # req: KS-FLW-1 (max_unacked: blocked at the limit)
             elif what == DELIVERY_ENDED:
                 assert consumer is not None
                 del held[consumer][offset]
@@ -205,8 +226,8 @@ class ShardChecker(Checker):
                     if self.holding(holder) <= self.max_unacked // 2:
                         holder.unacked_blocked_seq = None  # req: KS-FLW-1 (resumed at half the limit)
             elif what == RESOLVED:
-                self.foreign_unresolved.discard(offset)
-                self.state_version += 1
+                unresolved.discard(offset)
+                resolved += 1
                 self.last_resolution_seq = seq
                 if op is not None and seq >= op.seq:
                     op.resolved = True
@@ -214,13 +235,18 @@ class ShardChecker(Checker):
                 if offset >= self.read_below:
                     self.read_below = offset + 1  # req: KS-GEN-8 (a message named was read, and all before it)
             elif what == REOPENED:
-                self.foreign_unresolved.add(offset)  # (a restart or seek counts its state's change once, for all)
+                unresolved.add(offset)  # (a restart or seek counts its state's change once, for all shards)
             elif what == SEEKED:
-                self.foreign_unresolved.discard(offset)
+                unresolved.discard(offset)
                 self.last_resolution_seq = seq
             else:  # DELAYED
                 self.delays_seen = True  # req: KS-ORD-6 (from the first delayed message on, every key looks)
+            index += 1
+            change = foreign[index]
         self.next_foreign = index
+        if published:
+            self.messages.published += published
+        self.state_version += published + resolved
 
     # --- the ops ---------------------------------------------------------------------------------------------
 
@@ -239,14 +265,13 @@ class ShardChecker(Checker):
             else:
                 self.close_through(op_index - 1)
                 self.op_index = op_index
-                kind, start, _ = self.ops[op_index - 1]
+                start = self.op_starts[op_index - 1]
                 self.op_count = op_index - 1
                 if start != seq:  # the op began with another shard's event: open it here
                     self.catch_up(start)
                     self.now = int(event["tick"])
-                    open_op(self, kind, start)
-        foreign = self.foreign
-        if self.next_foreign < len(foreign) and foreign[self.next_foreign][0] < seq:
+                    open_op(self, self.op_kinds[op_index - 1], start)
+        if self.foreign[self.next_foreign][0] < seq:
             self.catch_up(seq)
         self.current_seq = seq
         if phase_only:
@@ -274,58 +299,110 @@ class ShardChecker(Checker):
         if self.op is not None:
             self.close_open_op(self.op_index)
         first = self.op_index + 1
-        self.op_index = max(self.op_index, last)
-        if first > last:
+        if last <= self.op_index:
             return
-        judges = self.judges_subscription
+        self.op_index = last
         if self.tempted_at != self.last_closed:
-            self.tempted_at = self.last_closed
-            self.tempted = [name for name in TEMPTATIONS if self.last_closed in self.points.get((name, True), ())]
-        skipped = BitMap()
-        for index in range(first, last + 1):
-            if not judges and (not self._idle_heads or self.idle_unjudged) and not END_OF_OP_CHECKS:
-                skipped.add(index)
-                continue
-            self.pass_foreign_op(index)
-        if skipped:
+            self.tempted_at = last_closed = self.last_closed
+            points = self.points
+            self.tempted = [key[0] for key in TEMPTATION_POINTS if last_closed in points.get(key, ())]
+        index = first
+        if END_OF_OP_CHECKS or (self._idle_heads and not self.idle_unjudged):
+            index = self.pass_foreign_ops(first, last)
+        elif self.judges_subscription:
+            index = self.pass_persisted_ops(first, last)
+        if index <= last:  # the rest have nothing to judge for this shard: only their temptations are counted
             for name in self.tempted:
-                self.points[name, True] |= skipped
-            if any(index % self.settle_every == 0 for index in skipped):
+                self.points[name, True].add_range(index, last + 1)
+            settle_every = self.settle_every
+            if last // settle_every * settle_every >= index:
                 self._settle()
 
-    def pass_foreign_op(self, index: int) -> None:
-        """The end of an op all of whose events are other shards': what `close_op` judges there for this shard's keys
-        and, in the first shard, for the subscription (the op's own checks are its keys' shard's)."""
-        kind, start, end = self.ops[index - 1]
-        self.catch_up(start)
-        self.op_count = index
-        op = self.op = OpState(kind, start, index, self.cursor())
-        self.catch_up(end + 1)
-        self.last_seq = end
-        self.closing = index
-        if self.judges_subscription:
-            check_persistence(self, op)
-        check_idle(self, op)
-        for check in END_OF_OP_CHECKS:
-            check(self, op)
-        self.op = None
-        self.closing = None
-        for name in self.tempted:  # its keys' state is as at the end of this shard's last op (see TEMPTATIONS)
-            self.points[name, True].add(index)
-        if index % self.settle_every == 0:
-            self._settle()
+    def pass_foreign_ops(self, first: int, last: int) -> int:
+        """The ends of ops `first` to `last`, all of whose events are other shards': what `close_op` judges there for
+        this shard's keys and (first shard) the subscription; stops where nothing is left to judge, returns where."""
+        # Written for speed (once per op of other shards): the ops' fields and the state read once.
+        kinds, starts, ends, foreign = self.op_kinds, self.op_starts, self.op_ends, self.foreign
+        judges = self.judges_subscription
+        tempted = [self.points[name, True] for name in self.tempted]
+        settle_every = self.settle_every
+        for index in range(first, last + 1):
+            if not judges and (not self._idle_heads or self.idle_unjudged) and not END_OF_OP_CHECKS:
+                return index
+            start = starts[index - 1]
+            if foreign[self.next_foreign][0] < start:
+                self.catch_up(start)
+            self.op_count = index
+            op = self.op = OpState(kinds[index - 1], start, index, self.cursor())
+            end = ends[index - 1]
+            if foreign[self.next_foreign][0] <= end:
+                self.catch_up(end + 1)
+            self.last_seq = end
+            self.closing = index
+            if judges:
+                check_persistence(self, op)
+            check_idle(self, op)
+            for check in END_OF_OP_CHECKS:
+                check(self, op)
+            self.op = None
+            self.closing = None
+            for points in tempted:  # its keys' state is as at the end of this shard's last op (see TEMPTATIONS)
+                points.add(index)
+            if index % settle_every == 0:
+                self._settle()
+        return last + 1
+
+    def pass_persisted_ops(self, first: int, last: int) -> int:
+        """`pass_foreign_ops` in the first shard when only the persistence checks have something to judge: an op
+        that leaves the cursor where it was and persisted is the end of `check_persistence` settled at once."""
+        # Written for speed (once per op of other shards in the first shard). What `check_persistence` does at an
+        # op whose cursor is the persisted one at its start and end: nothing but mark the state synced; `op.resolved`
+        # is read only with persist_ack_holes, the seek branch only after a seek (neither is judged here).
+        if self.best_effort or self.persist_holes or self.seek is not None:
+            return self.pass_foreign_ops(first, last)
+        kinds, starts, ends, foreign = self.op_kinds, self.op_starts, self.op_ends, self.foreign
+        persisted = self.persisted_cursor
+        tempted = [self.points[name, True] for name in self.tempted]
+        settle_every = self.settle_every
+        for index in range(first, last + 1):
+            start = starts[index - 1]
+            if foreign[self.next_foreign][0] < start:
+                self.catch_up(start)
+            cursor = self.cursor()
+            end = ends[index - 1]
+            if foreign[self.next_foreign][0] <= end:
+                self.catch_up(end + 1)
+            self.op_count = index
+            self.last_seq = end
+            if cursor == persisted and self.cursor() == cursor:
+                if self.state_version != self.synced_version:
+                    self.synced_version = self.state_version
+                    self.persist_due_since = None
+            else:
+                op = self.op = OpState(kinds[index - 1], start, index, cursor)
+                self.closing = index
+                check_persistence(self, op)
+                check_idle(self, op)
+                self.op = None
+                self.closing = None
+            for points in tempted:  # its keys' state is as at the end of this shard's last op (see TEMPTATIONS)
+                points.add(index)
+            if index % settle_every == 0:
+                self._settle()
+        return last + 1
 
     def close_open_op(self, index: int) -> None:
         """Judge the end of the open op, the `index`-th, after the other shards' changes within it."""
-        end = self.ops[index - 1][2]
-        self.catch_up(end + 1)
+        end = self.op_ends[index - 1]
+        if self.foreign[self.next_foreign][0] <= end:
+            self.catch_up(end + 1)
         self.last_seq = end
         close_op(self)  # (the layout checks of `end_op` are for selector buckets, which is not judged in shards)
         self.last_closed = index
 
     def finish_shard(self) -> ShardJudgment:
         """Judge the ends of the ops left (through the trace's last) and return what the shard found."""
-        self.close_through(len(self.ops))
+        self.close_through(len(self.op_starts))
         self.finish()
         made, predicted = self.delta_log or [], self.predicted
         mispredicted = None
