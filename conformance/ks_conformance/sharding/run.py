@@ -16,10 +16,13 @@ import json
 import multiprocessing
 import resource
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import compress
+from operator import itemgetter, not_
 from pathlib import Path
 from typing import Any
 
@@ -290,14 +293,16 @@ class Changes:
 
     @classmethod
     def of(cls, changes: list[Change]) -> Changes:
-        names: dict[str | None, int] = {None: 0}
-        codes = [names.setdefault(change[3], len(names)) for change in changes]
+        # Written for speed (once per change): each column read and coded by C loops (map, itemgetter, fromiter).
+        count = len(changes)
+        names: list[str | None] = [None, *sorted(set(map(itemgetter(3), changes)) - {None})]
+        code = {name: number for number, name in enumerate(names)}
         return cls(
-            np.fromiter((c[0] for c in changes), dtype=np.int64, count=len(changes)),
-            np.fromiter((c[1] for c in changes), dtype=np.int8, count=len(changes)),
-            np.fromiter((c[2] for c in changes), dtype=np.int64, count=len(changes)),
-            np.array(codes, dtype=np.int32),
-            list(names),
+            np.fromiter(map(itemgetter(0), changes), dtype=np.int64, count=count),
+            np.fromiter(map(itemgetter(1), changes), dtype=np.int8, count=count),
+            np.fromiter(map(itemgetter(2), changes), dtype=np.int64, count=count),
+            np.fromiter(map(code.__getitem__, map(itemgetter(3), changes)), dtype=np.int32, count=count),
+            names,
         )
 
     @classmethod
@@ -324,13 +329,8 @@ class Changes:
 
     def tuples(self) -> list[Change]:
         """The changes as (seq, what, offset, consumer) tuples."""
-        names = self.names
-        return [
-            (seq, what, offset, names[code])
-            for seq, what, offset, code in zip(
-                self.seqs.tolist(), self.what.tolist(), self.offsets.tolist(), self.consumers.tolist(), strict=True
-            )
-        ]
+        consumers = map(self.names.__getitem__, self.consumers.tolist())
+        return list(zip(self.seqs.tolist(), self.what.tolist(), self.offsets.tolist(), consumers, strict=True))
 
 
 def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
@@ -343,18 +343,16 @@ def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
     cursors = batch.column("cursor").to_pylist() if "cursor" in names else nothing
     ranges = batch.column("ranges").to_pylist() if "ranges" in names else nothing
     persisted = [None if cursor is None else (cursor, held) for cursor, held in zip(cursors, ranges, strict=True)]
-    for row in zip(
+    rows = zip(
         batch.column("event").to_pylist(),
         batch.column("seq").to_pylist(),
         batch.column("offset").to_pylist() if "offset" in names else nothing,
         batch.column("consumer").to_pylist() if "consumer" in names else nothing,
         delayed,
         persisted,
-        phase_only,
         strict=True,
-    ):
-        if not row[6]:
-            yield row[:6]
+    )
+    yield from compress(rows, map(not_, phase_only))  # (C loops: no Python frame per row)
 
 
 def predict_shard(routing: Routing, shard: int, detail: str) -> Changes | str:
@@ -427,9 +425,19 @@ def check_in_shards(path: Path, jobs: int) -> Sharded | Unsharded:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])  # forked from a server that imported the checker once
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        for _ in range(jobs):
-            pool.submit(_ready)  # the workers start (and import) while the trace is routed
-        return judge_in_shards_with(path, jobs, pool.map)
+        # The workers start (and the forkserver imports the checker) in a thread, while this one routes the trace.
+        starting = threading.Thread(target=_start_workers, args=(pool, jobs), daemon=True)
+        starting.start()
+        try:
+            return judge_in_shards_with(path, jobs, pool.map)
+        finally:
+            starting.join()
+
+
+def _start_workers(pool: ProcessPoolExecutor, jobs: int) -> None:
+    """Start the pool's workers (submitting a task waits until the forkserver has imported the checker)."""
+    for _ in range(jobs):
+        pool.submit(_ready)
 
 
 def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: int = BATCH) -> Sharded | Unsharded:
