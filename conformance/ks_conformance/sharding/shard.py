@@ -361,7 +361,7 @@ class ShardChecker(Checker):
         if self.best_effort or self.persist_holes or self.seek is not None:
             return self.pass_foreign_ops(first, last)
         kinds, starts, ends, foreign = self.op_kinds, self.op_starts, self.op_ends, self.foreign
-        persisted = self.persisted_cursor
+        persisted, own = self.persisted_cursor, self.unresolved
         tempted = [self.points[name, True] for name in self.tempted]
         settle_every = self.settle_every
         for index in range(first, last + 1):
@@ -369,11 +369,25 @@ class ShardChecker(Checker):
             if foreign[self.next_foreign][0] < start:
                 self.catch_up(start)
             cursor = self.cursor()
+            if cursor == persisted and own and own.min() == cursor:
+                # The cursor is this shard's message: no other shard's change moves it (they resolve their own and
+                # publish above it), so every op left ends as this one does; settling once is settling at each.
+                end = ends[last - 1]
+                if foreign[self.next_foreign][0] <= end:
+                    self.catch_up(end + 1)
+                self.op_count, self.last_seq = last, end
+                if self.state_version != self.synced_version:
+                    self.synced_version = self.state_version
+                    self.persist_due_since = None
+                for points in tempted:
+                    points.add_range(index, last + 1)
+                if last // settle_every * settle_every >= index:
+                    self._settle()
+                return last + 1
             end = ends[index - 1]
             if foreign[self.next_foreign][0] <= end:
                 self.catch_up(end + 1)
-            self.op_count = index
-            self.last_seq = end
+            self.op_count, self.last_seq = index, end
             if cursor == persisted and self.cursor() == cursor:
                 if self.state_version != self.synced_version:
                     self.synced_version = self.state_version
