@@ -37,7 +37,7 @@ from ks_conformance.checks.state import (
     SHOWN,
     phase_of,
 )
-from ks_conformance.rules.cursor import check_persistence
+from ks_conformance.rules.cursor import check_persistence, persisted_and_unmoved
 from ks_conformance.rules.isolation import check_idle
 from ks_conformance.sharding.facts import Change
 
@@ -355,9 +355,8 @@ class ShardChecker(Checker):
     def pass_persisted_ops(self, first: int, last: int) -> int:
         """`pass_foreign_ops` in the first shard when only the persistence checks have something to judge: an op
         that leaves the cursor where it was and persisted is the end of `check_persistence` settled at once."""
-        # Written for speed (once per op of other shards in the first shard). What `check_persistence` does at an
-        # op whose cursor is the persisted one at its start and end: nothing but mark the state synced; `op.resolved`
-        # is read only with persist_ack_holes, the seek branch only after a seek (neither is judged here).
+        # Written for speed (once per op of other shards in the first shard): `persisted_and_unmoved` is the part
+        # of `check_persistence` that judges such an op, which needs no OpState.
         if self.best_effort or self.persist_holes or self.seek is not None:
             return self.pass_foreign_ops(first, last)
         kinds, starts, ends, foreign = self.op_kinds, self.op_starts, self.op_ends, self.foreign
@@ -376,9 +375,7 @@ class ShardChecker(Checker):
                 if foreign[self.next_foreign][0] <= end:
                     self.catch_up(end + 1)
                 self.op_count, self.last_seq = last, end
-                if self.state_version != self.synced_version:
-                    self.synced_version = self.state_version
-                    self.persist_due_since = None
+                persisted_and_unmoved(self, cursor, self.cursor())
                 for points in tempted:
                     points.add_range(index, last + 1)
                 if last // settle_every * settle_every >= index:
@@ -388,11 +385,7 @@ class ShardChecker(Checker):
             if foreign[self.next_foreign][0] <= end:
                 self.catch_up(end + 1)
             self.op_count, self.last_seq = index, end
-            if cursor == persisted and self.cursor() == cursor:
-                if self.state_version != self.synced_version:
-                    self.synced_version = self.state_version
-                    self.persist_due_since = None
-            else:
+            if not persisted_and_unmoved(self, cursor, self.cursor()):
                 op = self.op = OpState(kinds[index - 1], start, index, cursor)
                 self.closing = index
                 check_persistence(self, op)
