@@ -1,2 +1,3 @@
-"""Judging a trace in shards of keys: the router (route.py), the facts that span keys (facts.py), one shard's
-checker (shard.py), and the merge of the shards' findings (merge.py)."""
+"""Judging a trace in shards of keys: the facts that span keys and their prediction (facts.py), one shard's checker
+(shard.py), routing events in memory and merging the shards' findings (merge.py), and `check-trace --jobs N` on a
+Parquet trace, routed column by column and judged in worker processes (run.py)."""

@@ -1,6 +1,6 @@
 """Judging a trace in shards of keys, and merging the shards' findings into the whole trace's judgment.
 
-`judge_in_shards` routes a trace's events (route.py decides, for a Parquet file, column by column; this module's
+`judge_in_shards` routes a trace's events (run.py decides, for a Parquet file, column by column; this module's
 `route_events` does the same for events in memory), predicts the ledger (facts.py), judges each shard
 (shard.py), and merges: the anomalies of all shards (one finding of the whole subscription, made by several
 shards alike, once), the exercised counts (its own keys' situations added up, the subscription's counted once per
