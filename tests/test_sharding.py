@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from ks_conformance.checker import Checker
 from ks_conformance.sharding import merge as sharding
+from ks_conformance.sharding import shard as shard_module
 from ks_conformance.sharding.facts import NON_MEMBER, UNSHARDED_KINDS
 from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomaly_order, judge_in_shards
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
@@ -207,3 +208,15 @@ def test_a_broken_shard_checker_is_told_apart(broken: type[ShardChecker], monkey
         if not problems and not isinstance(judgment, Unsharded):
             differing += in_shards(judgment, list(exercised)) != (anomalies, exercised)
     assert differing > 0
+
+
+@pytest.mark.parametrize("target", ["capacity-overrun", "lost", "cursor-skip/holes", "stuck-key"])
+def test_the_other_shards_changes_read_a_few_at_a_time(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard holds the other shards' changes a chunk at a time (memory flat in the trace): with chunks of two
+    changes, every chunk boundary falls inside a run of changes, and the judgment is still the whole trace's."""
+    monkeypatch.setattr(shard_module, "CHUNK", 2)
+    workload, inject = INJECTIONS[target]
+    events = inject(run_named(workload, size=200, seed=9, store=MemoryStore()).events)
+    assert events is not None
+    for shards in (2, 3):
+        assert judged_alike(events, shards) is None

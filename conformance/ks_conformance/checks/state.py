@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from ks_spec.config import CONFIG_DEFAULTS, OUT_OF_ORDER_KINDS
 from ks_spec.slots import SLOT_SELECTORS
@@ -55,6 +55,13 @@ DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
 """The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
 SPARE_STATES = 1024
 """At most this many empty key states are kept for reuse (`CheckerState._spare_states`)."""
+
+
+class ChangeLog(Protocol):
+    """Where a checker judging a shard of keys logs its changes to the facts that span keys (a list will do)."""
+
+    def append(self, change: tuple[int, int, int, str | None], /) -> None:
+        """Log one change: (seq, what, offset, consumer)."""
 
 
 def phase_of(event: Mapping[str, Any]) -> int | None:
@@ -131,7 +138,7 @@ class CheckerState:
         """Per offset, the consumers whose delivery of it the last seek cut (KS-CUR-11)."""
         self.state_version = 0
         self.synced_version = 0
-        self.delta_log: list[tuple[int, int, int, str | None]] | None = None
+        self.delta_log: ChangeLog | None = None
         """When judging a shard of keys: every change this checker makes to the facts that span keys (a publish, a
         delivery begun or ended, a resolution), as (seq, what, offset, consumer), to prove them (sharding/facts.py)."""
         self.late_version = -1

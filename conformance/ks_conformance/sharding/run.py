@@ -327,10 +327,14 @@ class Changes:
             list(names),
         )
 
-    def tuples(self) -> list[Change]:
-        """The changes as (seq, what, offset, consumer) tuples."""
-        consumers = map(self.names.__getitem__, self.consumers.tolist())
-        return list(zip(self.seqs.tolist(), self.what.tolist(), self.offsets.tolist(), consumers, strict=True))
+    def stream(self, chunk: int = 65536) -> Iterator[Change]:
+        """The changes as (seq, what, offset, consumer) tuples, made a chunk at a time (never all in memory)."""
+        names = self.names
+        for start in range(0, len(self.seqs), chunk):
+            part = slice(start, start + chunk)
+            consumers = map(names.__getitem__, self.consumers[part].tolist())
+            seqs, what, offsets = self.seqs[part].tolist(), self.what[part].tolist(), self.offsets[part].tolist()
+            yield from zip(seqs, what, offsets, consumers, strict=True)
 
 
 def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
@@ -367,8 +371,8 @@ def predict_shard(routing: Routing, shard: int, detail: str) -> Changes | str:
 def judge_shard(routing: Routing, predicted: list[Changes], shard: int) -> ShardJudgment:
     """Judge one shard (in a worker process): its rows checked against the schema, then fed to its checker, with its
     own predicted changes to prove and the other shards' to apply."""
-    own = predicted[shard].tuples()
-    foreign = Changes.concatenate([c for number, c in enumerate(predicted) if number != shard]).tuples()
+    own = predicted[shard].stream()
+    foreign = Changes.concatenate([c for number, c in enumerate(predicted) if number != shard]).stream()
     checker = ShardChecker(routing.ops, foreign, own, shard == 0)
     for batch, indexes, phase_only in routing.rows(shard):
         clean = schema_vouched_kinds(batch)

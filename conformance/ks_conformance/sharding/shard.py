@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import NamedTuple, Protocol, cast
 
 from pyroaring import BitMap
@@ -52,6 +53,43 @@ TEMPTATION_POINTS = [(name, True) for name in TEMPTATIONS]
 """Their keys in `ShardJudgment.shared_points`."""
 END_OF_CHANGES: Change = (sys.maxsize, -1, -1, None)
 """After the other shards' last change: a seq no event reaches (so a scan of the changes needs one test)."""
+END_OF_CHUNK: Change = (sys.maxsize, -1, -1, None)
+"""After the last change of a chunk of them in memory (the next chunk is read then): another object than
+END_OF_CHANGES, told apart by identity."""
+CHUNK = 65536
+"""Changes held in memory at once: the other shards' changes are read a chunk at a time (memory flat in the trace)."""
+
+
+class Proof:
+    """Checks, as they are made, that a shard's changes to the facts that span keys are the predicted ones: event by
+    event, as a multiset (a restart or seek walks its messages in the heap's order), without keeping either list."""
+
+    def __init__(self, predicted: Iterable[Change]) -> None:
+        self.predicted = iter(predicted)
+        self.upcoming = next(self.predicted, None)
+        self.made: list[Change] = []
+        """The changes made at the current event."""
+        self.failed: int | None = None
+        """The seq where the changes made first differed from the prediction."""
+
+    def append(self, change: Change) -> None:
+        """One change made (the checker's `delta_log`)."""
+        made = self.made
+        if made and change[0] != made[0][0]:
+            self.compare()
+        self.made.append(change)
+
+    def compare(self) -> None:
+        """Compare the changes of the current event with the predicted ones up to its seq."""
+        made = self.made
+        seq = made[0][0] if made else sys.maxsize
+        expected = []
+        while self.upcoming is not None and self.upcoming[0] <= seq:
+            expected.append(self.upcoming)
+            self.upcoming = next(self.predicted, None)
+        if expected != made and sorted(expected) != sorted(made) and self.failed is None:
+            self.failed = min(change[0] for change in (*expected, *made))
+        self.made = []
 
 
 class Op(NamedTuple):
@@ -103,17 +141,21 @@ def op_columns(ops: OpSequence) -> tuple[list[str], list[int], list[int]]:
 class ShardChecker(Checker):
     """The trace checker of one shard of keys (see the module doc)."""
 
-    def __init__(self, ops: OpSequence, foreign: Sequence[Change], predicted: Sequence[Change], first: bool) -> None:
+    def __init__(self, ops: OpSequence, foreign: Iterable[Change], predicted: Iterable[Change], first: bool) -> None:
         super().__init__()
         self.op_kinds, self.op_starts, self.op_ends = op_columns(ops)
         """Every op's kind, first seq and last seq, by index from 0."""
-        self.predicted = predicted
-        """The ledger's predicted changes for this shard's keys, which this shard's checker must make (facts.py)."""
-        self.foreign = [*foreign, END_OF_CHANGES]
-        """The other shards' changes to the facts that span keys, in seq order (then one past every seq)."""
+        self.proof = Proof(predicted)
+        """Proves the ledger's predicted changes for this shard's keys are the ones its checker makes (facts.py)."""
+        self.delta_log = self.proof
+        self.foreign_source = iter(foreign)
+        """The other shards' changes to the facts that span keys, in seq order."""
+        self.foreign = self.next_chunk()
+        """The chunk of them in memory, ending in END_OF_CHUNK (or END_OF_CHANGES after the last)."""
         self.next_foreign = 0
+        self.next_change_seq = self.foreign[0][0]
+        """The seq of the next of them not yet applied (a seq past every event after the last)."""
         self.judges_subscription = first
-        self.delta_log = []
         self.own_offsets = BitMap()
         self.foreign_unresolved = BitMap()
         self.foreign_held: dict[str, dict[int, int]] = {}
@@ -187,13 +229,18 @@ class ShardChecker(Checker):
         else:
             self.point_counts[name, at_end, point] = count
 
+    def next_chunk(self) -> list[Change]:
+        """The next chunk of the other shards' changes, ending in END_OF_CHUNK, or [END_OF_CHANGES] after the last."""
+        chunk = list(islice(self.foreign_source, CHUNK))
+        return [*chunk, END_OF_CHUNK] if chunk else [END_OF_CHANGES]
+
     def catch_up(self, before: int) -> None:
         """Apply the other shards' changes made before seq `before`."""
         # Written for speed (about one change per call): the sentinel ends the loop; counts are added up once.
+        if self.next_change_seq >= before:
+            return
         foreign, index = self.foreign, self.next_foreign
         change = foreign[index]
-        if change[0] >= before:
-            return
         held = self.foreign_held
         unresolved = self.foreign_unresolved
         op = self.op
@@ -243,7 +290,12 @@ class ShardChecker(Checker):
                 self.delays_seen = True  # req: KS-ORD-6 (from the first delayed message on, every key looks)
             index += 1
             change = foreign[index]
+            if change is END_OF_CHUNK:
+                self.foreign = foreign = self.next_chunk()
+                index = 0
+                change = foreign[0]
         self.next_foreign = index
+        self.next_change_seq = change[0]
         if published:
             self.messages.published += published
         self.state_version += published + resolved
@@ -271,7 +323,7 @@ class ShardChecker(Checker):
                     self.catch_up(start)
                     self.now = int(event["tick"])
                     open_op(self, self.op_kinds[op_index - 1], start)
-        if self.foreign[self.next_foreign][0] < seq:
+        if self.next_change_seq < seq:
             self.catch_up(seq)
         self.current_seq = seq
         if phase_only:
@@ -322,7 +374,7 @@ class ShardChecker(Checker):
         """The ends of ops `first` to `last`, all of whose events are other shards': what `close_op` judges there for
         this shard's keys and (first shard) the subscription; stops where nothing is left to judge, returns where."""
         # Written for speed (once per op of other shards): the ops' fields and the state read once.
-        kinds, starts, ends, foreign = self.op_kinds, self.op_starts, self.op_ends, self.foreign
+        kinds, starts, ends = self.op_kinds, self.op_starts, self.op_ends
         judges = self.judges_subscription
         tempted = [self.points[name, True] for name in self.tempted]
         settle_every = self.settle_every
@@ -330,12 +382,12 @@ class ShardChecker(Checker):
             if not judges and (not self._idle_heads or self.idle_unjudged) and not END_OF_OP_CHECKS:
                 return index
             start = starts[index - 1]
-            if foreign[self.next_foreign][0] < start:
+            if self.next_change_seq < start:
                 self.catch_up(start)
             self.op_count = index
             op = self.op = OpState(kinds[index - 1], start, index, self.cursor())
             end = ends[index - 1]
-            if foreign[self.next_foreign][0] <= end:
+            if self.next_change_seq <= end:
                 self.catch_up(end + 1)
             self.last_seq = end
             self.closing = index
@@ -359,20 +411,20 @@ class ShardChecker(Checker):
         # of `check_persistence` that judges such an op, which needs no OpState.
         if self.best_effort or self.persist_holes or self.seek is not None:
             return self.pass_foreign_ops(first, last)
-        kinds, starts, ends, foreign = self.op_kinds, self.op_starts, self.op_ends, self.foreign
+        kinds, starts, ends = self.op_kinds, self.op_starts, self.op_ends
         persisted, own = self.persisted_cursor, self.unresolved
         tempted = [self.points[name, True] for name in self.tempted]
         settle_every = self.settle_every
         for index in range(first, last + 1):
             start = starts[index - 1]
-            if foreign[self.next_foreign][0] < start:
+            if self.next_change_seq < start:
                 self.catch_up(start)
             cursor = self.cursor()
             if cursor == persisted and own and own.min() == cursor:
                 # The cursor is this shard's message: no other shard's change moves it (they resolve their own and
                 # publish above it), so every op left ends as this one does; settling once is settling at each.
                 end = ends[last - 1]
-                if foreign[self.next_foreign][0] <= end:
+                if self.next_change_seq <= end:
                     self.catch_up(end + 1)
                 self.op_count, self.last_seq = last, end
                 persisted_and_unmoved(self, cursor, self.cursor())
@@ -382,7 +434,7 @@ class ShardChecker(Checker):
                     self._settle()
                 return last + 1
             end = ends[index - 1]
-            if foreign[self.next_foreign][0] <= end:
+            if self.next_change_seq <= end:
                 self.catch_up(end + 1)
             self.op_count, self.last_seq = index, end
             if not persisted_and_unmoved(self, cursor, self.cursor()):
@@ -401,7 +453,7 @@ class ShardChecker(Checker):
     def close_open_op(self, index: int) -> None:
         """Judge the end of the open op, the `index`-th, after the other shards' changes within it."""
         end = self.op_ends[index - 1]
-        if self.foreign[self.next_foreign][0] <= end:
+        if self.next_change_seq <= end:
             self.catch_up(end + 1)
         self.last_seq = end
         close_op(self)  # (the layout checks of `end_op` are for selector buckets, which is not judged in shards)
@@ -411,14 +463,8 @@ class ShardChecker(Checker):
         """Judge the ends of the ops left (through the trace's last) and return what the shard found."""
         self.close_through(len(self.op_starts))
         self.finish()
-        made, predicted = self.delta_log or [], self.predicted
-        mispredicted = None
-        if list(made) != list(predicted) and sorted(made) != sorted(predicted):
-            # (within one event the order may differ: a restart or seek walks its messages in the heap's order)
-            mispredicted = next(
-                (a[0] for a, b in zip(made, predicted, strict=False) if a != b),
-                (made or predicted)[min(len(made), len(predicted)) - 1][0] if made or predicted else 0,
-            )
+        self.proof.compare()  # the last event's changes, and any predicted change never made
+        mispredicted = self.proof.failed
         self.messages.close()
         return ShardJudgment(
             list(self.anomalies),
