@@ -60,10 +60,10 @@ def checker_child(trace: Path) -> dict[str, Any]:
     }
 
 
-def run_child(mode: str, trace: Path) -> dict[str, Any]:
-    """One measurement in a fresh process; its figures with the process's peak RSS."""
+def run_child(mode: str, trace: Path, module: str = "benchmarks.bench_checker") -> dict[str, Any]:
+    """One measurement in a fresh process (`module --child mode trace`); its figures with the process's peak RSS."""
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_checker", "--child", mode, str(trace)],
+        [sys.executable, "-m", module, "--child", mode, str(trace)],
         capture_output=True,
         text=True,
         check=False,

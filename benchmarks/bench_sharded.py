@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks import readme
-from benchmarks.bench_checker import checker_child, floor_child
+from benchmarks.bench_checker import checker_child, floor_child, run_child
 from benchmarks.bench_spark import ensure_trace, label, machine, parse_size
 
 console = Console(width=160)
@@ -67,23 +66,10 @@ def scale_child(trace: Path) -> dict[str, Any]:
     return figures
 
 
-def run_child(mode: str, trace: Path) -> dict[str, Any]:
-    """One measurement in a fresh process; its figures with its peak RSS."""
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_sharded", "--child", mode, str(trace)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise SystemExit(f"{mode} run failed:\n{completed.stderr.strip()}")
-    figures: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
-    return figures
-
-
 def fastest(mode: str, trace: Path, runs: int) -> dict[str, Any]:
     """The fastest of `runs` measurements (this two-core machine's figures move by a tenth from run to run)."""
-    return min((run_child(mode, trace) for _ in range(runs)), key=lambda figures: float(figures["seconds"]))
+    runs_of = (run_child(mode, trace, "benchmarks.bench_sharded") for _ in range(runs))
+    return min(runs_of, key=lambda figures: float(figures["seconds"]))
 
 
 def child_main(mode: str, trace: Path) -> None:

@@ -10,6 +10,7 @@ something cannot be judged in shards, it says why (`Unsharded`) and the caller j
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -151,8 +152,6 @@ def judge_in_shards(
     prediction = ledger_changes(rows_of(events), None if detail is None else str(detail))
     if prediction.reason is not None:
         return Unsharded(prediction.reason)
-    import json
-
     config = json.loads(str(detail))["config"]
     routed = route_events(events, shards, config)
     if isinstance(routed, Unsharded):

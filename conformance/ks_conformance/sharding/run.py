@@ -108,10 +108,9 @@ class Routing:
     ) -> Iterator[tuple[pa.RecordBatch, list[int], list[bool]]]:
         """The trace's batches as `shard` sees them (only `columns`, if given): its rows, each with its op's index and
         whether it is another shard's shown for its phase only (read from the trace again, batch by batch)."""
-        shards = np.memmap(self.folder / "shard", dtype=np.int16, mode="r") if self.events else None
-        ops = np.memmap(self.folder / "op", dtype=np.int64, mode="r") if self.events else None
-        shown = np.memmap(self.folder / "shown", dtype=np.bool_, mode="r") if self.events else None
-        assert shards is not None and ops is not None and shown is not None
+        shards = np.memmap(self.folder / "shard", dtype=np.int16, mode="r")  # (a routed trace has events)
+        ops = np.memmap(self.folder / "op", dtype=np.int64, mode="r")
+        shown = np.memmap(self.folder / "shown", dtype=np.bool_, mode="r")
         start = 0
         parquet = pq.ParquetFile(self.trace, pre_buffer=False)
         present = None if columns is None else [name for name in columns if name in parquet.schema_arrow.names]

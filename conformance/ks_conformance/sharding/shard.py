@@ -364,17 +364,40 @@ class ShardChecker(Checker):
         elif self.judges_subscription:
             index = self.pass_persisted_ops(first, last)
         if index <= last:  # the rest have nothing to judge for this shard: only their temptations are counted
-            for name in self.tempted:
-                self.points[name, True].add_range(index, last + 1)
-            settle_every = self.settle_every
-            if last // settle_every * settle_every >= index:
-                self._settle()
+            self.pass_unjudged_ops(index, last)
+
+    def pass_unjudged_ops(self, first: int, last: int) -> None:
+        """Ops `first` to `last` of other shards at whose ends nothing is judged here: their temptations are this
+        shard's last op's (see TEMPTATIONS), and the state is settled if one of them is where settling falls."""
+        for name in self.tempted:
+            self.points[name, True].add_range(first, last + 1)
+        settle_every = self.settle_every
+        if last // settle_every * settle_every >= first:
+            self._settle()
+
+    def judge_foreign_op(self, index: int, cursor_at_start: int) -> None:
+        """What `close_op` judges at the end of the `index`-th op, all of whose events are other shards', for this
+        shard's keys and (first shard) the subscription (the op's own checks are its keys' shard's); the other
+        shards' changes up to its end are applied with the op open (a resolution in it marks it resolved)."""
+        op = self.op = OpState(self.op_kinds[index - 1], self.op_starts[index - 1], index, cursor_at_start)
+        end = self.op_ends[index - 1]
+        if self.next_change_seq <= end:
+            self.catch_up(end + 1)
+        self.last_seq = end
+        self.closing = index
+        if self.judges_subscription:
+            check_persistence(self, op)
+        check_idle(self, op)
+        for check in END_OF_OP_CHECKS:
+            check(self, op)
+        self.op = None
+        self.closing = None
 
     def pass_foreign_ops(self, first: int, last: int) -> int:
         """The ends of ops `first` to `last`, all of whose events are other shards': what `close_op` judges there for
         this shard's keys and (first shard) the subscription; stops where nothing is left to judge, returns where."""
         # Written for speed (once per op of other shards): the ops' fields and the state read once.
-        kinds, starts, ends = self.op_kinds, self.op_starts, self.op_ends
+        starts = self.op_starts
         judges = self.judges_subscription
         tempted = [self.points[name, True] for name in self.tempted]
         settle_every = self.settle_every
@@ -385,19 +408,7 @@ class ShardChecker(Checker):
             if self.next_change_seq < start:
                 self.catch_up(start)
             self.op_count = index
-            op = self.op = OpState(kinds[index - 1], start, index, self.cursor())
-            end = ends[index - 1]
-            if self.next_change_seq <= end:
-                self.catch_up(end + 1)
-            self.last_seq = end
-            self.closing = index
-            if judges:
-                check_persistence(self, op)
-            check_idle(self, op)
-            for check in END_OF_OP_CHECKS:
-                check(self, op)
-            self.op = None
-            self.closing = None
+            self.judge_foreign_op(index, self.cursor())
             for points in tempted:  # its keys' state is as at the end of this shard's last op (see TEMPTATIONS)
                 points.add(index)
             if index % settle_every == 0:
@@ -411,7 +422,7 @@ class ShardChecker(Checker):
         # of `check_persistence` that judges such an op, which needs no OpState.
         if self.best_effort or self.persist_holes or self.seek is not None:
             return self.pass_foreign_ops(first, last)
-        kinds, starts, ends = self.op_kinds, self.op_starts, self.op_ends
+        starts, ends = self.op_starts, self.op_ends
         persisted, own = self.persisted_cursor, self.unresolved
         tempted = [self.points[name, True] for name in self.tempted]
         settle_every = self.settle_every
@@ -428,22 +439,14 @@ class ShardChecker(Checker):
                     self.catch_up(end + 1)
                 self.op_count, self.last_seq = last, end
                 persisted_and_unmoved(self, cursor, self.cursor())
-                for points in tempted:
-                    points.add_range(index, last + 1)
-                if last // settle_every * settle_every >= index:
-                    self._settle()
+                self.pass_unjudged_ops(index, last)
                 return last + 1
             end = ends[index - 1]
             if self.next_change_seq <= end:
                 self.catch_up(end + 1)
             self.op_count, self.last_seq = index, end
             if not persisted_and_unmoved(self, cursor, self.cursor()):
-                op = self.op = OpState(kinds[index - 1], start, index, cursor)
-                self.closing = index
-                check_persistence(self, op)
-                check_idle(self, op)
-                self.op = None
-                self.closing = None
+                self.judge_foreign_op(index, cursor)  # (caught up already: its end's changes are applied)
             for points in tempted:  # its keys' state is as at the end of this shard's last op (see TEMPTATIONS)
                 points.add(index)
             if index % settle_every == 0:
