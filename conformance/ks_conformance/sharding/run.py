@@ -48,7 +48,7 @@ from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
 from ks_conformance.pacing import fewer_collections
 from ks_conformance.sharding.facts import Change, Row, ledger_changes
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
-from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
+from ks_conformance.sharding.shard import OpSequence, ShardChecker, ShardJudgment
 
 BATCH = 65536
 OP_STARTS = sorted(OP_EVENTS | ACK_CLASS)
@@ -62,6 +62,15 @@ PHASES = {"timeout": 1, "dead_letter": 2, "key_blocked": 2, "consumer_evicted": 
 PHASES |= {"checkpoint": 6, **{kind: 5 for kind in ("deliver", "held", "filter", "bucket_withheld", "bucket_assigned")}}
 PHASES["drop"] = 5
 """Each effect's tick phase (checks/state.py `phase_of`; a `drop` is 2 for poison, else 5)."""
+PHASE_OF_CODE = np.array([PHASES.get(kind, 0) for kind in KINDS] + [0], dtype=np.int64)
+"""Each kind code's tick phase (0: none)."""
+KIND_CODES = pa.array(KINDS, pa.string())
+SEEK, TICK = KINDS.index("seek"), KINDS.index("tick")
+
+
+def kind_codes(kinds: pa.Array) -> np.ndarray:
+    """Each row's kind as its index in KINDS (len(KINDS) for a kind the router does not tell apart)."""
+    return np.asarray(pc.index_in(kinds, value_set=KIND_CODES).fill_null(len(KINDS)).to_numpy(), dtype=np.int64)
 
 
 class OpTable:
@@ -123,13 +132,13 @@ class Routing:
             start = end
 
 
-def _mask(column: pa.Array, values: Iterable[str]) -> np.ndarray:
+def is_in(column: pa.Array, values: Iterable[str]) -> np.ndarray:
     """Where a string column holds one of `values` (Arrow compute: no Python per row)."""
     found = pc.is_in(column, value_set=pa.array(sorted(values), pa.string()))
     return np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _ints(batch: pa.RecordBatch, name: str) -> np.ndarray:
+def int_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
     """An integer column with nulls as -1 (all -1 for a column the file lacks)."""
     if name not in batch.schema.names:
         return np.full(batch.num_rows, -1, dtype=np.int64)
@@ -152,10 +161,10 @@ class Screen:
         configs = int(pc.sum(pc.equal(kinds, "config")).as_py() or 0)
         if configs > (1 if self.seq == 0 else 0):
             return False
-        if not np.array_equal(_ints(batch, "seq"), np.arange(self.seq, self.seq + rows)):
+        if not np.array_equal(int_column(batch, "seq"), np.arange(self.seq, self.seq + rows)):
             return False
         is_tick = np.asarray(pc.equal(kinds, "tick").to_numpy(zero_copy_only=False), dtype=bool)
-        if not np.array_equal(_ints(batch, "tick"), self.tick + np.cumsum(is_tick)):
+        if not np.array_equal(int_column(batch, "tick"), self.tick + np.cumsum(is_tick)):
             return False
         before = self.published + np.cumsum(is_publish) - is_publish  # messages published before each row
         if not np.array_equal(offsets[is_publish], before[is_publish]):
@@ -170,13 +179,46 @@ class Screen:
         return True
 
 
+class KeyShards:
+    """Each routing key's shard, computed once per distinct key."""
+
+    def __init__(self, config: dict[str, object], shards: int) -> None:
+        self.by_key = shard_of_key(config, shards)
+        self.known: dict[str, int] = {}
+
+    def per_row(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+        """The shard of each row's key (0 where it has none), and where it has one."""
+        rows = batch.num_rows
+        keys = batch.column("key") if "key" in batch.schema.names else pa.nulls(rows, pa.string())
+        encoded = pc.dictionary_encode(keys)
+        distinct = encoded.dictionary.to_pylist()
+        known, by_key = self.known, self.by_key
+        for key in distinct:
+            if key not in known:
+                known[key] = by_key(key)
+        key_shard = np.array([known[key] for key in distinct] or [0], dtype=np.int16)
+        indices = np.asarray(encoded.indices.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        return key_shard[indices], np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def row_shards(
+    code: np.ndarray, offsets: np.ndarray, key_shard: np.ndarray, has_key: np.ndarray, shard_of_offset: np.ndarray
+) -> np.ndarray:
+    """Each row's shard: by the offset it names (its message's key), else by the key it names, else all (-1)."""
+    shard = np.full(len(code), -1, dtype=np.int16)
+    named = (offsets >= 0) & (code != SEEK)
+    shard[named] = shard_of_offset[offsets[named]]
+    keyed = has_key & ~named
+    shard[keyed] = key_shard[keyed]
+    return shard
+
+
 def route_to_files(
     path: Path, shards: int, config: dict[str, object], out: Path, batch_size: int = BATCH
 ) -> Routing | Unsharded:
     """Screen the trace (`Screen`) and write, for each row, its shard, its op's index and whether every shard sees it
     for its phase, to files in `out` (see the module doc and `Routing`)."""
-    by_key = shard_of_key(config, shards)
-    key_shards: dict[str, int] = {}
+    key_shards = KeyShards(config, shards)
     shard_of_offset = np.zeros(1 << 16, dtype=np.int16)
     screen = Screen()
     starts: list[np.ndarray] = []
@@ -186,8 +228,6 @@ def route_to_files(
     in_tick = False
     """Whether the op open at the end of the last batch is a tick."""
     files = [(out / name).open("wb") for name in ("shard", "op", "shown")]
-    kind_codes = pa.array(KINDS, pa.string())
-    phase_of_kind = np.array([PHASES.get(kind, 0) for kind in KINDS] + [0], dtype=np.int64)
     read = ("event", "seq", "tick", "key", "offset", "reason", "detail")
     parquet = pq.ParquetFile(path, pre_buffer=False)
     try:
@@ -196,13 +236,13 @@ def route_to_files(
         ):
             rows = batch.num_rows
             kinds = batch.column("event")
-            offsets = _ints(batch, "offset")
+            offsets = int_column(batch, "offset")
             is_publish = np.asarray(pc.equal(kinds, "publish").to_numpy(zero_copy_only=False), dtype=bool)
             if not screen.holds(batch, kinds, is_publish, offsets):
                 return Unsharded("its seqs, ticks or offsets break spec/trace.md section 2")
-            seqs = _ints(batch, "seq")
-            is_start = _mask(kinds, OP_STARTS)
-            if zombie_open or bool(_mask(kinds, ZOMBIE_OPS).any()):
+            seqs = int_column(batch, "seq")
+            is_start = is_in(kinds, OP_STARTS)
+            if zombie_open or bool(is_in(kinds, ZOMBIE_OPS).any()):
                 names = kinds.to_pylist()
                 for row in np.flatnonzero(is_start):  # a zombie op's first ack-class effect opens no op (KS-ACK-3)
                     if names[row] in ACK_CLASS and zombie_open:
@@ -213,35 +253,23 @@ def route_to_files(
             op = op_count + np.cumsum(is_start)
             if op[0] == 0:
                 return Unsharded("an event before the first op")
-            code = np.asarray(pc.index_in(kinds, value_set=kind_codes).fill_null(len(KINDS)).to_numpy(), dtype=np.int64)
+            code = kind_codes(kinds)
             starts.append(seqs[is_start])
             codes.append(code[is_start].astype(np.int8))
             op_count = int(op[-1])
-            # Each row's shard: by the offset it names (its message's key), else by the key it names, else all (-1).
-            keys = batch.column("key") if "key" in batch.schema.names else pa.nulls(rows, pa.string())
-            encoded = pc.dictionary_encode(keys)
-            distinct = encoded.dictionary.to_pylist()
-            for key in distinct:
-                if key not in key_shards:
-                    key_shards[key] = by_key(key)
-            key_shard = np.array([key_shards[key] for key in distinct] or [0], dtype=np.int16)
-            indices = np.asarray(encoded.indices.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            key_shard, has_key = key_shards.per_row(batch)
             published = screen.published
             new = int(is_publish.sum())
             if published > len(shard_of_offset):
                 shard_of_offset = np.resize(shard_of_offset, max(2 * len(shard_of_offset), published))
-            shard_of_offset[published - new : published] = key_shard[indices[is_publish]]
-            shard = np.full(rows, -1, dtype=np.int16)
-            named = (offsets >= 0) & (code != KINDS.index("seek"))
-            shard[named] = shard_of_offset[offsets[named]]
-            keyed = np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool) & ~named
-            shard[keyed] = key_shard[indices[keyed]]
+            shard_of_offset[published - new : published] = key_shard[is_publish]
+            shard = row_shards(code, offsets, key_shard, has_key, shard_of_offset)
             opened = np.where(is_start, np.arange(rows), -1)
             np.maximum.accumulate(opened, out=opened)
-            is_tick = code == KINDS.index("tick")
+            is_tick = code == TICK
             tick_rows = np.where(opened >= 0, is_tick[np.maximum(opened, 0)], in_tick)
             in_tick = bool(tick_rows[-1])
-            shown = _phase_boundaries(batch, code, phase_of_kind, op, tick_rows)
+            shown = shown_for_phases(batch, code, op, tick_rows)
             for file, column in zip(files, (shard, op.astype(np.int64), shown), strict=True):
                 file.write(column.tobytes())
     finally:
@@ -256,13 +284,11 @@ def route_to_files(
     return Routing(path, out, table, events, screen.published, batch_size)
 
 
-def _phase_boundaries(
-    batch: pa.RecordBatch, code: np.ndarray, phase_of_kind: np.ndarray, op: np.ndarray, tick_rows: np.ndarray
-) -> np.ndarray:
+def shown_for_phases(batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, tick_rows: np.ndarray) -> np.ndarray:
     """Rows every shard sees for its tick's phases: in a tick, first and last of each run of one phase
     (merge.phase_boundaries), and the first and last phase rows of the batch (the run may go on in the next)."""
     shown = np.zeros(batch.num_rows, dtype=bool)
-    phase = phase_of_kind[code]
+    phase = PHASE_OF_CODE[code]
     if "reason" in batch.schema.names:
         poison = pc.and_(pc.equal(batch.column("event"), "drop"), pc.equal(batch.column("reason"), "poison"))
         phase[np.asarray(poison.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)] = 2
@@ -361,8 +387,19 @@ def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
 def predict_shard(routing: Routing, shard: int, detail: str) -> Changes | str:
     """The ledger's changes for one shard's keys, predicted from its own rows (in a worker: every change belongs to
     one key, and the rows that end a consumer's deliveries are every shard's), or why the trace is not sharded."""
-    read = ("event", "seq", "offset", "consumer", "deliver_at", "cursor", "ranges")
-    rows = (row for batch, _, phase_only in routing.rows(shard, read) for row in ledger_rows(batch, phase_only))
+    return predict_batches(routing.rows(shard, LEDGER_COLUMNS), detail)
+
+
+LEDGER_COLUMNS = ("event", "seq", "offset", "consumer", "deliver_at", "cursor", "ranges")
+"""The columns the ledger pass reads."""
+RoutedBatch = tuple[pa.RecordBatch, list[int], list[bool]]
+"""A batch of one shard's rows, each row's op index, and whether each is another shard's shown for its phase only."""
+
+
+def predict_batches(batches: Iterable[RoutedBatch], detail: str) -> Changes | str:
+    """The ledger's changes predicted from one shard's routed batches (check-trace's workers, validate-replay's
+    tasks), or why the trace is not sharded."""
+    rows = (row for batch, _, phase_only in batches for row in ledger_rows(batch, phase_only))
     prediction = ledger_changes(rows, detail)
     return prediction.reason if prediction.reason is not None else Changes.of(prediction.changes)
 
@@ -370,13 +407,21 @@ def predict_shard(routing: Routing, shard: int, detail: str) -> Changes | str:
 def judge_shard(routing: Routing, predicted: list[Changes], shard: int) -> ShardJudgment:
     """Judge one shard (in a worker process): its rows checked against the schema, then fed to its checker, with its
     own predicted changes to prove and the other shards' to apply."""
+    return judge_batches(routing.rows(shard), routing.ops, predicted, shard)
+
+
+def judge_batches(
+    batches: Iterable[RoutedBatch], ops: OpSequence, predicted: Sequence[Changes], shard: int, schema: bool = True
+) -> ShardJudgment:
+    """Judge one shard's routed batches given every op and every shard's predicted changes (check-trace's workers,
+    validate-replay's tasks); `schema`: check each row against the schema first (validate-replay's format pass has)."""
     own = predicted[shard].stream()
     foreign = Changes.concatenate([c for number, c in enumerate(predicted) if number != shard]).stream()
-    checker = ShardChecker(routing.ops, foreign, own, shard == 0)
-    for batch, indexes, phase_only in routing.rows(shard):
-        clean = schema_vouched_kinds(batch)
+    checker = ShardChecker(ops, foreign, own, shard == 0)
+    for batch, indexes, phase_only in batches:
+        clean = schema_vouched_kinds(batch) if schema else None
         for event, index, shown in zip(batch_events(batch), indexes, phase_only, strict=True):
-            if not shown and event["event"] not in clean:
+            if clean is not None and not shown and event["event"] not in clean:
                 problem = schema_problem(event)
                 if problem:
                     return ShardJudgment([], [Problem(int(event.get("seq", -1)), problem)], {}, {})
@@ -393,11 +438,17 @@ def _predict_task(task: tuple[Routing, int, str]) -> Changes | str:
 
 
 def _judge_task(task: tuple[Routing, list[Changes], int]) -> ShardJudgment:
+    return measured(lambda: judge_shard(*task))
+
+
+def measured(judge: Callable[[], ShardJudgment]) -> ShardJudgment:
+    """A shard's judgment with its time and its process's peak memory; a shard that fails leaves the trace to one
+    process, which says why."""
     started = time.perf_counter()
     try:
         with fewer_collections():
-            judgment = judge_shard(*task)
-    except Exception as error:  # a shard that fails leaves the trace to one process, which says why
+            judgment = judge()
+    except Exception as error:
         judgment = ShardJudgment([], [Problem(-1, f"its checker failed ({type(error).__name__}: {error})")], {}, {})
     judgment.seconds = time.perf_counter() - started
     judgment.peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -11,12 +11,12 @@ the parallel passes (ks_spark.validation.catalogue.CHECKS).
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from ks_conformance.anomalies import Anomaly
+from ks_conformance.anomalies import Anomaly, listing_order
 from ks_spec.trace import batch_events
 
 if TYPE_CHECKING:
@@ -37,6 +37,22 @@ class SequentialOutcome:
     events: int = 0
 
 
+def chosen_anomalies(
+    anomalies: Iterable[Anomaly], kinds: Collection[str], limit: int | None
+) -> tuple[dict[str, int], list[Anomaly]]:
+    """How many anomalies of each kind in `kinds`, and the first `limit` of each (all: None) in listing order (the
+    same whether the trace was judged whole or in shards)."""
+    wanted = frozenset(kinds)
+    counts: dict[str, int] = {}
+    chosen: list[Anomaly] = []
+    for anomaly in sorted((a for a in anomalies if a.name in wanted), key=listing_order):
+        seen = counts.get(anomaly.name, 0)
+        counts[anomaly.name] = seen + 1
+        if limit is None or seen < limit:
+            chosen.append(anomaly)
+    return counts, chosen
+
+
 def judge_function(
     kinds: Collection[str], limit: int | None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -55,13 +71,7 @@ def judge_function(
         checker.finish()
         checker.messages.close()
         outcome = SequentialOutcome(events=events, problems=[(p.seq, p.message) for p in checker.problems])
-        for anomaly in checker.anomalies:
-            if anomaly.name not in wanted:
-                continue
-            seen = outcome.counts.get(anomaly.name, 0)
-            outcome.counts[anomaly.name] = seen + 1
-            if limit is None or seen < limit:
-                outcome.anomalies.append(anomaly)
+        outcome.counts, outcome.anomalies = chosen_anomalies(checker.anomalies, wanted, limit)
         outcome.exercised = {name: checker.exercised[name] for name in wanted if checker.applies(name)}
         yield pa.RecordBatch.from_pydict(
             {"payload": [pickle.dumps(outcome)]}, schema=pa.schema([("payload", pa.binary())])

@@ -68,7 +68,8 @@ from ks_spark.validation.sequence import (
     sequence_function,
     sequence_input,
 )
-from ks_spark.validation.sequential import sequential_pass
+from ks_spark.validation.sequential import SequentialOutcome, sequential_pass
+from ks_spark.validation.sharded import ShardedOutcome, sharded_pass
 from ks_spark.validation.timeline import MalformedTrace, Timeline, build_timeline
 
 if TYPE_CHECKING:
@@ -128,7 +129,10 @@ class ValidationResult:
     """The anomaly kinds that apply to the trace's configuration but were not computed (empty until the
     configuration has been read, and after the sequential pass computed them), in catalogue order."""
     sequential: list[str] = field(default_factory=list)
-    """The kinds the sequential pass (the Python checker in one task) computed, in catalogue order."""
+    """The kinds the Python checker computed (in shards of keys or in one task), in catalogue order."""
+    judged: str = ""
+    """How the Python checker judged it: `in N shards of keys`, `in one task`, or `in one task: <why not in shards>`
+    (empty when it did not run: --partial, or a trace not judged at all)."""
 
     @property
     def total(self) -> int:
@@ -149,11 +153,13 @@ def validate(
     stage: Stage | None = None,
     everything: bool = False,
     partial: bool = False,
+    shards: int | None = None,
 ) -> ValidationResult:
     """Judge one trace (a .jsonl or .parquet file, a folder of .parquet files, or a URL Spark can read).
 
     Raises MissingInput for a trace that does not exist. A malformed or unreadable trace gives the
-    verdict unknown with `malformed` set to one line naming the file, the line and the problem.
+    verdict unknown with `malformed` set to one line naming the file, the line and the problem. The Python checker
+    judges in `shards` shards of keys (default: as many as Spark runs tasks at once; 1: in one task).
     """
     started = time.perf_counter()
     say = stage or (lambda _: None)
@@ -162,7 +168,7 @@ def validate(
     result = ValidationResult(trace, Verdict.UNKNOWN)
     try:
         source = resolve(trace)
-        _judge(session, source, result, witnesses, say, everything, partial)
+        _judge(session, source, result, witnesses, say, everything, partial, shards)
     except MissingInput:
         raise
     except MalformedTrace as error:
@@ -274,6 +280,7 @@ def _judge(
     say: Stage,
     everything: bool,
     partial: bool = False,
+    shards: int | None = None,
 ) -> None:
     from pyspark.sql import functions as F
 
@@ -297,7 +304,8 @@ def _judge(
         return
     if not partial:  # every kind, judged by the Python checker in one task: exactly what check-trace judges
         sequence.unpersist()
-        _judge_in_one_task(raw_events, result, catalogue.applicable(timeline.config), witnesses, say, everything)
+        kinds = catalogue.applicable(timeline.config)
+        _judge_every_kind(session, raw_events, result, kinds, witnesses, say, everything, shards or parallelism)
         return
     unsupported = unsupported_semantics(timeline.config, timeline.declared) or newer_vocabulary(
         raw_events, timeline.config
@@ -389,16 +397,46 @@ def _judge(
     broadcast.unpersist()
 
 
-def _judge_in_one_task(
-    events: DataFrame, result: ValidationResult, kinds: Iterable[str], witnesses: int, say: Stage, everything: bool
+def _judge_every_kind(
+    session: SparkSession,
+    events: DataFrame,
+    result: ValidationResult,
+    kinds: Iterable[str],
+    witnesses: int,
+    say: Stage,
+    everything: bool,
+    shards: int,
 ) -> None:
-    """Judge every kind in `kinds` in the one-task pass (the default: no parallel pass runs, so every rule has one
-    implementation): the verdict, counts, exercised checks, contradictions and witnesses are the Python checker's."""
+    """Judge every kind in `kinds` with the Python checker (no parallel pass runs, so every rule has one
+    implementation): in `shards` shards of keys (sharded.py), or in one task (sequential.py) when the shards do not
+    cover the trace; the verdict, counts, exercised checks, contradictions and witnesses are the checker's."""
     wanted = list(kinds)
-    say(f"judging all {len(wanted)} kinds in one pass (the Python checker)")
-    outcome = sequential_pass(
-        events, list(spark_schema().fieldNames()), wanted, None if everything else witnesses, rows=result.events
-    )
+    limit = None if everything else witnesses
+    trace = events.select(*spark_schema().fieldNames())
+    why = "asked for one task"
+    if shards > 1:
+        say(f"judging all {len(wanted)} kinds in {shards} shards of keys (the Python checker)")
+        judged = sharded_pass(session, trace, result.config, result.events, shards, wanted, limit)
+        if isinstance(judged, ShardedOutcome):
+            result.judged = f"in {shards} shards of keys"
+            _take(result, judged, wanted, events, witnesses, everything)
+            return
+        why = judged.reason
+    say(f"judging all {len(wanted)} kinds in one task (the Python checker)")
+    outcome = sequential_pass(trace, list(spark_schema().fieldNames()), wanted, limit, rows=result.events)
+    result.judged = "in one task" if shards == 1 else f"in one task: {why}"
+    _take(result, outcome, wanted, events, witnesses, everything)
+
+
+def _take(
+    result: ValidationResult,
+    outcome: SequentialOutcome,
+    wanted: list[str],
+    events: DataFrame,
+    witnesses: int,
+    everything: bool,
+) -> None:
+    """The checker's outcome as the trace's result."""
     result.problems = list(outcome.problems)
     result.counts = dict(sorted(outcome.counts.items()))
     result.exercised = dict(outcome.exercised)

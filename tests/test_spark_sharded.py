@@ -1,0 +1,156 @@
+"""validate-replay's sharded pass (ks_spark.validation.sharded) gives check-trace's judgment.
+
+Each Spark stage's body is a plain function over Arrow batches: here they run without Spark, wired as Spark wires
+them (op starts in any order, the trace routed in ranges of seq cut into small batches, each shard's rows in seq order,
+several shards in one task), on the checker's bad and good cases, the injected faults and random faulty traces; the
+outcome must be the one-process checker's, or the trace must be left to the one-task pass with a reason that the
+in-memory sharding also gives. One real Spark run is in tests/test_spark_validator.py.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from ks_conformance.anomalies import listing_order
+from ks_conformance.checker import check_events
+from ks_conformance.sharding.facts import unsharded_config
+from ks_conformance.sharding.merge import Unsharded, judge_in_shards
+from ks_conformance.sharding.run import OP_STARTS
+from ks_reference.store import MemoryStore
+from ks_reference.workloads import run_named
+from ks_spark.validation.sharded import (
+    OP_SCHEMA,
+    PART,
+    SHARD,
+    Prediction,
+    ShardedOutcome,
+    judge_function,
+    op_index,
+    op_rows_function,
+    outcome,
+    predict_function,
+    predicted_changes,
+    route_function,
+)
+from ks_spec.trace import SequenceRules, arrow_schema
+from spark_support.faults import INJECTIONS
+from test_checker import ALL_CASES
+from test_sharding import WORKLOADS, perturbed
+
+Event = dict[str, Any]
+KINDS = sorted({kind for kind, _, _ in ALL_CASES})
+
+
+def stages(events: Sequence[Event], shards: int, ranges: int = 3, batch: int = 7) -> ShardedOutcome | Unsharded:
+    """The sharded pass's stages as Spark runs them, in this process."""
+    table = pa.Table.from_pylist(list(events), schema=arrow_schema())
+    config = json.loads(str(events[0]["detail"]))["config"]
+    why = unsharded_config(config)
+    if why is not None:
+        return Unsharded(why)
+    starts = table.filter(pc.is_in(table.column("event"), pa.array(OP_STARTS))).select(["seq", "event", "key"])
+    pieces = list(op_rows_function(config, shards)(iter(starts.to_batches(max_chunksize=5))))
+    index = op_index(pa.Table.from_batches(pieces[::-1], schema=OP_SCHEMA), len(events))  # (any order)
+    if isinstance(index, Unsharded):
+        return index
+    route = route_function(index, config, shards, [number * 10 for number in range(shards)])
+    size = -(-len(events) // ranges)
+    routed = [
+        routed
+        for low in range(0, len(events), size)
+        for routed in route(iter(table.slice(low, size).to_batches(max_chunksize=batch)))
+    ]
+    copies = pa.Table.from_batches(routed).sort_by([(SHARD, "ascending"), ("seq", "ascending")])
+    assert set(copies.column(PART).to_pylist()) <= {number * 10 for number in range(shards)}
+    # Two tasks: the first shard alone, the others together (a task may hold several shards).
+    first = copies.filter(pc.equal(copies.column(SHARD), 0))
+    others = copies.filter(pc.not_equal(copies.column(SHARD), 0))
+    tasks = [task.to_batches(max_chunksize=batch) for task in (first, others)]
+    predictions: dict[int, Prediction] = {
+        number: pickle.loads(row["payload"])
+        for task in tasks
+        for out in predict_function()(iter(task))
+        for number, row in zip(out.column("shard").to_pylist(), out.to_pylist(), strict=True)
+    }
+    changes = predicted_changes(predictions, shards)
+    if isinstance(changes, Unsharded):
+        return changes
+    judgments = {
+        number: pickle.loads(row["payload"])
+        for task in tasks
+        for out in judge_function(index.ops, changes)(iter(task))
+        for number, row in zip(out.column("shard").to_pylist(), out.to_pylist(), strict=True)
+    }
+    return outcome(predictions, judgments, len(events), KINDS, None)
+
+
+def judged_alike(events: Sequence[Event], shards: int) -> bool:
+    """Assert the sharded pass judges `events` as one process does; True if it sharded them. When it does not, the
+    in-memory sharding does not either (or the trace is one the checker finds problems in)."""
+    judged = stages(events, shards)
+    if isinstance(judged, Unsharded):
+        in_memory = judge_in_shards(events, shards)
+        python = check_events(events)
+        assert isinstance(in_memory, Unsharded) or python.problems, judged.reason
+        return False
+    python = check_events(events)
+    assert not python.problems
+    assert [(*listing_order(a), repr(a.details)) for a in judged.anomalies] == [
+        (*listing_order(a), repr(a.details)) for a in sorted(python.anomalies, key=listing_order) if a.name in KINDS
+    ]
+    found = Counter(a.name for a in python.anomalies if a.name in KINDS)
+    assert judged.counts == dict(found)
+    assert judged.exercised == {name: python.exercised[name] for name in KINDS if python.applies(name)}
+    return True
+
+
+@pytest.mark.parametrize(("name", "number", "pair"), ALL_CASES, ids=[f"{c[0]}-{c[1]}" for c in ALL_CASES])
+def test_checker_cases_are_judged_as_check_trace_judges_them(name: str, number: int, pair: Any) -> None:
+    for recipe in pair:
+        judged_alike(recipe().events, 3)
+
+
+@pytest.mark.parametrize("target", sorted(INJECTIONS))
+def test_injected_faults_are_judged_as_check_trace_judges_them(target: str) -> None:
+    workload, inject = INJECTIONS[target]
+    events = run_named(workload, size=300, seed=3, store=MemoryStore()).events
+    assert judged_alike(inject(events), 2) or target in UNSHARDED_TARGETS
+
+
+UNSHARDED_TARGETS: set[str] = set()
+
+
+def well_formed(events: Sequence[Event]) -> bool:
+    """Whether the format pass lets the trace through (it stops a malformed one before any judging)."""
+    rules = SequenceRules()
+    return all(rules.check(event) is None for event in events)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_faulty_traces_are_judged_as_check_trace_judges_them(seed: int) -> None:
+    rng = random.Random(seed)
+    sharded = 0
+    for _ in range(8):
+        workload = rng.choice(WORKLOADS)
+        events = run_named(workload, size=rng.choice((40, 120)), seed=rng.randrange(1000), store=MemoryStore()).events
+        faulty = perturbed(rng, events)
+        if well_formed(faulty):
+            sharded += judged_alike(faulty, rng.choice((2, 3, 7)))
+    assert sharded >= 2
+
+
+def test_most_checker_cases_shard() -> None:
+    """The pass shards the cases the in-memory sharding shards (not a test that only ever falls back)."""
+    sharded = sum(judged_alike(recipe().events, 2) for _, _, pair in ALL_CASES for recipe in pair)
+    in_memory = sum(
+        not isinstance(judge_in_shards(recipe().events, 2), Unsharded) for _, _, pair in ALL_CASES for recipe in pair
+    )
+    assert sharded == in_memory > 0
