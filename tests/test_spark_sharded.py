@@ -1,10 +1,11 @@
 """validate-replay's sharded pass (ks_spark.validation.sharded) gives check-trace's judgment.
 
 Each Spark stage's body is a plain function over Arrow batches: here they run without Spark, wired as Spark wires
-them (op starts in any order, the trace routed in ranges of seq cut into small batches, each shard's rows in seq order,
-several shards in one task), on the checker's bad and good cases, the injected faults and random faulty traces; the
-outcome must be the one-process checker's, or the trace must be left to the one-task pass with a reason that the
-in-memory sharding also gives. One real Spark run is in tests/test_spark_validator.py.
+them (op starts in any order; the trace routed from splits of consecutive seqs given in no order, two in one task,
+cut into small batches; each shard's pieces in seq order, several shards in one task), on the checker's bad and good
+cases, the injected faults and random faulty traces. The outcome must be the one-process checker's, or the trace
+must be left to the one-task pass where the in-memory sharding leaves it too. Real Spark runs are in
+tests/test_spark_validator.py.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import ks_spark.validation.sharded as sharded
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -23,13 +26,15 @@ from ks_conformance.anomalies import listing_order
 from ks_conformance.checker import check_events
 from ks_conformance.sharding.facts import unsharded_config
 from ks_conformance.sharding.merge import Unsharded, judge_in_shards
-from ks_conformance.sharding.run import OP_STARTS
+from ks_conformance.sharding.run import OP_STARTS, OpTable
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
 from ks_spark.validation.sharded import (
+    FIRST,
     OP_SCHEMA,
     PART,
     SHARD,
+    OpIndex,
     Prediction,
     ShardedOutcome,
     judge_function,
@@ -38,7 +43,7 @@ from ks_spark.validation.sharded import (
     outcome,
     predict_function,
     predicted_changes,
-    route_function,
+    unpublished_acks,
 )
 from ks_spec.trace import SequenceRules, arrow_schema
 from spark_support.faults import INJECTIONS
@@ -61,19 +66,22 @@ def stages(events: Sequence[Event], shards: int, ranges: int = 3, batch: int = 7
     index = op_index(pa.Table.from_batches(pieces[::-1], schema=OP_SCHEMA), len(events))  # (any order)
     if isinstance(index, Unsharded):
         return index
-    route = route_function(index, config, shards, [number * 10 for number in range(shards)])
+    acks = [(e["seq"], e["offset"]) for e in events if e.get("reason") == "unknown-offset" and "offset" in e]
+    unknown = unpublished_acks(index, acks)
+    if unknown is not None:
+        return unknown
+    route = sharded.route_function(index, config, shards, [number * 10 for number in range(shards)])
+    # Splits of consecutive seqs, in no order, two of them in one task (a partition packing several files).
     size = -(-len(events) // ranges)
-    routed = [
-        routed
-        for low in range(0, len(events), size)
-        for routed in route(iter(table.slice(low, size).to_batches(max_chunksize=batch)))
-    ]
-    copies = pa.Table.from_batches(routed).sort_by([(SHARD, "ascending"), ("seq", "ascending")])
-    assert set(copies.column(PART).to_pylist()) <= {number * 10 for number in range(shards)}
+    splits = [table.slice(low, size) for low in range(0, len(events), size)][::-1]
+    tasks = [pa.concat_tables(splits[:2]), *splits[2:]]
+    routed = [routed for task in tasks for routed in route(iter(task.to_batches(max_chunksize=batch)))]
+    pieces = pa.Table.from_batches(routed).sort_by([(SHARD, "ascending"), (FIRST, "ascending")])
+    assert set(pieces.column(PART).to_pylist()) <= {number * 10 for number in range(shards)}
     # Two tasks: the first shard alone, the others together (a task may hold several shards).
-    first = copies.filter(pc.equal(copies.column(SHARD), 0))
-    others = copies.filter(pc.not_equal(copies.column(SHARD), 0))
-    tasks = [task.to_batches(max_chunksize=batch) for task in (first, others)]
+    first = pieces.filter(pc.equal(pieces.column(SHARD), 0))
+    others = pieces.filter(pc.not_equal(pieces.column(SHARD), 0))
+    tasks = [task.to_batches(max_chunksize=3) for task in (first, others)]
     predictions: dict[int, Prediction] = {
         number: pickle.loads(row["payload"])
         for task in tasks
@@ -154,3 +162,59 @@ def test_most_checker_cases_shard() -> None:
         not isinstance(judge_in_shards(recipe().events, 2), Unsharded) for _, _, pair in ALL_CASES for recipe in pair
     )
     assert sharded == in_memory > 0
+
+
+def differing_cases() -> int:
+    """How many of the checker's cases the sharded pass judges otherwise than the checker."""
+    differs = 0
+    for _, _, pair in ALL_CASES:
+        for recipe in pair:
+            try:
+                judged_alike(recipe().events, 3)
+            except AssertionError:
+                differs += 1
+    return differs
+
+
+def test_a_router_that_gives_the_subscriptions_events_to_one_shard_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Teeth: a router that sends the events naming no key (joins, leaves, ticks) to the first shard only."""
+    original = sharded.row_shards
+
+    def first_only(*args: Any) -> np.ndarray:
+        shard = original(*args)
+        shard[shard == -1] = 0
+        return shard
+
+    monkeypatch.setattr(sharded, "row_shards", first_only)
+    assert differing_cases() > 0
+
+
+def test_a_router_that_gives_an_ops_first_event_to_the_op_before_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Teeth: an op index off by one at each op's first event (the shards then close ops at the wrong events)."""
+    original = sharded.route_function
+
+    def shifted(index: OpIndex, *args: Any) -> Any:
+        ops = index.ops
+        late = OpTable(ops.kinds, ops.codes, ops.starts + 1, ops.ends)  # (each op's first event: the op before's)
+        return original(OpIndex(late, index.shard_of_offset, index.publish_seqs), *args)
+
+    monkeypatch.setattr(sharded, "route_function", shifted)
+    assert differing_cases() > 0
+
+
+def test_an_ack_of_an_offset_not_yet_published_leaves_the_trace_to_one_task() -> None:
+    events = run_named("steady", size=40, seed=3, store=MemoryStore()).events
+    config = json.loads(str(events[0]["detail"]))["config"]
+    starts = pa.Table.from_pylist(events, schema=arrow_schema())
+    pieces = list(
+        op_rows_function(config, 2)(
+            iter(starts.filter(pc.is_in(starts.column("event"), pa.array(OP_STARTS))).to_batches())
+        )
+    )
+    index = op_index(pa.Table.from_batches(pieces, schema=OP_SCHEMA), len(events))
+    assert not isinstance(index, Unsharded)
+    last_publish = max(e["seq"] for e in events if e["event"] == "publish")
+    published = sum(e["event"] == "publish" for e in events)
+    assert unpublished_acks(index, [(last_publish + 1, published - 1)]) is None
+    assert isinstance(unpublished_acks(index, [(last_publish, published - 1)]), Unsharded)
+    assert isinstance(unpublished_acks(index, [(last_publish + 1, published)]), Unsharded)

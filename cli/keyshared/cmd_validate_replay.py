@@ -52,6 +52,13 @@ def register(commands: Any) -> None:
         "traces; the verdict says which kinds that apply were not checked (valid-partial, exit 3)",
     )
     command.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="judge in N shards of keys, one Spark task each (default: as many as Spark runs at once; 1: the whole "
+        "trace in one task); a trace the shards do not cover yet is judged in one task, with the reason printed",
+    )
+    command.add_argument(
         "--master",
         metavar="URL",
         type=argument_type(check_master),
@@ -114,6 +121,8 @@ def run_validate_replay(args: argparse.Namespace) -> int:
         args.usage_error("the following arguments are required: TRACE (or --list-checks)")
     if not 0 <= args.witnesses <= MAX_WITNESSES:
         raise UserError(f"--witnesses: must be between 0 and {MAX_WITNESSES}", exit_code=64)
+    if args.shards is not None and args.shards < 1:
+        raise UserError("--shards: must be 1 or more", exit_code=64)
     for trace in args.traces:  # a missing local trace is said at once, not after Spark has started
         path = local_path(trace)
         if path is not None and not path.exists():
@@ -131,7 +140,14 @@ def run_validate_replay(args: argparse.Namespace) -> int:
 
             with spark_job(trace), SparkProgress(session, update) as spark_progress:
                 results.append(
-                    validate(session, trace, witnesses=args.witnesses, stage=spark_progress.stage, partial=args.partial)
+                    validate(
+                        session,
+                        trace,
+                        witnesses=args.witnesses,
+                        stage=spark_progress.stage,
+                        partial=args.partial,
+                        shards=args.shards,
+                    )
                 )
             bar.remove_task(task)
     for result in results:
@@ -142,6 +158,8 @@ def run_validate_replay(args: argparse.Namespace) -> int:
             f"{summary} ({result.seconds:.1f}s)",
             soft_wrap=True,
         )
+        if result.judged and not args.quiet:
+            console.print(f"  judged {escape(result.judged)}", soft_wrap=True)
         if result.verdict.value == "valid-partial":
             console.print(f"  valid on {result.coverage()}", soft_wrap=True)
         if result.malformed:

@@ -286,7 +286,8 @@ def route_to_files(
 
 def shown_for_phases(batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, tick_rows: np.ndarray) -> np.ndarray:
     """Rows every shard sees for its tick's phases: in a tick, first and last of each run of one phase
-    (merge.phase_boundaries), and the first and last phase rows of the batch (the run may go on in the next)."""
+    (merge.phase_boundaries), and the first and last phase rows of the batch and of each stretch of consecutive seqs
+    in it (the run may go on elsewhere: a Spark partition may hold several files' rows in any order)."""
     shown = np.zeros(batch.num_rows, dtype=bool)
     phase = PHASE_OF_CODE[code]
     if "reason" in batch.schema.names:
@@ -300,6 +301,9 @@ def shown_for_phases(batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, ti
     ops = op[at]
     first = np.ones(len(at), dtype=bool)
     first[1:] = (mark[1:] != mark[:-1]) | (ops[1:] != ops[:-1])
+    seqs = int_column(batch, "seq")
+    stretch = np.cumsum(np.diff(seqs, prepend=seqs[0]) != 1)[at]  # (consecutive seqs: one stretch)
+    first[1:] |= stretch[1:] != stretch[:-1]
     last = np.ones(len(at), dtype=bool)
     last[:-1] = first[1:]
     shown[at[first | last]] = True

@@ -33,6 +33,7 @@ def report_lines(results: list[ValidationResult], settings: dict[str, Any], dura
                 "malformed": result.malformed,
                 "problems": [{"seq": seq, "message": message} for seq, message in result.problems],
                 "profile": result.profile,
+                **({"judged": result.judged} if result.judged else {}),
                 "not_computed": list(result.not_computed),
             }
         )

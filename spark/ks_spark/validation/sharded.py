@@ -5,11 +5,13 @@ Four Spark stages, none of which sees the whole trace in one task:
 
 1. *ops*: every op's first event (seq, kind) and, for a publish, its key's shard, in parallel, collected to the driver
    as arrays (eleven bytes an op): the op table every shard reads, and the shard of every message;
-2. *route*: the trace in ranges of seq, in parallel: each row's op index, its shard (by the offset it names, else its
-   key, else every shard) and whether every shard sees it for its tick phase (run.py's router, column by column);
-   each row is written once for each shard that sees it, and the rows are shuffled to their shard's task;
-3. *predict*: each shard's task reads its rows in seq order and predicts its changes to the facts that span keys
-   (facts.py); the driver collects them (run.py `Changes`, 21 bytes a change) and sends them to every task;
+2. *route*: the trace as Spark reads it, in parallel (an input split holds stretches of consecutive seqs: the format
+   pass has checked that the physical order is the seq order): each row's op index, its shard (by the offset it
+   names, else its key, else every shard) and whether every shard sees it for its tick phase (run.py's router);
+   each shard's rows of a stretch become one Arrow IPC piece, shuffled to the shard's task and kept on disk
+   (Spark moving and sorting the rows one by one cost more than judging them);
+3. *predict*: each shard's task reads its pieces in seq order and predicts its changes to the facts that span keys
+   (facts.py); the driver collects them (run.py `Changes`, 21 bytes a change) and ships them to every task;
 4. *judge*: each shard's task runs `ShardChecker` over its rows with the other shards' changes, proving its own;
    the driver merges the shards' findings (merge.py).
 
@@ -52,6 +54,7 @@ from ks_conformance.sharding.run import (
 from ks_conformance.sharding.shard import ShardJudgment
 from ks_spec.trace import batch_events
 
+from ks_spark.session import cache_level
 from ks_spark.validation.sequential import SequentialOutcome, chosen_anomalies
 
 if TYPE_CHECKING:
@@ -59,14 +62,15 @@ if TYPE_CHECKING:
 
 Body = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 """A mapInArrow body."""
-SHARD, PART, OP, SHOWN = "ks_shard", "ks_part", "ks_op", "ks_shown"
-"""The columns the route stage adds: the shard a copy of a row is for, the Spark partition that shard's task reads,
-the row's op index, and whether the copy is another shard's row shown for its tick phase only."""
-ROUTE_FIELDS = [(SHARD, pa.int32()), (PART, pa.int32()), (OP, pa.int64()), (SHOWN, pa.bool_())]
+SHARD, PART, FIRST, PAYLOAD = "ks_shard", "ks_part", "ks_first", "ks_payload"
+OP, SHOWN = "ks_op", "ks_shown"
+"""The columns a piece adds to the trace's: each row's op index, and whether it is another shard's row shown for its
+tick phase only."""
+PIECES = pa.schema([(SHARD, pa.int32()), (PART, pa.int32()), (FIRST, pa.int64()), (PAYLOAD, pa.binary())])
+"""What the route stage writes: pieces of one shard's rows (an Arrow IPC stream, LZ4), each from one stretch of
+consecutive seqs, with the shard, its task's partition and the piece's first seq."""
 OP_SCHEMA = pa.schema([("seq", pa.int64()), ("code", pa.int8()), ("shard", pa.int16())])
-PAYLOAD = pa.schema([("shard", pa.int32()), ("payload", pa.binary())])
-ROWS_PER_RANGE = 500_000
-"""Rows per range of seq routed by one task (the route stage's parallelism)."""
+OUTCOME = pa.schema([("shard", pa.int32()), ("payload", pa.binary())])
 
 
 @dataclass
@@ -115,9 +119,25 @@ def op_index(starts: pa.Table, events: int) -> OpIndex | Unsharded:
     return OpIndex(OpTable(KINDS, codes, seqs, ends), shards[is_publish], seqs[is_publish])
 
 
+UNKNOWN_ACKS = 10_000
+"""At most so many acks of unknown offsets are looked at; a trace with more is judged in one task."""
+
+
+def unpublished_acks(index: OpIndex, acks: list[tuple[int, int]]) -> Unsharded | None:
+    """Why the trace is not sharded if an ack of an unknown offset (seq, offset) names one not published before it
+    (no key to route it by: run.py's screen refuses it too), or if there are too many such acks to look at."""
+    if len(acks) > UNKNOWN_ACKS:
+        return Unsharded(f"more than {UNKNOWN_ACKS} acks of unknown offsets")
+    for seq, offset in acks:
+        if offset >= int(np.searchsorted(index.publish_seqs, seq)):
+            return Unsharded("an ack names an offset not published yet")
+    return None
+
+
 def route_function(index: OpIndex, config: dict[str, object], shards: int, parts: list[int]) -> Body:
-    """The route stage's body, over a range of seq in order: each row once for each shard that sees it, with its
-    shard, that shard's partition, its op index and whether it is shown for its phase only."""
+    """The route stage's body: for each shard, the rows it sees of each stretch of consecutive seqs, with their op
+    indexes and whether each is shown for its phase only, as one Arrow IPC piece (Spark shuffles a few pieces, not
+    every row: moving rows one by one cost Spark more than judging them); see `PIECES`."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key_shards = KeyShards(config, shards)
@@ -125,52 +145,62 @@ def route_function(index: OpIndex, config: dict[str, object], shards: int, parts
         for batch in batches:
             if not batch.num_rows:
                 continue
+            seqs = int_column(batch, "seq")
             code = kind_codes(batch.column("event"))
-            op = np.searchsorted(starts, int_column(batch, "seq"), side="right")
+            op = np.searchsorted(starts, seqs, side="right")
             key_shard, has_key = key_shards.per_row(batch)
             shard = row_shards(code, int_column(batch, "offset"), key_shard, has_key, index.shard_of_offset)
             shown = shown_for_phases(batch, code, op, op_codes[op - 1] == TICK)
             everyone = shard == -1
-            for number in range(shards):
-                mine = everyone | (shard == number)
-                wanted = mine | shown
-                count = int(wanted.sum())
-                extra = [
-                    pa.array(np.full(count, number, dtype=np.int32)),
-                    pa.array(np.full(count, parts[number], dtype=np.int32)),
-                    pa.array(op[wanted]),
-                    pa.array(~mine[wanted]),
-                ]
-                chosen = batch.filter(pa.array(wanted))
-                yield pa.RecordBatch.from_arrays(
-                    [*chosen.columns, *extra], names=[*batch.schema.names, *(name for name, _ in ROUTE_FIELDS)]
-                )
+            edges = [0, *(np.flatnonzero(np.diff(seqs) != 1) + 1).tolist(), batch.num_rows]
+            for low, high in pairwise(edges):  # (a stretch's pieces sort by their first seq)
+                for number in range(shards):
+                    mine = everyone[low:high] | (shard[low:high] == number)
+                    wanted = mine | shown[low:high]
+                    if not wanted.any():
+                        continue
+                    rows = batch.slice(low, high - low).filter(pa.array(wanted))
+                    piece = pa.RecordBatch.from_arrays(
+                        [*rows.columns, pa.array(op[low:high][wanted]), pa.array(~mine[wanted])],
+                        names=[*batch.schema.names, OP, SHOWN],
+                    )
+                    yield pa.RecordBatch.from_arrays(
+                        [
+                            pa.array([number], pa.int32()),
+                            pa.array([parts[number]], pa.int32()),
+                            pa.array([int(rows.column("seq")[0].as_py())], pa.int64()),
+                            pa.array([_ipc(piece)], pa.binary()),
+                        ],
+                        schema=PIECES,
+                    )
 
     return run
 
 
-def by_shard(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, Iterator[RoutedBatch]]]:
-    """A task's routed rows (sorted by shard, then seq) as each shard's batches: the trace's columns, op indexes
-    and phase-only flags (a task reads one shard, or several when Spark put them in one partition)."""
+def _ipc(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue())
 
-    def slices() -> Iterator[tuple[int, RoutedBatch]]:
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            shard = np.asarray(batch.column(SHARD).to_numpy(), dtype=np.int32)
-            edges = [0, *(np.flatnonzero(shard[1:] != shard[:-1]) + 1).tolist(), batch.num_rows]
-            trace = batch.select([name for name in batch.schema.names if name not in (SHARD, PART, OP, SHOWN)])
-            ops = batch.column(OP).to_pylist()
-            shown = batch.column(SHOWN).to_pylist()
-            for low, high in pairwise(edges):
-                yield int(shard[low]), (trace.slice(low, high - low), ops[low:high], shown[low:high])
 
-    for number, group in groupby(slices(), key=itemgetter(0)):
+def by_shard(pieces: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, Iterator[RoutedBatch]]]:
+    """A task's pieces (sorted by shard, then first seq) as each shard's batches in seq order: the trace's columns,
+    op indexes and phase-only flags (a task reads one shard, or several when Spark put them in one partition)."""
+
+    def batches() -> Iterator[tuple[int, RoutedBatch]]:
+        for rows in pieces:
+            for number, payload in zip(rows.column(SHARD).to_pylist(), rows.column(PAYLOAD).to_pylist(), strict=True):
+                for batch in pa.ipc.open_stream(payload):
+                    trace = batch.select([name for name in batch.schema.names if name not in (OP, SHOWN)])
+                    yield number, (trace, batch.column(OP).to_pylist(), batch.column(SHOWN).to_pylist())
+
+    for number, group in groupby(batches(), key=itemgetter(0)):
         yield number, (routed for _, routed in group)
 
 
 def _payload(shard: int, value: object) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([shard], pa.int32()), pa.array([pickle.dumps(value)])], schema=PAYLOAD)
+    return pa.RecordBatch.from_arrays([pa.array([shard], pa.int32()), pa.array([pickle.dumps(value)])], schema=OUTCOME)
 
 
 @dataclass
@@ -251,35 +281,16 @@ def sharded_pass(
     index = op_index(collected, rows)
     if isinstance(index, Unsharded):
         return index
-    for row in unknown.limit(10_000).collect():
-        if int(row.offset) >= int(np.searchsorted(index.publish_seqs, int(row.seq))):
-            return Unsharded("an ack names an offset not published yet")
-    context = session.sparkContext
-    parts = partition_for_each_shard(session, shards)
-    ranges = max(1, -(-rows // ROWS_PER_RANGE))
-    shared_index = context.broadcast(index)
-    route = route_function(shared_index.value, config, shards, parts)
-    schema = events.schema
-    from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
+    acks = [(int(row.seq), int(row.offset)) for row in unknown.limit(UNKNOWN_ACKS + 1).collect()]
+    unpublished = unpublished_acks(index, acks)
+    if unpublished is not None:
+        return unpublished
+    route = route_function(index, config, shards, partition_for_each_shard(session, shards))
 
-    routed_schema = StructType(
-        [
-            *schema.fields,
-            StructField(SHARD, IntegerType()),
-            StructField(PART, IntegerType()),
-            StructField(OP, LongType()),
-            StructField(SHOWN, BooleanType()),
-        ]
-    )
-    routed = (
-        events.repartitionByRange(ranges, "seq")
-        .sortWithinPartitions("seq")
-        .mapInArrow(route, routed_schema)
-        .repartition(shards, PART)
-        .sortWithinPartitions(SHARD, "seq")
-    )
-    from ks_spark.session import cache_level
-
+    # Every shard's pieces in its own task, in seq order, kept on disk for the two stages that read them (as bytes
+    # they cost Spark little to keep, less than routing again).
+    schema = "ks_shard int, ks_part int, ks_first long, ks_payload binary"
+    routed = events.mapInArrow(route, schema).repartition(shards, PART).sortWithinPartitions(SHARD, FIRST)
     routed = routed.persist(cache_level())
     try:
         found = routed.mapInArrow(predict_function(), "shard int, payload binary").collect()
@@ -287,13 +298,10 @@ def sharded_pass(
         changes = predicted_changes(predictions, shards)
         if isinstance(changes, Unsharded):
             return changes
-        shared_changes = context.broadcast(changes)
-        judged = routed.mapInArrow(judge_function(index.ops, shared_changes.value), "shard int, payload binary")
-        judgments: dict[int, ShardJudgment] = {int(row.shard): pickle.loads(row.payload) for row in judged.collect()}
-        shared_changes.unpersist()
+        judged = routed.mapInArrow(judge_function(index.ops, changes), "shard int, payload binary").collect()
+        judgments: dict[int, ShardJudgment] = {int(row.shard): pickle.loads(row.payload) for row in judged}
     finally:
         routed.unpersist()
-        shared_index.unpersist()
     return outcome(predictions, judgments, rows, kinds, limit, time.perf_counter() - started)
 
 
