@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from ks_conformance.anomalies import listing_order
 from ks_conformance.builder import TraceBuilder
 from ks_conformance.checker import check_events
 from ks_reference.store import MemoryStore
@@ -37,7 +38,9 @@ def assert_judged_as_check_trace(events: list[Event]) -> None:
     python = check_events(events)
     outcome = outcome_of(events, KINDS)
     assert [(a.name, a.seq, a.witness, a.explanation.text()) for a in outcome.anomalies] == [
-        (a.name, a.seq, a.witness, a.explanation.text()) for a in python.anomalies if a.name in KINDS
+        (a.name, a.seq, a.witness, a.explanation.text())
+        for a in sorted(python.anomalies, key=listing_order)
+        if a.name in KINDS
     ]
     assert outcome.problems == [(p.seq, p.message) for p in python.problems]
     assert outcome.exercised == {name: python.exercised[name] for name in KINDS if python.applies(name)}

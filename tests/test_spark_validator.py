@@ -188,6 +188,8 @@ def test_cli_prints_the_verdicts_and_writes_a_report_in_the_conformance_format(
     lines = read_report(report)  # every line validates against spec/schemas/report-v1.schema.json
     traces = [line for line in lines if line["type"] == "trace"]
     assert [t["verdict"] for t in traces] == ["valid", "invalid"]
+    assert [t["judged"] for t in traces] == ["in 2 shards of keys"] * 2  # (as many as the test session's cores)
+    assert out.count("judged in 2 shards of keys") == 2
     violations = [line for line in lines if line["type"] == "violation"]
     assert {v["anomaly"] for v in violations} == set(traces[1]["anomalies"])
     assert all(v["events"] and [e["seq"] for e in v["events"]] == v["witness"] for v in violations)
@@ -369,3 +371,37 @@ def test_an_unreachable_cluster_is_one_line_with_exit_69() -> None:
         line for line in completed.stderr.splitlines() if "Traceback" in line or line.startswith("keyshared:")
     ]
     assert len(ours) == 1 and "cannot start Spark (master spark://127.0.0.1:1): Spark stopped while starting" in ours[0]
+
+
+def test_shards_of_keys_judge_as_one_task_does(spark: Any, tmp_path: Path, churn: list[dict[str, Any]]) -> None:
+    """validate-replay's default, the checker in shards of keys (one Spark task each), gives the one-task judgment:
+    counts, exercised checks, every anomaly, the witnesses shown and their events (tests/test_spark_sharded.py
+    proves the stages on every checker case without Spark)."""
+    from ks_spark.validation.twins import fault_twin
+    from ks_spark.validation.validator import validate
+
+    events = fault_twin(churn)
+    write_parquet(events, tmp_path / "trace.parquet", rows_per_group=101)
+    one = validate(spark, str(tmp_path / "trace.parquet"), everything=True, shards=1)
+    assert one.judged == "in one task" and one.verdict.value == "invalid"
+    python = check_events(events)
+    assert one.counts == {name: sum(a.name == name for a in python.anomalies) for name in one.counts}
+    for shards in (2, 3):
+        sharded = validate(spark, str(tmp_path / "trace.parquet"), everything=True, shards=shards)
+        assert sharded.judged == f"in {shards} shards of keys"
+        assert (sharded.verdict, sharded.counts, sharded.exercised) == (one.verdict, one.counts, one.exercised)
+        assert sharded.all_anomalies == one.all_anomalies
+        shown = [(f.anomaly.explanation.text(), f.events) for f in sharded.findings]
+        assert shown == [(f.anomaly.explanation.text(), f.events) for f in one.findings]
+
+
+def test_a_trace_the_shards_do_not_cover_is_judged_in_one_task_saying_why(spark: Any, tmp_path: Path) -> None:
+    from ks_spark.validation.validator import validate
+
+    events = run_named("poison-drop", size=120, seed=3, store=MemoryStore(), overrides={"park_after": 2}).events
+    write_jsonl(events, tmp_path / "parked.jsonl")
+    result = validate(spark, str(tmp_path / "parked.jsonl"), everything=True, shards=2)
+    assert result.judged == "in one task: park_after"
+    python = check_events(events)
+    assert result.counts == {name: sum(a.name == name for a in python.anomalies) for name in result.counts}
+    assert sum(result.counts.values()) == sum(1 for a in python.anomalies if a.name in result.sequential)

@@ -8,6 +8,9 @@ naming a key only to its key's shard, every other row to every shard. Every row 
 boundaries of a tick's phases are shown to every shard (merge.phase_boundaries explains why; at a batch's edges a
 row is shown even when it may not be a boundary, which changes nothing). State kept across batches: the shard of
 each offset published (two bytes a message), each key's shard, the ops (seventeen bytes an op).
+
+Long because its pieces serve two callers: check-trace's processes here, and validate-replay's Spark tasks
+(ks_spark.validation.sharded), which route, predict and judge with these same functions.
 """
 
 from __future__ import annotations
