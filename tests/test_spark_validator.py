@@ -180,7 +180,12 @@ def test_cli_prints_the_verdicts_and_writes_a_report_in_the_conformance_format(
     write_jsonl(fault_twin(churn), tmp_path / "twin.jsonl")
     report = tmp_path / "report.jsonl"
     code = main(
-        ["validate-replay", str(tmp_path / "good.parquet"), str(tmp_path / "twin.jsonl"), "--report", str(report)]
+        [
+            "validate-replay",
+            str(tmp_path / "good.parquet"),
+            str(tmp_path / "twin.jsonl"),
+            *("--report", str(report), "--shards", "2"),
+        ]
     )
     out = capsys.readouterr().out
     assert code == 1
@@ -188,7 +193,7 @@ def test_cli_prints_the_verdicts_and_writes_a_report_in_the_conformance_format(
     lines = read_report(report)  # every line validates against spec/schemas/report-v1.schema.json
     traces = [line for line in lines if line["type"] == "trace"]
     assert [t["verdict"] for t in traces] == ["valid", "invalid"]
-    assert [t["judged"] for t in traces] == ["in 2 shards of keys"] * 2  # (as many as the test session's cores)
+    assert [t["judged"] for t in traces] == ["in 2 shards of keys"] * 2
     assert out.count("judged in 2 shards of keys") == 2
     violations = [line for line in lines if line["type"] == "violation"]
     assert {v["anomaly"] for v in violations} == set(traces[1]["anomalies"])
@@ -405,3 +410,17 @@ def test_a_trace_the_shards_do_not_cover_is_judged_in_one_task_saying_why(spark:
     python = check_events(events)
     assert result.counts == {name: sum(a.name == name for a in python.anomalies) for name in result.counts}
     assert sum(result.counts.values()) == sum(1 for a in python.anomalies if a.name in result.sequential)
+
+
+def test_a_trace_past_the_shards_size_is_judged_in_one_task_saying_why(
+    spark: Any, tmp_path: Path, churn: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every shard's task holds the whole trace's op table: past `MAX_EVENTS` the one task (flat memory) judges."""
+    import ks_spark.validation.sharded as sharded
+    from ks_spark.validation.validator import validate
+
+    write_parquet(churn, tmp_path / "trace.parquet")
+    monkeypatch.setattr(sharded, "MAX_EVENTS", len(churn) - 1)
+    result = validate(spark, str(tmp_path / "trace.parquet"), shards=2)
+    assert result.judged.startswith(f"in one task: {len(churn):,} events: past {len(churn) - 1:,}")
+    assert result.verdict.value == "valid"

@@ -22,12 +22,15 @@ def register(commands: Any) -> None:
     """Add `validate-replay`."""
     command = commands.add_parser(
         "validate-replay",
-        help="judge traces with PySpark on every anomaly kind of check-trace (--partial: a fast parallel screen)",
+        help="judge traces with PySpark on every anomaly kind of check-trace (--shards: in shards of keys; --partial: "
+        "a fast parallel screen)",
         description="Judge each trace (JSON lines, Parquet, or a folder of Parquet files; local paths or any URL "
         "Spark reads) with Spark on every anomaly kind of spec/checking.md, exactly as `check-trace` does: a parallel "
         "pass checks the format, then the Python checker itself (check-trace's code) judges every kind, fed the whole "
-        "trace in seq order inside one Spark task, at one core's speed; the trace is never collected to the driver "
-        "(only counts and the first witnesses of each anomaly kind) and the checker's memory follows the trace's live "
+        "trace in seq order inside one task, at one core's speed, or with --shards N in shards of keys, one Spark task "
+        "each (check-trace --jobs' code; a trace the shards do not cover yet goes to one task, the output says why); "
+        "the trace is never collected to the driver (only counts, the first witnesses of each anomaly kind and, in "
+        "shards, the op table and the predicted changes) and the one task's memory follows the trace's live "
         "state, not its length. With --partial a faster screen runs instead: DataFrame passes over all cores compute "
         "the kinds `--list-checks` marks parallel, and a trace with no MUST anomaly among them is `valid` only when "
         'they are every kind that applies to its configuration, otherwise `valid-partial`, printed as "valid on N of '
@@ -55,8 +58,10 @@ def register(commands: Any) -> None:
         "--shards",
         type=int,
         metavar="N",
-        help="judge in N shards of keys, one Spark task each (default: as many as Spark runs at once; 1: the whole "
-        "trace in one task); a trace the shards do not cover yet is judged in one task, with the reason printed",
+        default=1,
+        help="judge in N shards of keys, one Spark task each (default 1: the whole trace in one task; on two cores "
+        "sharding did not pay, benchmarks/README.md; a trace past 5M events is judged in one task); a trace the "
+        "shards do not cover yet is judged in one task, with the reason printed",
     )
     command.add_argument(
         "--master",
@@ -121,7 +126,7 @@ def run_validate_replay(args: argparse.Namespace) -> int:
         args.usage_error("the following arguments are required: TRACE (or --list-checks)")
     if not 0 <= args.witnesses <= MAX_WITNESSES:
         raise UserError(f"--witnesses: must be between 0 and {MAX_WITNESSES}", exit_code=64)
-    if args.shards is not None and args.shards < 1:
+    if args.shards < 1:
         raise UserError("--shards: must be 1 or more", exit_code=64)
     for trace in args.traces:  # a missing local trace is said at once, not after Spark has started
         path = local_path(trace)
@@ -158,7 +163,7 @@ def run_validate_replay(args: argparse.Namespace) -> int:
             f"{summary} ({result.seconds:.1f}s)",
             soft_wrap=True,
         )
-        if result.judged and not args.quiet:
+        if args.shards > 1 and not args.quiet:
             console.print(f"  judged {escape(result.judged)}", soft_wrap=True)
         if result.verdict.value == "valid-partial":
             console.print(f"  valid on {result.coverage()}", soft_wrap=True)

@@ -83,14 +83,14 @@ class OpIndex:
 
 
 def op_rows_function(config: dict[str, object], shards: int) -> Body:
-    """The ops stage's body: each op start's seq, kind code and (a publish) key's shard; -1 for no key."""
+    """The ops stage's body: each op start's seq, kind code and (a publish) its key's shard, else -1."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key_shards = KeyShards(config, shards)
         for batch in batches:
-            key_shard, has_key = key_shards.per_row(batch)
+            key_shard, _ = key_shards.per_row(batch)  # (a publish has a key: the format pass has checked)
             code = kind_codes(batch.column("event"))
-            shard = np.where(has_key & (code == KINDS.index("publish")), key_shard, -1).astype(np.int16)
+            shard = np.where(code == KINDS.index("publish"), key_shard, -1).astype(np.int16)
             yield pa.RecordBatch.from_arrays(
                 [pa.array(int_column(batch, "seq")), pa.array(code.astype(np.int8)), pa.array(shard)],
                 schema=OP_SCHEMA,
@@ -119,6 +119,10 @@ def op_index(starts: pa.Table, events: int) -> OpIndex | Unsharded:
     return OpIndex(OpTable(KINDS, codes, seqs, ends), shards[is_publish], seqs[is_publish])
 
 
+MAX_EVENTS = 5_000_000
+"""The largest trace judged in shards: the driver collects and ships, and each shard's task holds, every op's
+boundaries and every shard's predicted changes; at 10M events that took 1.3 GB of driver process and failed under
+Spark's default 1g driver (benchmarks/README.md). Past this a trace is judged in one task, whose memory is flat."""
 UNKNOWN_ACKS = 10_000
 """At most so many acks of unknown offsets are looked at; a trace with more is judged in one task."""
 
@@ -270,6 +274,11 @@ def sharded_pass(
         return Unsharded(reason)
     if rows == 0:
         return Unsharded("the trace is empty")
+    if rows > MAX_EVENTS:
+        return Unsharded(
+            f"{rows:,} events: past {MAX_EVENTS:,}, every shard's task would hold the op table and the predicted "
+            "changes of the whole trace (their memory grows with it; the one task's does not)"
+        )
     unknown = events.where(
         F.col("event").isin("ack_ignored", "nack_ignored")
         & (F.col("reason") == "unknown-offset")

@@ -3,8 +3,10 @@
 Every trace goes through the sequence pass (`ks_spark.validation.sequence`): the format rules over the physical
 order, and the small timeline (membership, restarts, quiescent points, the configuration). Then either
 
-- by default, the one-task pass (`ks_spark.validation.sequential`): the Python checker itself (check-trace's code,
-  the one implementation of the rules), fed the whole trace in seq order inside one Spark task, judges every kind; or
+- by default, the Python checker itself (check-trace's code, the one implementation of the rules) judges every kind,
+  fed the whole trace in seq order inside one task (`ks_spark.validation.sequential`), or with `shards` > 1 in
+  shards of keys, one Spark task each (`ks_spark.validation.sharded`, check-trace --jobs' functions), the trace
+  going to one task where the shards do not cover it yet; the result says which and why (`judged`); or
 - with `partial`, the parallel passes alone: the per-key pass (`ks_spark.validation.keystate`: events partitioned by
   key and sorted by seq, judged per key) and the global checks (`ks_spark.validation.globalchecks`: capacity per
   incarnation, the window and the cursor), which compute the kinds of `ks_spark.validation.catalogue.CHECKS` on every
@@ -12,7 +14,8 @@ order, and the small timeline (membership, restarts, quiescent points, the confi
   check.
 
 What reaches the driver: per-split summaries, the timeline, counts per anomaly and exercised check,
-and the first few anomalies of each kind with their witness events.
+and the first few anomalies of each kind with their witness events; in shards, also the op table and each shard's
+predicted changes (arrays: about 11 bytes an op, 21 a change).
 
 Long because it drives the Spark stages and checks their inputs, with the one-line errors bad Parquet or JSON
 lines get; each stage's own logic lives in its module.
@@ -153,13 +156,14 @@ def validate(
     stage: Stage | None = None,
     everything: bool = False,
     partial: bool = False,
-    shards: int | None = None,
+    shards: int = 1,
 ) -> ValidationResult:
     """Judge one trace (a .jsonl or .parquet file, a folder of .parquet files, or a URL Spark can read).
 
     Raises MissingInput for a trace that does not exist. A malformed or unreadable trace gives the
     verdict unknown with `malformed` set to one line naming the file, the line and the problem. The Python checker
-    judges in `shards` shards of keys (default: as many as Spark runs tasks at once; 1: in one task).
+    judges in one task, or in `shards` shards of keys, one task each (sharded.py: on two cores it did not pay,
+    benchmarks/README.md).
     """
     started = time.perf_counter()
     say = stage or (lambda _: None)
@@ -280,7 +284,7 @@ def _judge(
     say: Stage,
     everything: bool,
     partial: bool = False,
-    shards: int | None = None,
+    shards: int = 1,
 ) -> None:
     from pyspark.sql import functions as F
 
@@ -305,7 +309,7 @@ def _judge(
     if not partial:  # every kind, judged by the Python checker in one task: exactly what check-trace judges
         sequence.unpersist()
         kinds = catalogue.applicable(timeline.config)
-        _judge_every_kind(session, raw_events, result, kinds, witnesses, say, everything, shards or parallelism)
+        _judge_every_kind(session, raw_events, result, kinds, witnesses, say, everything, shards)
         return
     unsupported = unsupported_semantics(timeline.config, timeline.declared) or newer_vocabulary(
         raw_events, timeline.config
