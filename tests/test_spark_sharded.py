@@ -97,7 +97,7 @@ def stages(events: Sequence[Event], shards: int, ranges: int = 3, batch: int = 7
         for out in judge_function(index.ops, changes)(iter(task))
         for number, row in zip(out.column("shard").to_pylist(), out.to_pylist(), strict=True)
     }
-    return outcome(predictions, judgments, len(events), KINDS, None)
+    return sharded.outcome(predictions, judgments, len(events), KINDS, None)
 
 
 def judged_alike(events: Sequence[Event], shards: int) -> bool:
@@ -218,3 +218,22 @@ def test_an_ack_of_an_offset_not_yet_published_leaves_the_trace_to_one_task() ->
     assert unpublished_acks(index, [(last_publish + 1, published - 1)]) is None
     assert isinstance(unpublished_acks(index, [(last_publish, published - 1)]), Unsharded)
     assert isinstance(unpublished_acks(index, [(last_publish + 1, published)]), Unsharded)
+
+
+def test_a_shard_result_lost_on_the_way_to_the_driver_is_never_merged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark's collect can lose rows when the driver runs out of memory: a missing shard leaves the trace to one
+    task, never a judgment without that shard's keys."""
+    events = run_named("churn", size=120, seed=4, store=MemoryStore()).events
+    assert not isinstance(stages(events, 2), Unsharded)
+    captured: dict[str, Any] = {}
+    original = sharded.outcome
+
+    def spy(predictions: dict[int, Prediction], judgments: dict[int, Any], *args: Any) -> Any:
+        captured.update(predictions=predictions, judgments=judgments)
+        return original(predictions, judgments, *args)
+
+    monkeypatch.setattr(sharded, "outcome", spy)
+    stages(events, 2)
+    predictions, judgments = captured["predictions"], captured["judgments"]
+    assert predicted_changes({0: predictions[0]}, 2) == Unsharded(sharded.LOST)
+    assert outcome(predictions, {0: judgments[0]}, len(events), KINDS, None) == Unsharded(sharded.LOST)

@@ -60,7 +60,7 @@ def register(commands: Any) -> None:
         metavar="N",
         default=1,
         help="judge in N shards of keys, one Spark task each (default 1: the whole trace in one task; on two cores "
-        "sharding did not pay, benchmarks/README.md; a trace past 5M events is judged in one task); a trace the "
+        "sharding did not pay, benchmarks/README.md; a trace past 2.5M events is judged in one task); a trace the "
         "shards do not cover yet is judged in one task, with the reason printed",
     )
     command.add_argument(

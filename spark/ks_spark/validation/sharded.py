@@ -119,10 +119,14 @@ def op_index(starts: pa.Table, events: int) -> OpIndex | Unsharded:
     return OpIndex(OpTable(KINDS, codes, seqs, ends), shards[is_publish], seqs[is_publish])
 
 
-MAX_EVENTS = 5_000_000
+MAX_EVENTS = 2_500_000
 """The largest trace judged in shards: the driver collects and ships, and each shard's task holds, every op's
-boundaries and every shard's predicted changes; at 10M events that took 1.3 GB of driver process and failed under
-Spark's default 1g driver (benchmarks/README.md). Past this a trace is judged in one task, whose memory is flat."""
+boundaries and every shard's predicted changes. Under Spark's default 1g driver, 2.5M events were judged in two
+shards and 5M lost a shard's result to an out-of-memory in Spark's serving thread; 10M needed a 2g driver
+(benchmarks/README.md). Past this a trace is judged in one task, whose memory is flat."""
+LOST = "not every shard's result reached the driver (Spark's driver may have run out of memory)"
+"""Why a trace is judged in one task when a shard's prediction or judgment is missing (a lost result is never merged:
+the judgment would leave that shard's keys out)."""
 UNKNOWN_ACKS = 10_000
 """At most so many acks of unknown offsets are looked at; a trace with more is judged in one task."""
 
@@ -320,7 +324,7 @@ def predicted_changes(predictions: dict[int, Prediction], shards: int) -> list[C
     if reasons:
         return Unsharded(reasons[0])
     if sorted(predictions) != list(range(shards)):
-        return Unsharded("a shard has no rows")
+        return Unsharded(LOST)
     return [c for number in range(shards) for c in [predictions[number].changes] if isinstance(c, Changes)]
 
 
@@ -334,6 +338,8 @@ def outcome(
 ) -> ShardedOutcome | Unsharded:
     """The shards' judgments merged (merge.py) and told as the one-task pass tells its own (the kinds asked for,
     the first `limit` of each); why not, when the merge refuses them."""
+    if len(judgments) != len(predictions):
+        return Unsharded(LOST)
     merged = merge([judgments[number] for number in sorted(judgments)])
     if isinstance(merged, Unsharded):
         return merged
