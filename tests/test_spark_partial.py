@@ -96,8 +96,8 @@ def test_list_checks_prints_the_catalogue_of_the_validator(capsys: pytest.Captur
         assert requirement == requirements[name]
         assert status == ("parallel" if name in BY_NAME else f"--partial skips it: {why(name)}")
     assert lines[-1] == (
-        f"all {len(TRACE_KINDS)} kinds computed by the Python checker in one task; with --partial, {len(BY_NAME)} in "
-        f"parallel and {len(TRACE_KINDS) - len(BY_NAME)} not checked"
+        f"all {len(TRACE_KINDS)} kinds computed by the Python checker (in one task, or in shards with --shards); "
+        f"with --partial, {len(BY_NAME)} in parallel and {len(TRACE_KINDS) - len(BY_NAME)} not checked"
     )
 
 

@@ -100,7 +100,8 @@ def list_checks() -> int:
         console.print(f"{name:<{width}}  {requirement:<9}  {status}", soft_wrap=True, markup=False)
     parallel = sum(1 for _, _, status in rows if status == "parallel")
     console.print(
-        f"all {len(rows)} kinds computed by the Python checker in one task; with --partial, {parallel} in parallel "
+        f"all {len(rows)} kinds computed by the Python checker (in one task, or in shards with --shards); with "
+        f"--partial, {parallel} in parallel "
         f"and {len(rows) - parallel} not checked",
         soft_wrap=True,
     )
