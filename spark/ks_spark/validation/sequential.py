@@ -1,7 +1,7 @@
 """The one-task pass: the Python checker itself, run in one Spark task over the whole trace in seq order.
 
-Where the shards of keys (sharded.py, validate-replay's default) do not cover a trace, or with --shards 1,
-validate-replay judges every kind here: `ks_conformance.checker.Checker` (the very code `check-trace`
+By default, and where the shards of keys (sharded.py, `--shards N`) do not cover a trace, validate-replay judges
+every kind here: `ks_conformance.checker.Checker` (the very code `check-trace`
 runs, so the rules have one implementation) fed every event in seq order inside a single task. The trace is never
 collected to the driver: only the anomalies of the kinds asked for, the exercised counts and the contradictions
 come back. The checker streams (spec/checking.md section 1, what a checker may forget), so the task's memory

@@ -1,5 +1,5 @@
-"""The sharded pass: validate-replay's default, the Python checker judging a trace in shards of keys, one Spark task
-per shard, with the very code of `check-trace --jobs N` (ks_conformance.sharding).
+"""The sharded pass (`validate-replay --shards N`): the Python checker judging a trace in shards of keys, one Spark
+task per shard, with the very code of `check-trace --jobs N` (ks_conformance.sharding).
 
 Four Spark stages, none of which sees the whole trace in one task:
 
@@ -124,9 +124,9 @@ MAX_EVENTS = 2_500_000
 boundaries and every shard's predicted changes. Under Spark's default 1g driver, 2.5M events were judged in two
 shards and 5M lost a shard's result to an out-of-memory in Spark's serving thread; 10M needed a 2g driver
 (benchmarks/README.md). Past this a trace is judged in one task, whose memory is flat."""
-LOST = "not every shard's result reached the driver (Spark's driver may have run out of memory)"
-"""Why a trace is judged in one task when a shard's prediction or judgment is missing (a lost result is never merged:
-the judgment would leave that shard's keys out)."""
+LOST = "what the driver collected is incomplete (Spark's driver may have run out of memory)"
+"""Why a trace is judged in one task when the op table lacks a publish or a shard's prediction or judgment is missing
+(an incomplete collect is never used: the judgment would leave keys out)."""
 UNKNOWN_ACKS = 10_000
 """At most so many acks of unknown offsets are looked at; a trace with more is judged in one task."""
 
@@ -265,12 +265,13 @@ def sharded_pass(
     events: DataFrame,
     config: dict[str, Any],
     rows: int,
+    published: int,
     shards: int,
     kinds: Collection[str],
     limit: int | None,
 ) -> ShardedOutcome | Unsharded:
-    """Judge `events` (the trace's columns, `rows` of them, of configuration `config`) in `shards` shards of keys;
-    why not, when it cannot be (the caller runs the one-task pass)."""
+    """Judge `events` (the trace's columns: `rows` events, `published` messages, of configuration `config`) in
+    `shards` shards of keys; why not, when it cannot be (the caller runs the one-task pass)."""
     from pyspark.sql import functions as F
 
     reason = unsharded_config(config)
@@ -294,6 +295,8 @@ def sharded_pass(
     index = op_index(collected, rows)
     if isinstance(index, Unsharded):
         return index
+    if len(index.publish_seqs) != published:
+        return Unsharded(LOST)
     acks = [(int(row.seq), int(row.offset)) for row in unknown.limit(UNKNOWN_ACKS + 1).collect()]
     unpublished = unpublished_acks(index, acks)
     if unpublished is not None:

@@ -309,7 +309,7 @@ def _judge(
     if not partial:  # every kind, judged by the Python checker in one task: exactly what check-trace judges
         sequence.unpersist()
         kinds = catalogue.applicable(timeline.config)
-        _judge_every_kind(session, raw_events, result, kinds, witnesses, say, everything, shards)
+        _judge_every_kind(session, raw_events, result, kinds, witnesses, say, everything, shards, timeline.published)
         return
     unsupported = unsupported_semantics(timeline.config, timeline.declared) or newer_vocabulary(
         raw_events, timeline.config
@@ -410,6 +410,7 @@ def _judge_every_kind(
     say: Stage,
     everything: bool,
     shards: int,
+    published: int,
 ) -> None:
     """Judge every kind in `kinds` with the Python checker (no parallel pass runs, so every rule has one
     implementation): in `shards` shards of keys (sharded.py), or in one task (sequential.py) when the shards do not
@@ -420,7 +421,7 @@ def _judge_every_kind(
     why = "asked for one task"
     if shards > 1:
         say(f"judging all {len(wanted)} kinds in {shards} shards of keys (the Python checker)")
-        judged = sharded_pass(session, trace, result.config, result.events, shards, wanted, limit)
+        judged = sharded_pass(session, trace, result.config, result.events, published, shards, wanted, limit)
         if isinstance(judged, ShardedOutcome):
             result.judged = f"in {shards} shards of keys"
             _take(result, judged, wanted, events, witnesses, everything)
