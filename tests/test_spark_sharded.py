@@ -237,3 +237,17 @@ def test_a_shard_result_lost_on_the_way_to_the_driver_is_never_merged(monkeypatc
     predictions, judgments = captured["predictions"], captured["judgments"]
     assert predicted_changes({0: predictions[0]}, 2) == Unsharded(sharded.LOST)
     assert outcome(predictions, {0: judgments[0]}, len(events), KINDS, None) == Unsharded(sharded.LOST)
+
+
+def test_a_router_that_hides_the_tick_phases_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Teeth: a router that shows no other shard's row for its tick phase (the shards then disagree on the phases of
+    KS-GEN-7). The checker's cases do not need those rows; reference runs do."""
+    monkeypatch.setattr(sharded, "shown_for_phases", lambda batch, *_: np.zeros(batch.num_rows, dtype=bool))
+    differs = 0
+    for workload in WORKLOADS:
+        events = run_named(workload, size=120, seed=5, store=MemoryStore()).events
+        try:
+            judged_alike(events, 3)
+        except AssertionError:
+            differs += 1
+    assert differs > 0
