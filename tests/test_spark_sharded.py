@@ -251,3 +251,16 @@ def test_a_router_that_hides_the_tick_phases_is_caught(monkeypatch: pytest.Monke
         except AssertionError:
             differs += 1
     assert differs > 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [(["--shards", "0"], "--shards: must be 1 or more"), (["--shards", "2", "--partial"], "--shards with --partial")],
+)
+def test_bad_shard_options_are_a_usage_error_before_spark_starts(
+    options: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from keyshared.cli import main
+
+    assert main(["validate-replay", "trace.parquet", *options]) == 64
+    assert message in capsys.readouterr().err

@@ -129,6 +129,8 @@ def run_validate_replay(args: argparse.Namespace) -> int:
         raise UserError(f"--witnesses: must be between 0 and {MAX_WITNESSES}", exit_code=64)
     if args.shards < 1:
         raise UserError("--shards: must be 1 or more", exit_code=64)
+    if args.shards > 1 and args.partial:
+        raise UserError("--shards with --partial: --partial does not run the checker; choose one", exit_code=64)
     for trace in args.traces:  # a missing local trace is said at once, not after Spark has started
         path = local_path(trace)
         if path is not None and not path.exists():
@@ -164,7 +166,7 @@ def run_validate_replay(args: argparse.Namespace) -> int:
             f"{summary} ({result.seconds:.1f}s)",
             soft_wrap=True,
         )
-        if args.shards > 1 and not args.quiet:
+        if args.shards > 1 and result.judged and not args.quiet:
             console.print(f"  judged {escape(result.judged)}", soft_wrap=True)
         if result.verdict.value == "valid-partial":
             console.print(f"  valid on {result.coverage()}", soft_wrap=True)
