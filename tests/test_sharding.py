@@ -11,7 +11,7 @@ has teeth.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,15 +140,21 @@ WORKLOADS = (
 )
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_random_faulty_traces_are_judged_alike_in_shards(seed: int) -> None:
+def random_faulty_traces(seed: int, count: int = 8) -> Iterator[tuple[list[Event], int]]:
+    """`count` faulty reference runs (`perturbed`) drawn from `seed`, each with a number of shards to judge it in."""
     rng = random.Random(seed)
-    sharded = 0
-    for _ in range(8):
+    for _ in range(count):
         workload = rng.choice(WORKLOADS)
         events = run_named(workload, size=rng.choice((40, 120)), seed=rng.randrange(1000), store=MemoryStore()).events
         faulty = perturbed(rng, events)
-        sharded += judged_alike(faulty, rng.choice((2, 3, 7))) is None
+        yield faulty, rng.choice((2, 3, 7))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_faulty_traces_are_judged_alike_in_shards(seed: int) -> None:
+    sharded = 0
+    for faulty, shards in random_faulty_traces(seed):
+        sharded += judged_alike(faulty, shards) is None
     assert sharded >= 2  # most faulty traces stay well formed (the rest are judged whole, as they must be)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import random
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -48,7 +47,7 @@ from ks_spark.validation.sharded import (
 from ks_spec.trace import SequenceRules, arrow_schema
 from spark_support.faults import INJECTIONS
 from test_checker import ALL_CASES
-from test_sharding import WORKLOADS, perturbed
+from test_sharding import WORKLOADS, random_faulty_traces
 
 Event = dict[str, Any]
 KINDS = sorted({kind for kind, _, _ in ALL_CASES})
@@ -144,14 +143,10 @@ def well_formed(events: Sequence[Event]) -> bool:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_random_faulty_traces_are_judged_as_check_trace_judges_them(seed: int) -> None:
-    rng = random.Random(seed)
     sharded = 0
-    for _ in range(8):
-        workload = rng.choice(WORKLOADS)
-        events = run_named(workload, size=rng.choice((40, 120)), seed=rng.randrange(1000), store=MemoryStore()).events
-        faulty = perturbed(rng, events)
+    for faulty, shards in random_faulty_traces(seed):
         if well_formed(faulty):
-            sharded += judged_alike(faulty, rng.choice((2, 3, 7)))
+            sharded += judged_alike(faulty, shards)
     assert sharded >= 2
 
 
