@@ -21,7 +21,7 @@ from ks_conformance.sharding import merge as sharding
 from ks_conformance.sharding import shard as shard_module
 from ks_conformance.sharding.facts import NON_MEMBER, UNSHARDED_KINDS
 from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomaly_order, judge_in_shards
-from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
+from ks_conformance.sharding.shard import ShardChecker, ShardJudgment, judge_shard
 from ks_conformance.vectors import VECTORS_DIR, find_vectors
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
@@ -198,13 +198,7 @@ def test_a_broken_shard_checker_is_told_apart(broken: type[ShardChecker], monkey
     """The comparison has teeth: with a broken shard checker, some case of the corpus is judged differently."""
 
     def judge_with(work: list[ShardWork]) -> list[ShardJudgment]:
-        judgments = []
-        for rows, ops, foreign, predicted, first in work:
-            checker = broken(ops, foreign, predicted, first)
-            for event, index, phase_only in rows:
-                checker.feed_routed(event, index, phase_only)
-            judgments.append(checker.finish_shard())
-        return judgments
+        return [judge_shard(*shard, checker_class=broken) for shard in work]
 
     differing = 0
     for _, _, pair in ALL_CASES:

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import ks_conformance.sharding.ops as ops_module
+import ks_conformance.sharding.run as run_module
 import pytest
 from ks_conformance.anomalies import verdict_of
 from ks_conformance.sharding.merge import Unsharded, anomaly_order, judge_in_shards
@@ -62,6 +64,19 @@ def test_injected_faults_are_judged_alike_from_parquet(target: str, tmp_path: Pa
     assert mutated is not None
     for shards, batch in ((2, 64), (7, 1000)):
         parquet_judged_alike(mutated, tmp_path, shards, batch)
+
+
+@pytest.mark.parametrize("target", ["capacity-overrun", "lost", "cursor-skip/holes", "stuck-key"])
+def test_the_ops_read_a_few_at_a_time(target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard holds the ops a chunk at a time and drops those it has passed (memory flat in the trace): with
+    chunks of three ops, every op's end is read across chunk edges and after drops, and the judgment is still the
+    whole trace's."""
+    monkeypatch.setattr(ops_module, "TRIM", 3)
+    monkeypatch.setattr(run_module, "TRIM", 3)
+    workload, inject = INJECTIONS[target]
+    events = inject(run_named(workload, size=300, seed=9, store=MemoryStore()).events)
+    assert events is not None
+    assert parquet_judged_alike(events, tmp_path, 3, batch=16)
 
 
 def test_the_router_screen_accepts_no_trace_the_sequence_rules_refuse(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import ks_conformance.sharding.run as run_module
 import ks_spark.validation.sharded as sharded
 import numpy as np
 import pyarrow as pa
@@ -23,25 +24,23 @@ import pyarrow.compute as pc
 import pytest
 from ks_conformance.anomalies import listing_order
 from ks_conformance.checker import check_events
-from ks_conformance.sharding.facts import unsharded_config
+from ks_conformance.sharding.facts import Prediction, unsharded_config
 from ks_conformance.sharding.merge import Unsharded, judge_in_shards
-from ks_conformance.sharding.run import OP_STARTS, OpTable
+from ks_conformance.sharding.ops import OpWindow, continued
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
 from ks_spark.validation.sharded import (
-    FIRST,
-    OP_SCHEMA,
+    ORDER,
     PART,
+    RECORDS,
     SHARD,
-    OpIndex,
-    Prediction,
+    Judged,
     ShardedOutcome,
     judge_function,
-    op_index,
-    op_rows_function,
+    offsets_function,
     outcome,
     predict_function,
-    predicted_changes,
+    shard_of_offsets,
     unpublished_acks,
 )
 from ks_spec.trace import SequenceRules, arrow_schema
@@ -53,6 +52,22 @@ Event = dict[str, Any]
 KINDS = sorted({kind for kind, _, _ in ALL_CASES})
 
 
+@pytest.fixture(autouse=True)
+def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows of changes of six seqs: every trace here spans many, and chunks of changes end inside runs of them."""
+    monkeypatch.setattr(sharded, "WINDOW", 6)
+
+
+def shuffled(batches: Sequence[pa.RecordBatch], shards: int) -> list[list[pa.RecordBatch]]:
+    """Spark's repartition and sort: each shard's records in ORDER, in two tasks (the first shard alone, the others
+    together: a task may hold several shards), cut into small batches."""
+    table = pa.Table.from_batches(batches, schema=RECORDS).sort_by([(name, "ascending") for name in ORDER])
+    assert set(table.column(PART).to_pylist()) <= {number * 10 for number in range(shards)}
+    first = table.filter(pc.equal(table.column(SHARD), 0))
+    others = table.filter(pc.not_equal(table.column(SHARD), 0))
+    return [task.to_batches(max_chunksize=3) for task in (first, others)]
+
+
 def stages(events: Sequence[Event], shards: int, ranges: int = 3, batch: int = 7) -> ShardedOutcome | Unsharded:
     """The sharded pass's stages as Spark runs them, in this process."""
     table = pa.Table.from_pylist(list(events), schema=arrow_schema())
@@ -60,43 +75,35 @@ def stages(events: Sequence[Event], shards: int, ranges: int = 3, batch: int = 7
     why = unsharded_config(config)
     if why is not None:
         return Unsharded(why)
-    starts = table.filter(pc.is_in(table.column("event"), pa.array(OP_STARTS))).select(["seq", "event", "key"])
-    pieces = list(op_rows_function(config, shards)(iter(starts.to_batches(max_chunksize=5))))
-    index = op_index(pa.Table.from_batches(pieces[::-1], schema=OP_SCHEMA), len(events))  # (any order)
-    if isinstance(index, Unsharded):
-        return index
     acks = [(e["seq"], e["offset"]) for e in events if e.get("reason") == "unknown-offset" and "offset" in e]
-    unknown = unpublished_acks(index, acks)
+    published_at = {e["offset"]: e["seq"] for e in events if e["event"] == "publish"}
+    unknown = unpublished_acks(acks, published_at)
     if unknown is not None:
         return unknown
-    route = sharded.route_function(index, config, shards, [number * 10 for number in range(shards)])
+    publishes = table.filter(pc.equal(table.column("event"), "publish")).select(["offset", "key"])
+    runs = list(offsets_function(config, shards)(iter(publishes.to_batches(max_chunksize=5))))
+    shard_of_offset = shard_of_offsets(
+        pa.Table.from_batches(runs[::-1], schema=sharded.OFFSETS), len(published_at)
+    )  # (any order)
+    if isinstance(shard_of_offset, Unsharded):
+        return shard_of_offset
+    parts = [number * 10 for number in range(shards)]
+    route = sharded.route_function(shard_of_offset, config, shards, parts)
     # Splits of consecutive seqs, in no order, two of them in one task (a partition packing several files).
     size = -(-len(events) // ranges)
     splits = [table.slice(low, size) for low in range(0, len(events), size)][::-1]
     tasks = [pa.concat_tables(splits[:2]), *splits[2:]]
     routed = [routed for task in tasks for routed in route(iter(task.to_batches(max_chunksize=batch)))]
-    pieces = pa.Table.from_batches(routed).sort_by([(SHARD, "ascending"), (FIRST, "ascending")])
-    assert set(pieces.column(PART).to_pylist()) <= {number * 10 for number in range(shards)}
-    # Two tasks: the first shard alone, the others together (a task may hold several shards).
-    first = pieces.filter(pc.equal(pieces.column(SHARD), 0))
-    others = pieces.filter(pc.not_equal(pieces.column(SHARD), 0))
-    tasks = [task.to_batches(max_chunksize=3) for task in (first, others)]
-    predictions: dict[int, Prediction] = {
+    predict = predict_function(shards, parts, len(events))
+    predicted = [out for task in shuffled(routed, shards) for out in predict(iter(task))]
+    judge = judge_function(shards, len(events))
+    results: dict[int, Judged] = {
         number: pickle.loads(row["payload"])
-        for task in tasks
-        for out in predict_function()(iter(task))
+        for task in shuffled(predicted, shards)
+        for out in judge(iter(task))
         for number, row in zip(out.column("shard").to_pylist(), out.to_pylist(), strict=True)
     }
-    changes = predicted_changes(predictions, shards)
-    if isinstance(changes, Unsharded):
-        return changes
-    judgments = {
-        number: pickle.loads(row["payload"])
-        for task in tasks
-        for out in judge_function(index.ops, changes)(iter(task))
-        for number, row in zip(out.column("shard").to_pylist(), out.to_pylist(), strict=True)
-    }
-    return sharded.outcome(predictions, judgments, len(events), KINDS, None)
+    return sharded.outcome(results, shards, len(events), KINDS, None)
 
 
 def judged_alike(events: Sequence[Event], shards: int) -> bool:
@@ -184,54 +191,84 @@ def test_a_router_that_gives_the_subscriptions_events_to_one_shard_is_caught(mon
     assert differing_cases() > 0
 
 
-def test_a_router_that_gives_an_ops_first_event_to_the_op_before_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ops_whose_first_event_is_counted_in_the_op_before_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Teeth: an op index off by one at each op's first event (the shards then close ops at the wrong events)."""
-    original = sharded.route_function
 
-    def shifted(index: OpIndex, *args: Any) -> Any:
-        ops = index.ops
-        late = OpTable(ops.kinds, ops.codes, ops.starts + 1, ops.ends)  # (each op's first event: the op before's)
-        return original(OpIndex(late, index.shard_of_offset, index.publish_seqs), *args)
+    def late(demux: sharded.Demux, events: int) -> OpWindow:
+        shifted = ((through, seqs + 1, codes) for through, seqs, codes in demux.op_starts())
+        return OpWindow(continued(shifted, run_module.KINDS), events)
 
-    monkeypatch.setattr(sharded, "route_function", shifted)
+    monkeypatch.setattr(sharded, "op_window", late)
+    assert differing_cases() > 0
+
+
+def test_a_window_of_the_other_shards_changes_skipped_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Teeth: a judge task that skips the other shards' changes of the second window (its shards then read wrong
+    facts that span keys)."""
+    original = sharded.Demux.foreign
+
+    def lossy(self: sharded.Demux, shard: int) -> Any:
+        for index, chunk in enumerate(original(self, shard)):
+            yield chunk[:1] if index == 1 else chunk
+
+    monkeypatch.setattr(sharded.Demux, "foreign", lossy)
     assert differing_cases() > 0
 
 
 def test_an_ack_of_an_offset_not_yet_published_leaves_the_trace_to_one_task() -> None:
     events = run_named("steady", size=40, seed=3, store=MemoryStore()).events
+    published_at = {e["offset"]: e["seq"] for e in events if e["event"] == "publish"}
+    last, seq = max(published_at.items())
+    assert unpublished_acks([(seq + 1, last)], published_at) is None
+    assert isinstance(unpublished_acks([(seq, last)], published_at), Unsharded)
+    assert isinstance(unpublished_acks([(seq + 1, last + 1)], published_at), Unsharded)
+    assert isinstance(unpublished_acks([(seq + 1, 0)] * (sharded.UNKNOWN_ACKS + 1), published_at), Unsharded)
+
+
+def test_a_message_whose_shard_is_missing_leaves_the_trace_to_one_task() -> None:
+    """The driver collects each message's shard: runs that miss one, or overlap, are never used."""
+    events = run_named("steady", size=40, seed=3, store=MemoryStore()).events
     config = json.loads(str(events[0]["detail"]))["config"]
-    starts = pa.Table.from_pylist(events, schema=arrow_schema())
-    pieces = list(
-        op_rows_function(config, 2)(
-            iter(starts.filter(pc.is_in(starts.column("event"), pa.array(OP_STARTS))).to_batches())
-        )
+    table = pa.Table.from_pylist(events, schema=arrow_schema())
+    publishes = table.filter(pc.equal(table.column("event"), "publish")).select(["offset", "key"])
+    runs = pa.Table.from_batches(
+        list(offsets_function(config, 2)(iter(publishes.to_batches(max_chunksize=4)))), schema=sharded.OFFSETS
     )
-    index = op_index(pa.Table.from_batches(pieces, schema=OP_SCHEMA), len(events))
-    assert not isinstance(index, Unsharded)
-    last_publish = max(e["seq"] for e in events if e["event"] == "publish")
-    published = sum(e["event"] == "publish" for e in events)
-    assert unpublished_acks(index, [(last_publish + 1, published - 1)]) is None
-    assert isinstance(unpublished_acks(index, [(last_publish, published - 1)]), Unsharded)
-    assert isinstance(unpublished_acks(index, [(last_publish + 1, published)]), Unsharded)
+    published = publishes.num_rows
+    assert not isinstance(shard_of_offsets(runs, published), Unsharded)
+    assert shard_of_offsets(runs.slice(1), published) == Unsharded(sharded.LOST)
+    assert shard_of_offsets(pa.concat_tables([runs, runs.slice(0, 1)]), published) == Unsharded(sharded.LOST)
 
 
 def test_a_shard_result_lost_on_the_way_to_the_driver_is_never_merged(monkeypatch: pytest.MonkeyPatch) -> None:
     """PySpark's collect can lose rows when the driver runs out of memory: a missing shard leaves the trace to one
     task, never a judgment without that shard's keys."""
     events = run_named("churn", size=120, seed=4, store=MemoryStore()).events
-    assert not isinstance(stages(events, 2), Unsharded)
     captured: dict[str, Any] = {}
     original = sharded.outcome
 
-    def spy(predictions: dict[int, Prediction], judgments: dict[int, Any], *args: Any) -> Any:
-        captured.update(predictions=predictions, judgments=judgments)
-        return original(predictions, judgments, *args)
+    def spy(results: dict[int, Judged], *args: Any) -> Any:
+        captured.update(results=results)
+        return original(results, *args)
 
     monkeypatch.setattr(sharded, "outcome", spy)
-    stages(events, 2)
-    predictions, judgments = captured["predictions"], captured["judgments"]
-    assert predicted_changes({0: predictions[0]}, 2) == Unsharded(sharded.LOST)
-    assert outcome(predictions, {0: judgments[0]}, len(events), KINDS, None) == Unsharded(sharded.LOST)
+    assert not isinstance(stages(events, 2), Unsharded)
+    results = captured["results"]
+    assert outcome({0: results[0]}, 2, len(events), KINDS, None) == Unsharded(sharded.LOST)
+    failed = {**results, 1: Judged(None, "why", None)}
+    assert outcome(failed, 2, len(events), KINDS, None) == Unsharded("why")
+
+
+def test_a_failed_prediction_reaches_every_shard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard whose ledger pass gives up tells every shard's judge task, which says why instead of judging."""
+    events = run_named("churn", size=120, seed=4, store=MemoryStore()).events
+    monkeypatch.setattr(sharded, "ledger_stream", _giving_up)
+    assert stages(events, 3) == Unsharded("gave up")
+
+
+def _giving_up(rows: Any, detail: Any, changes: Any) -> Any:
+    yield from ()
+    return Prediction([], "gave up")
 
 
 def test_a_router_that_hides_the_tick_phases_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

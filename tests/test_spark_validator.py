@@ -378,11 +378,16 @@ def test_an_unreachable_cluster_is_one_line_with_exit_69() -> None:
     assert len(ours) == 1 and "cannot start Spark (master spark://127.0.0.1:1): Spark stopped while starting" in ours[0]
 
 
-def test_shards_of_keys_judge_as_one_task_does(spark: Any, tmp_path: Path, churn: list[dict[str, Any]]) -> None:
-    """validate-replay's default, the checker in shards of keys (one Spark task each), gives the one-task judgment:
-    counts, exercised checks, every anomaly, the witnesses shown and their events (tests/test_spark_sharded.py
-    proves the stages on every checker case without Spark)."""
+def test_shards_of_keys_judge_as_one_task_does(
+    spark: Any, tmp_path: Path, churn: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checker in shards of keys (one Spark task each, the changes sent between them through Spark's shuffle in
+    windows of 64 seqs) gives the one-task judgment: counts, exercised checks, every anomaly, the witnesses shown and
+    their events (tests/test_spark_sharded.py proves the stages on every checker case without Spark)."""
+    import ks_spark.validation.sharded as sharded
     from ks_spark.validation.twins import fault_twin
+
+    monkeypatch.setattr(sharded, "WINDOW", 64)
     from ks_spark.validation.validator import validate
 
     events = fault_twin(churn)
@@ -410,17 +415,3 @@ def test_a_trace_the_shards_do_not_cover_is_judged_in_one_task_saying_why(spark:
     python = check_events(events)
     assert result.counts == {name: sum(a.name == name for a in python.anomalies) for name in result.counts}
     assert sum(result.counts.values()) == sum(1 for a in python.anomalies if a.name in result.sequential)
-
-
-def test_a_trace_past_the_shards_size_is_judged_in_one_task_saying_why(
-    spark: Any, tmp_path: Path, churn: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every shard's task holds the whole trace's op table: past `MAX_EVENTS` the one task (flat memory) judges."""
-    import ks_spark.validation.sharded as sharded
-    from ks_spark.validation.validator import validate
-
-    write_parquet(churn, tmp_path / "trace.parquet")
-    monkeypatch.setattr(sharded, "MAX_EVENTS", len(churn) - 1)
-    result = validate(spark, str(tmp_path / "trace.parquet"), shards=2)
-    assert result.judged.startswith(f"in one task: {len(churn):,} events: past {len(churn) - 1:,}")
-    assert result.verdict.value == "valid"

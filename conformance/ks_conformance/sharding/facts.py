@@ -13,9 +13,9 @@ whole-trace checker reads; when a prediction fails, the caller judges the trace 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ks_spec.config import CONFIG_DEFAULTS
 from pyroaring import BitMap
@@ -92,8 +92,27 @@ class Prediction:
     reason: str | None = None
 
 
+FLUSH = "ks:flush"
+"""The kind of a row that is no event: at it, `ledger_stream` pauses, so its caller can send on the changes so far."""
+FLUSH_ROW: Row = (FLUSH, -1, None, None, False, None)
+
+
 def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction:
-    """Predict, row by row, the changes a whole-trace checker makes to the facts that span keys.
+    """Predict, row by row, the changes a whole-trace checker makes to the facts that span keys (`ledger_stream`,
+    run to its end)."""
+    stream = ledger_stream(rows, config_detail, [])
+    while True:
+        try:
+            next(stream)
+        except StopIteration as stop:
+            return cast(Prediction, stop.value)
+
+
+def ledger_stream(
+    rows: Iterable[Row], config_detail: str | None, changes: list[Change]
+) -> Generator[None, None, Prediction]:
+    """Predict, row by row, the changes a whole-trace checker makes to the facts that span keys, appending them to
+    `changes`; pause at each FLUSH row (the caller may take the changes so far out of the list); return them all.
 
     The prediction follows the checker's transitions for a well-formed trace of a configuration `unsharded_config`
     accepts; where it is wrong (a malformed or unusual trace) the shards' proof fails and the trace is judged whole.
@@ -120,7 +139,6 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
     holder_of: dict[int, str] = {}
     held: dict[str, dict[int, int]] = {}
     unresolved: set[int] = set()
-    changes: list[Change] = []
     add = changes.append
     members: dict[str, None] = {}
     """The members, in the order they joined (the order a restart or seek ends their deliveries in)."""
@@ -147,6 +165,8 @@ def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction
                     if reopened >= cursor and reopened not in unresolved and reopened not in holes:
                         add((seq, REOPENED, reopened, None))
                         unresolved.add(reopened)
+            elif kind == FLUSH:
+                yield
             continue
         if kind == "publish":
             add((seq, PUBLISHED, offset, None))

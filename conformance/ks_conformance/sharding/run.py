@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import compress
+from itertools import chain, compress
 from operator import itemgetter, not_
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,8 @@ from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
 from ks_conformance.pacing import fewer_collections
 from ks_conformance.sharding.facts import Change, Row, ledger_changes
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
-from ks_conformance.sharding.shard import OpSequence, ShardChecker, ShardJudgment
+from ks_conformance.sharding.ops import TRIM, OpChunk, OpWindow
+from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
 
 BATCH = 65536
 OP_STARTS = sorted(OP_EVENTS | ACK_CLASS)
@@ -77,29 +78,22 @@ def kind_codes(kinds: pa.Array) -> np.ndarray:
 
 
 class OpTable:
-    """Every op of a trace as three arrays (kind, first seq, last seq), read as `Op`s by index (sent to a worker as
-    arrays, read there from lists: a shard reads every op's boundaries once or twice)."""
+    """Every op of a trace as three arrays (kind code, first seq, last seq): sent to a worker as arrays, read there a
+    chunk at a time (`chunks`)."""
 
     def __init__(self, kinds: list[str], codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
         self.kinds, self.codes, self.starts, self.ends = kinds, codes, starts, ends
-        self._read: tuple[list[str], list[int], list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
 
-    def __getitem__(self, index: int) -> tuple[str, int, int]:
-        kinds, starts, ends = self.columns()
-        return kinds[index], starts[index], ends[index]
-
-    def columns(self) -> tuple[list[str], list[int], list[int]]:
-        """Every op's kind, first seq and last seq, as lists."""
-        if self._read is None:
-            kinds = self.kinds
-            self._read = ([kinds[code] for code in self.codes.tolist()], self.starts.tolist(), self.ends.tolist())
-        return self._read
-
-    def __getstate__(self) -> dict[str, object]:
-        return {"kinds": self.kinds, "codes": self.codes, "starts": self.starts, "ends": self.ends, "_read": None}
+    def chunks(self, events: int) -> Iterator[OpChunk]:
+        """The ops as an `OpWindow` reads them, TRIM at a time."""
+        kinds, starts, size = self.kinds, self.starts, TRIM
+        for low in range(0, len(starts), size):
+            high = low + size
+            through = int(starts[high]) - 1 if high < len(starts) else events - 1
+            yield OpChunk(through, starts[low:high].tolist(), [kinds[code] for code in self.codes[low:high].tolist()])
 
 
 @dataclass
@@ -359,14 +353,15 @@ class Changes:
             list(names),
         )
 
-    def stream(self, chunk: int = 65536) -> Iterator[Change]:
-        """The changes as (seq, what, offset, consumer) tuples, made a chunk at a time (never all in memory)."""
+    def chunks(self, chunk: int = 65536) -> Iterator[list[Change]]:
+        """The changes as lists of (seq, what, offset, consumer) tuples, made a chunk at a time (never all in
+        memory)."""
         names = self.names
         for start in range(0, len(self.seqs), chunk):
             part = slice(start, start + chunk)
             consumers = map(names.__getitem__, self.consumers[part].tolist())
             seqs, what, offsets = self.seqs[part].tolist(), self.what[part].tolist(), self.offsets[part].tolist()
-            yield from zip(seqs, what, offsets, consumers, strict=True)
+            yield list(zip(seqs, what, offsets, consumers, strict=True))
 
 
 def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
@@ -414,18 +409,27 @@ def predict_batches(batches: Iterable[RoutedBatch], detail: str) -> Changes | st
 def judge_shard(routing: Routing, predicted: list[Changes], shard: int) -> ShardJudgment:
     """Judge one shard (in a worker process): its rows checked against the schema, then fed to its checker, with its
     own predicted changes to prove and the other shards' to apply."""
-    return judge_batches(routing.rows(shard), routing.ops, predicted, shard)
+    ops = OpWindow(routing.ops.chunks(routing.events), routing.events)
+    own = chain.from_iterable(predicted[shard].chunks())
+    foreign = Changes.concatenate([c for number, c in enumerate(predicted) if number != shard]).chunks()
+    return judge_batches(routing.rows(shard), ops, foreign, own, shard)
 
 
 def judge_batches(
-    batches: Iterable[RoutedBatch], ops: OpSequence, predicted: Sequence[Changes], shard: int, schema: bool = True
+    batches: Iterable[RoutedBatch],
+    ops: OpWindow,
+    foreign: Iterable[list[Change]],
+    own: Iterable[Change],
+    shard: int,
+    schema: bool = True,
 ) -> ShardJudgment:
-    """Judge one shard's routed batches given every op and every shard's predicted changes (check-trace's workers,
-    validate-replay's tasks); `schema`: check each row against the schema first (validate-replay's format pass has)."""
-    own = predicted[shard].stream()
-    foreign = Changes.concatenate([c for number, c in enumerate(predicted) if number != shard]).stream()
+    """Judge one shard's routed batches given the ops, the other shards' predicted changes (in seq order, a chunk at
+    a time) and its own (check-trace's workers, validate-replay's tasks); `schema`: check each row against the schema
+    first (validate-replay's format pass has)."""
     checker = ShardChecker(ops, foreign, own, shard == 0)
     for batch, indexes, phase_only in batches:
+        if batch.num_rows:
+            ops.load_through(int(batch.column("seq")[-1].as_py()), keep_from=max(checker.op_index - 1, 0))
         clean = schema_vouched_kinds(batch) if schema else None
         for event, index, shown in zip(batch_events(batch), indexes, phase_only, strict=True):
             if clean is not None and not shown and event["event"] not in clean:

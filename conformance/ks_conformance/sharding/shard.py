@@ -2,8 +2,9 @@
 event that names no key, and the boundaries of every op, with the facts that span keys read from the ledger.
 
 What a shard needs besides its own events:
-- every op's boundaries (`Op`): the checks at an op's end run for its keys at every op, even one all of whose events
-  belong to other shards, since the facts they read (a consumer's room, the window) change there;
+- every op's boundaries (`Op`, read in order through an `OpWindow`, ops.py): the checks at an op's end run for its
+  keys at every op, even one all of whose events belong to other shards, since the facts they read (a consumer's
+  room, the window) change there;
 - the other shards' changes to the facts that span keys (facts.py), applied in seq order as the shard goes;
 - who judges the subscription: the first shard alone runs the persistence checks at ops' ends (KS-CUR-5, KS-CUR-10),
   which read nothing but the facts and the cursor's own history.
@@ -17,8 +18,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
-from typing import NamedTuple, Protocol, cast
+from itertools import chain
+from typing import NamedTuple
 
 from pyroaring import BitMap
 
@@ -41,6 +42,7 @@ from ks_conformance.checks.state import (
 from ks_conformance.rules.cursor import check_persistence, persisted_and_unmoved
 from ks_conformance.rules.isolation import check_idle
 from ks_conformance.sharding.facts import Change
+from ks_conformance.sharding.ops import OpWindow, table_chunks
 
 FIRST_SHARD_KINDS = frozenset({"persist-late", "persist-early", "seek-unpersisted"})
 """Anomaly kinds of the persisted cursor's schedule, which the persistence checks at ops' ends keep (KS-CUR-5, KS-CUR-7,
@@ -56,8 +58,11 @@ END_OF_CHANGES: Change = (sys.maxsize, -1, -1, None)
 END_OF_CHUNK: Change = (sys.maxsize, -1, -1, None)
 """After the last change of a chunk of them in memory (the next chunk is read then): another object than
 END_OF_CHANGES, told apart by identity."""
+NOTHING = -1
+"""A change that changes nothing: a chunk of changes streamed from other tasks begins with one at its first seq, so a
+shard that looks for the next change never reads further than the next chunk (validate-replay's windows)."""
 CHUNK = 65536
-"""Changes held in memory at once: the other shards' changes are read a chunk at a time (memory flat in the trace)."""
+"""The size of the chunks of other shards' changes `judge_shard` hands its checker (tests make it small)."""
 
 
 class Proof:
@@ -85,7 +90,8 @@ class Proof:
         seq = made[0][0] if made else sys.maxsize
         expected = []
         while self.upcoming is not None and self.upcoming[0] <= seq:
-            expected.append(self.upcoming)
+            if self.upcoming[1] != NOTHING:
+                expected.append(self.upcoming)
             self.upcoming = next(self.predicted, None)
         if expected != made and sorted(expected) != sorted(made) and self.failed is None:
             self.failed = min(change[0] for change in (*expected, *made))
@@ -121,35 +127,20 @@ class ShardJudgment:
     """How long judging it took (0 if not measured)."""
 
 
-class OpSequence(Protocol):
-    """Every op of the trace by index from 0: (kind, first seq, last seq)."""
-
-    def __getitem__(self, index: int, /) -> tuple[str, int, int]: ...
-
-    def __len__(self) -> int: ...
-
-
-def op_columns(ops: OpSequence) -> tuple[list[str], list[int], list[int]]:
-    """Every op's kind, first seq and last seq as three lists (read once per op and row: plain lists are quickest)."""
-    columns = getattr(ops, "columns", None)
-    if columns is not None:
-        return cast(tuple[list[str], list[int], list[int]], columns())
-    every = [ops[index] for index in range(len(ops))]
-    return [op[0] for op in every], [op[1] for op in every], [op[2] for op in every]
-
-
 class ShardChecker(Checker):
     """The trace checker of one shard of keys (see the module doc)."""
 
-    def __init__(self, ops: OpSequence, foreign: Iterable[Change], predicted: Iterable[Change], first: bool) -> None:
+    def __init__(
+        self, ops: OpWindow, foreign: Iterable[list[Change]], predicted: Iterable[Change], first: bool
+    ) -> None:
         super().__init__()
-        self.op_kinds, self.op_starts, self.op_ends = op_columns(ops)
-        """Every op's kind, first seq and last seq, by index from 0."""
+        self.ops = ops
+        """Every op's kind, first seq and last seq, read in order (the caller loads them as its rows go)."""
         self.proof = Proof(predicted)
         """Proves the ledger's predicted changes for this shard's keys are the ones its checker makes (facts.py)."""
         self.delta_log = self.proof
         self.foreign_source = iter(foreign)
-        """The other shards' changes to the facts that span keys, in seq order."""
+        """The other shards' changes to the facts that span keys, in seq order, a chunk at a time."""
         self.foreign = self.next_chunk()
         """The chunk of them in memory, ending in END_OF_CHUNK (or END_OF_CHANGES after the last)."""
         self.next_foreign = 0
@@ -231,8 +222,10 @@ class ShardChecker(Checker):
 
     def next_chunk(self) -> list[Change]:
         """The next chunk of the other shards' changes, ending in END_OF_CHUNK, or [END_OF_CHANGES] after the last."""
-        chunk = list(islice(self.foreign_source, CHUNK))
-        return [*chunk, END_OF_CHUNK] if chunk else [END_OF_CHANGES]
+        for chunk in self.foreign_source:
+            if chunk:
+                return [*chunk, END_OF_CHUNK]
+        return [END_OF_CHANGES]
 
     def catch_up(self, before: int) -> None:
         """Apply the other shards' changes made before seq `before`."""
@@ -286,6 +279,8 @@ class ShardChecker(Checker):
             elif what == SEEKED:
                 unresolved.discard(offset)
                 self.last_resolution_seq = seq
+            elif what == NOTHING:
+                pass
             else:  # DELAYED
                 self.delays_seen = True  # req: KS-ORD-6 (from the first delayed message on, every key looks)
             index += 1
@@ -317,12 +312,13 @@ class ShardChecker(Checker):
             else:
                 self.close_through(op_index - 1)
                 self.op_index = op_index
-                start = self.op_starts[op_index - 1]
+                ops = self.ops
+                start = ops.starts[op_index - 1 - ops.base]
                 self.op_count = op_index - 1
                 if start != seq:  # the op began with another shard's event: open it here
                     self.catch_up(start)
                     self.now = int(event["tick"])
-                    open_op(self, self.op_kinds[op_index - 1], start)
+                    open_op(self, ops.kinds[op_index - 1 - ops.base], start)
         if self.next_change_seq < seq:
             self.catch_up(seq)
         self.current_seq = seq
@@ -379,8 +375,10 @@ class ShardChecker(Checker):
         """What `close_op` judges at the end of the `index`-th op, all of whose events are other shards', for this
         shard's keys and (first shard) the subscription (the op's own checks are its keys' shard's); the other
         shards' changes up to its end are applied with the op open (a resolution in it marks it resolved)."""
-        op = self.op = OpState(self.op_kinds[index - 1], self.op_starts[index - 1], index, cursor_at_start)
-        end = self.op_ends[index - 1]
+        ops = self.ops
+        at = index - 1 - ops.base
+        op = self.op = OpState(ops.kinds[at], ops.starts[at], index, cursor_at_start)
+        end = ops.ends[at]
         if self.next_change_seq <= end:
             self.catch_up(end + 1)
         self.last_seq = end
@@ -397,14 +395,14 @@ class ShardChecker(Checker):
         """The ends of ops `first` to `last`, all of whose events are other shards': what `close_op` judges there for
         this shard's keys and (first shard) the subscription; stops where nothing is left to judge, returns where."""
         # Written for speed (once per op of other shards): the ops' fields and the state read once.
-        starts = self.op_starts
+        starts, base = self.ops.starts, self.ops.base + 1
         judges = self.judges_subscription
         tempted = [self.points[name, True] for name in self.tempted]
         settle_every = self.settle_every
         for index in range(first, last + 1):
             if not judges and (not self._idle_heads or self.idle_unjudged) and not END_OF_OP_CHECKS:
                 return index
-            start = starts[index - 1]
+            start = starts[index - base]
             if self.next_change_seq < start:
                 self.catch_up(start)
             self.op_count = index
@@ -422,26 +420,26 @@ class ShardChecker(Checker):
         # of `check_persistence` that judges such an op, which needs no OpState.
         if self.best_effort or self.persist_holes or self.seek is not None:
             return self.pass_foreign_ops(first, last)
-        starts, ends = self.op_starts, self.op_ends
+        starts, ends, base = self.ops.starts, self.ops.ends, self.ops.base + 1
         persisted, own = self.persisted_cursor, self.unresolved
         tempted = [self.points[name, True] for name in self.tempted]
         settle_every = self.settle_every
         for index in range(first, last + 1):
-            start = starts[index - 1]
+            start = starts[index - base]
             if self.next_change_seq < start:
                 self.catch_up(start)
             cursor = self.cursor()
             if cursor == persisted and own and own.min() == cursor:
                 # The cursor is this shard's message: no other shard's change moves it (they resolve their own and
                 # publish above it), so every op left ends as this one does; settling once is settling at each.
-                end = ends[last - 1]
+                end = ends[last - base]
                 if self.next_change_seq <= end:
                     self.catch_up(end + 1)
                 self.op_count, self.last_seq = last, end
                 persisted_and_unmoved(self, cursor, self.cursor())
                 self.pass_unjudged_ops(index, last)
                 return last + 1
-            end = ends[index - 1]
+            end = ends[index - base]
             if self.next_change_seq <= end:
                 self.catch_up(end + 1)
             self.op_count, self.last_seq = index, end
@@ -455,7 +453,7 @@ class ShardChecker(Checker):
 
     def close_open_op(self, index: int) -> None:
         """Judge the end of the open op, the `index`-th, after the other shards' changes within it."""
-        end = self.op_ends[index - 1]
+        end = self.ops.ends[index - 1 - self.ops.base]
         if self.next_change_seq <= end:
             self.catch_up(end + 1)
         self.last_seq = end
@@ -464,7 +462,8 @@ class ShardChecker(Checker):
 
     def finish_shard(self) -> ShardJudgment:
         """Judge the ends of the ops left (through the trace's last) and return what the shard found."""
-        self.close_through(len(self.op_starts))
+        self.ops.load_all()
+        self.close_through(len(self.ops))
         self.finish()
         self.proof.compare()  # the last event's changes, and any predicted change never made
         mispredicted = self.proof.failed
@@ -481,14 +480,19 @@ class ShardChecker(Checker):
 
 def judge_shard(
     rows: Iterable[tuple[Event, int, bool]],
-    ops: OpSequence,
+    ops: Sequence[Op],
     foreign: Sequence[Change],
     predicted: Sequence[Change],
     first: bool,
+    checker_class: type[ShardChecker] | None = None,
 ) -> ShardJudgment:
     """Judge one shard's rows (each with its op's index and whether it is shown for its phase only), given every op,
-    the other shards' predicted changes and its own."""
-    checker = ShardChecker(ops, foreign, predicted, first)
+    the other shards' predicted changes and its own (with `checker_class`, a subclass, in tests)."""
+    events = ops[-1].end + 1 if ops else 0
+    window = OpWindow(table_chunks([op.kind for op in ops], [op.start for op in ops], events), events)
+    window.load_all()
+    chunks = [list(foreign[low : low + CHUNK]) for low in range(0, len(foreign), CHUNK)]
+    checker = (checker_class or ShardChecker)(window, chunks, chain(predicted), first)
     for event, op_index, phase_only in rows:
         checker.feed_routed(event, op_index, phase_only)
     return checker.finish_shard()
