@@ -1,8 +1,8 @@
 """Benchmark of the Spark replay validator; run `python -m benchmarks.bench_spark` (`--quick` for a one-minute check).
 
 For synthetic valid traces of 10M and 100M events (benchmarks/synthetic_trace.py, cached under --data):
-events per second of `ks_spark.validation.validator.validate` on local[1] and local[2] (the scaling), with --partial
-(the parallel passes) and on every kind (the Python checker in one task; sizes up to --every-kind-up-to),
+events per second of `ks_spark.validation.validator.validate` on every kind on local[1] and local[2] (the scaling;
+in one task, and on two cores in two shards of keys too; sizes up to --every-kind-up-to),
 of the Python checker (check_trace's loop), and of pandas and DuckDB baselines doing a far smaller per-key check on the
 same Parquet files; the Spark floor (the key events shuffled into Python, unchecked: what the design
 costs before it checks anything); the peak memory of the driver, the JVM and Spark's Python workers; the
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
 GIB = 2**30
 TARGET_RATE = 1_000_000
-VALIDATOR, FLOOR = "Spark validator (--partial)", "Spark floor"
+FLOOR = "Spark floor"
 EVERY_KIND = "Spark validator, every kind"
 """How the throughput rows of the validator and of its floor are named (and found again)."""
 BASELINE_CHECK = (
@@ -285,14 +285,9 @@ def _hwm(pid: int) -> int:
 # --- the measurements, each in a child process --------------------------------------------------------
 
 
-def spark_child(
-    trace: str, master: str, driver_memory: str | None, partial: bool = True, shards: int | None = None
-) -> dict[str, Any]:
-    """Start a session on `master`, validate the trace once, report times, stages and the JVM's VmHWM.
-
-    `partial`: the parallel passes only (`--partial`); else every kind, by the Python checker in `shards` shards of
-    keys (default: one per core; 1: in one task).
-    """
+def spark_child(trace: str, master: str, driver_memory: str | None, shards: int = 1) -> dict[str, Any]:
+    """Start a session on `master`, validate the trace once (every kind, by the Python checker in `shards` shards of
+    keys; 1: in one task), report times, stages and the JVM's VmHWM."""
     from ks_spark.session import SessionOptions, get_session
     from ks_spark.validation.validator import validate
 
@@ -305,7 +300,6 @@ def spark_child(
         session,
         trace,
         stage=lambda description: marks.append((description, time.perf_counter())),
-        partial=partial,
         shards=shards,
     )
     finished = time.perf_counter()
@@ -333,13 +327,32 @@ def spark_child(
     }
 
 
+FLOOR_EVENTS = (
+    "publish",
+    "deliver",
+    "ack",
+    "nack",
+    "timeout",
+    "drop",
+    "dead_letter",
+    "filter",
+    "outcome",
+    "held",
+    "key_blocked",
+    "key_released",
+    "key_skipped",
+    "ack_ignored",
+    "nack_ignored",
+)
+"""The events of a key the floor ships (those the retired per-key pass read: the floor stays comparable)."""
+FLOOR_COLUMNS = ("key", "seq", "event", "offset", "consumer", "reason", "segment")
+
+
 def floor_child(trace: str, master: str, driver_memory: str | None) -> dict[str, Any]:
-    """What the per-key pass costs before it checks anything: read the trace, shuffle the key events by key,
-    sort them by seq, and stream them through a Python task that only counts them (the input of
-    ks_spark.validation.keypass)."""
+    """What a parallel judge costs before it checks anything: read the trace, shuffle the key events by key, sort
+    them by seq, and stream them through a Python task that only counts them."""
     import pyarrow as pa
     from ks_spark.session import SessionOptions, default_parallelism, get_session
-    from ks_spark.validation.keypass import key_events
     from ks_spark.validation.reader import read, resolve
     from pyspark.sql import functions as F
 
@@ -351,7 +364,14 @@ def floor_child(trace: str, master: str, driver_memory: str | None) -> dict[str,
     partitions = max(1, 4 * default_parallelism(session))
     started = time.perf_counter()
     cpu_before = tree_cpu_seconds()
-    shipped = key_events(events, partitions).mapInArrow(count, "n long").agg(F.sum("n")).collect()[0][0]
+    keyed = events.where(F.col("event").isin(*FLOOR_EVENTS) & F.col("key").isNotNull()).select(*FLOOR_COLUMNS)
+    shipped = (
+        keyed.repartition(partitions, "key")
+        .sortWithinPartitions("key", "seq")
+        .mapInArrow(count, "n long")
+        .agg(F.sum("n"))
+        .collect()[0][0]
+    )
     seconds = time.perf_counter() - started
     cpu = tree_cpu_seconds() - cpu_before
     session.stop()
@@ -575,8 +595,7 @@ def child_main(mode: str, options: dict[str, Any]) -> None:
             options["trace"],
             options["master"],
             options.get("driver_memory"),
-            options.get("partial", True),
-            options.get("shards"),
+            options.get("shards", 1),
         )
     elif mode == "floor":
         figures = floor_child(options["trace"], options["master"], options.get("driver_memory"))
@@ -629,39 +648,13 @@ class Row:
 def spark_rows(
     trace: Path, events: int, args: argparse.Namespace, stages: list[tuple[str, str, list[Any]]]
 ) -> list[Row]:
-    """The Spark validator on local[1] and local[2]: the median of --spark-runs fresh processes each."""
+    """The Spark validator (every kind, up to --every-kind-up-to) and its floor on local[2] and local[1]."""
     rows = []
     for cores in (2, 1):  # the target's figure first
         master = f"local[{cores}]"
         options = {"trace": str(trace), "master": master, "driver_memory": args.driver_memory}
-        results = [run_child("spark", options, args.limit, args.spark_timeout) for _ in range(args.spark_runs)]
-        good = [r for r in results if r.error is None]
-        if not good:
-            failed = results[-1]
-            note = f"timed out after {failed.seconds:.0f}s" if failed.timed_out else failed.error or ""
-            rows.append(Row(f"{VALIDATOR}, {master}", str(cores), None, None, note=note))
-            continue
-        best = sorted(good, key=lambda r: r.figures["seconds"])[len(good) // 2]
-        figures, peaks = best.figures, best.peaks
-        stages.append((label(events), master, figures["stages"]))
-        verdict = (
-            f"{figures['verdict']}, {figures['anomalies']} anomalies; start-up {figures['startup_s']:.1f}s; "
-            f"cores busy {figures['cpu_s'] / figures['seconds']:.2f}"
-        )
-        rows.append(
-            Row(
-                f"{VALIDATOR}, {master}",
-                str(cores),
-                figures["events"] / figures["seconds"],
-                figures["seconds"],
-                max(peaks.driver, figures["driver_hwm"]),
-                max(peaks.jvm, figures["jvm_hwm"]),
-                peaks.workers,
-                verdict,
-            )
-        )
         if events <= args.every_kind_up_to:
-            rows.extend(every_kind_rows(cores, options, args))
+            rows.extend(every_kind_rows(cores, options, args, label(events), stages))
         floor = run_child("floor", options, args.limit, args.spark_timeout)
         what = f"{FLOOR} (key events into Python, unchecked), {master}"
         if floor.error is not None:
@@ -694,19 +687,28 @@ class Memo:
     pandas_events: int = 0
 
 
-def every_kind_rows(cores: int, options: dict[str, Any], args: argparse.Namespace) -> list[Row]:
-    """The validator without --partial: every kind, judged by the Python checker in shards of keys (one per core),
-    and, with several cores, in one task as well (the baseline of the same sitting); one run each."""
+def every_kind_rows(
+    cores: int, options: dict[str, Any], args: argparse.Namespace, size: str, stages: list[tuple[str, str, list[Any]]]
+) -> list[Row]:
+    """The validator on every kind, judged by the Python checker in shards of keys (one per core) and, with several
+    cores, in one task as well (the baseline of the same sitting); the median of --spark-runs fresh processes."""
     rows = []
     for shards in sorted({cores, 1}, reverse=True):
         how = "in one task" if shards == 1 else f"in {shards} shards"
         what = f"{EVERY_KIND} {how}, {options['master']}"
-        result = run_child("spark", {**options, "partial": False, "shards": shards}, args.limit, args.spark_timeout)
-        if result.error is not None:
-            note = f"timed out after {result.seconds:.0f}s" if result.timed_out else result.error
+        results = [
+            run_child("spark", {**options, "shards": shards}, args.limit, args.spark_timeout)
+            for _ in range(args.spark_runs)
+        ]
+        good = [r for r in results if r.error is None]
+        if not good:
+            failed = results[-1]
+            note = f"timed out after {failed.seconds:.0f}s" if failed.timed_out else failed.error or ""
             rows.append(Row(what, str(cores), None, None, note=note))
             continue
+        result = sorted(good, key=lambda r: r.figures["seconds"])[len(good) // 2]
         figures = result.figures
+        stages.append((size, f"{options['master']} {how}", figures["stages"]))
         judging = next((s for d, s in figures["stages"] if d.startswith("judging")), 0.0)
         note = f"{figures['verdict']}, {figures['anomalies']} anomalies; judged {figures['judged']}: {judging:.0f}s"
         rows.append(
@@ -892,12 +894,12 @@ def print_stages(stages: list[tuple[str, str, list[Any]]]) -> None:
 
 
 def print_targets(results: dict[int, list[Row]]) -> None:
-    """The issue's targets: every kind judged at >= 1M events/s on local[2], flat memory, near-linear scaling; the
-    --partial screen (16 kinds) beside it, and both against the floor."""
+    """The issue's targets: every kind judged at >= 1M events/s on local[2], flat memory, near-linear scaling, against
+    the floor."""
     lines = []
     for events, rows in results.items():
         floor = next((r for r in rows if r.what.startswith(FLOOR) and r.cores == "2" and r.rate), None)
-        for prefix, name in ((EVERY_KIND, "every kind"), (VALIDATOR, "--partial (16 kinds)")):
+        for prefix, name in ((EVERY_KIND, "every kind"),):
             # (every kind on one core is in one task; on two, the default: in shards, the one-task run beside it)
             spark = {
                 r.cores: r for r in rows if r.what.startswith(prefix) and r.rate and "one task, local[2" not in r.what
@@ -926,7 +928,7 @@ def print_targets(results: dict[int, list[Row]]) -> None:
     sizes = sorted(results)
     if len(sizes) >= 2:
         first, last = sizes[0], sizes[-1]
-        for (prefix, name), cores in itertools.product(((EVERY_KIND, "every kind"), (VALIDATOR, "--partial")), "12"):
+        for (prefix, name), cores in itertools.product(((EVERY_KIND, "every kind"),), "12"):
             a = next((r for r in results[first] if r.what.startswith(prefix) and r.cores == cores and r.rate), None)
             b = next((r for r in results[last] if r.what.startswith(prefix) and r.cores == cores and r.rate), None)
             # (on two cores, the first row of every kind is the default: in shards of keys)

@@ -1152,9 +1152,8 @@ def _key_batch(capacity: int = 1, **config: object) -> TraceBuilder:
 
 @case("entry-split")
 def _entry_split_key_batch(bad: bool) -> TraceBuilder:
-    """A key-based batch goes whole to one consumer; broken: its last message waits for the next op. (Capacity 3: the
-    parallel passes of validate-replay --partial do not know batches, tests/test_spark_catalogue.py judges every
-    case with them; a batch past the capacity is test_key_batch_past_the_capacity_is_not_an_overrun below.)"""
+    """A key-based batch goes whole to one consumer; broken: its last message waits for the next op. (Capacity 3; a
+    batch past the capacity is test_key_batch_past_the_capacity_is_not_an_overrun below.)"""
     t = _key_batch(capacity=3)
     t.deliver(0, "c1").deliver(1, "c1")
     if bad:

@@ -165,7 +165,7 @@ EDGES: dict[str, Edge] = {
     "uint64.parquet": Edge(_parquet(_base(), {"seq": pa.uint64()}), "unknown", "field 'seq': column type uint64"),
     "garbled-page.parquet": Edge(_garbled_page, "unknown", "garbled-page.parquet"),
 }
-EXIT = {"valid": 0, "invalid": 1, "unknown": 2, "valid-partial": 3}
+EXIT = {"valid": 0, "invalid": 1, "unknown": 2}
 
 
 @pytest.fixture(scope="module")

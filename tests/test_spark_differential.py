@@ -1,11 +1,9 @@
 """The Spark validator and the Python checker report the same anomalies on the same traces.
 
-Traces come from the reference dispatcher (named workloads) and from injecting faults of every kind the
-Spark validator computes in parallel. Each trace is judged three ways: check-trace; validate-replay by default
-(the checker in one Spark task: every anomaly, exercised count, contradiction and verdict equal); and
-validate-replay --partial, whose parallel passes are a second implementation of their kinds' rules: the same
-anomalies (name, seq, witness) of those kinds, exercised counts that agree, the verdict the checker's judgement
-implies, and the explanation text of every witness shown.
+Traces come from the reference dispatcher (named workloads) and from injecting faults of many kinds. Each trace is
+judged three ways: check-trace; validate-replay by default (the checker in one Spark task: every anomaly, exercised
+count, contradiction, explanation and verdict equal); and validate-replay --shards 2 (the checker in two shards of
+keys, one Spark task each: the one task's result, or the reason the shards do not cover the trace).
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from ks_reference.store import MemoryStore
 from ks_reference.workloads import NAMED_WORKLOADS, run_named
 from ks_spec.trace import write_trace
 from spark_support import (  # noqa: F401  (spark_fixture: `spark`)
-    assert_partial_agrees,
     assert_same_judgment,
     spark_fixture,
     trace_exercised,
@@ -38,7 +35,7 @@ def _workload(name: str, size: int = 300, seed: int = 3) -> list[Event]:
 
 
 def _compare(spark: Any, events: list[Event], path: Path) -> dict[str, int]:
-    """Judge `events` three ways and assert they agree (see the module doc); the counts of the parallel passes."""
+    """Judge `events` three ways and assert they agree (see the module doc); the counts."""
     return assert_same_judgment(spark, events, path)[1]
 
 
@@ -73,61 +70,6 @@ def test_injected_faults_agree(spark: Any, tmp_path: Path, group: str) -> None:
         assert target.split("/")[0] in counts, f"{target} was injected but not found"
 
 
-@pytest.mark.parametrize("block", [1, pytest.param(5, marks=pytest.mark.slow)])
-def test_capacity_agrees_when_the_running_sum_spans_many_blocks(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
-) -> None:
-    """The capacity sum is blocked by seq (for memory); tiny blocks make every carry across blocks count."""
-    from ks_spark.validation import globalchecks
-
-    monkeypatch.setattr(globalchecks, "CAPACITY_BLOCK_SEQS", block)
-    group = next(name for name, (_, targets) in sorted(COMBINED.items()) if "capacity-overrun" in targets)
-    workload, targets = COMBINED[group]
-    counts = _compare(spark, inject_all(_workload(workload), targets), tmp_path / "trace.parquet")
-    assert counts.get("capacity-overrun", 0) > 0
-    for target in targets:  # the whole group, as test_injected_faults_agree[churn] (slow tier) judges it
-        assert target.split("/")[0] in counts, f"{target} was injected but not found"
-
-
-@pytest.mark.slow  # about 20 s of Spark jobs; the block sums are judged by the test above in the default suite
-@pytest.mark.parametrize("block", [1, 7])
-def test_capacity_blocks_under_capacity_are_skipped_but_none_that_reach_it(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
-) -> None:
-    """Blocks whose base plus deliveries stay under capacity are skipped; the ones that reach it must not be.
-
-    The largest capacity some consumer still overruns makes the overruns rare and high, so a block
-    reaches capacity only through what its consumer already held (its base): a bound that forgot the
-    base would skip them.
-    """
-    from ks_spark.validation import globalchecks
-
-    monkeypatch.setattr(globalchecks, "CAPACITY_BLOCK_SEQS", block)
-    events = _workload("churn", size=600)
-
-    def with_capacity(capacity: int) -> list[Event]:
-        return [{**e, "capacity": capacity} if e["event"] == "consumer_added" else e for e in events]
-
-    def overrun(capacity: int) -> bool:
-        return any(a.name == "capacity-overrun" for a in check_events(with_capacity(capacity)).anomalies)
-
-    assert overrun(2), "the churn workload never holds three deliveries on one consumer"
-    low, high = 2, 64  # overrun(low) holds, overrun(high) does not: holding does not depend on the capacity declared
-    assert not overrun(high)
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (middle, high) if overrun(middle) else (low, middle)
-    counts = _compare(spark, with_capacity(low), tmp_path / "trace.parquet")
-    assert counts.get("capacity-overrun", 0) > 0
-
-
-def test_every_computed_anomaly_kind_is_injected() -> None:
-    from ks_spark.validation.catalogue import CHECKS
-
-    injected = {target.split("/")[0] for _, targets in COMBINED.values() for target in targets}
-    assert injected == {check.anomaly for check in CHECKS}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", sorted(NAMED_WORKLOADS))
 @pytest.mark.parametrize("seed", [1, 2, 5])
@@ -149,8 +91,7 @@ def test_each_injected_fault_agrees(spark: Any, tmp_path: Path, target: str, see
 
 def test_a_message_delivered_again_to_its_holder_still_counts_as_held(spark: Any, tmp_path: Path) -> None:
     """The consumer holds the message when its duplicate delivery arrives: capacity counts both, as the checker
-    does (the parallel pass ordered the replaced delivery's end first and missed the overrun; found by the random
-    differential of tests/test_spark_catalogue.py)."""
+    does (the retired parallel pass ordered the replaced delivery's end first and missed the overrun)."""
     from ks_conformance.builder import TraceBuilder
 
     trace = TraceBuilder(profile="owner", selector="ring").add("c1", capacity=2)

@@ -285,14 +285,31 @@ def test_a_router_that_hides_the_tick_phases_is_caught(monkeypatch: pytest.Monke
     assert differs > 0
 
 
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [(["--shards", "0"], "--shards: must be 1 or more"), (["--shards", "2", "--partial"], "--shards with --partial")],
-)
-def test_bad_shard_options_are_a_usage_error_before_spark_starts(
-    options: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_shard_options_are_a_usage_error_before_spark_starts(capsys: pytest.CaptureFixture[str]) -> None:
     from keyshared.cli import main
 
-    assert main(["validate-replay", "trace.parquet", *options]) == 64
-    assert message in capsys.readouterr().err
+    assert main(["validate-replay", "trace.parquet", "--shards", "0"]) == 64
+    assert "--shards: must be 1 or more" in capsys.readouterr().err
+
+
+def test_the_retired_partial_screen_is_an_unknown_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """--partial's parallel passes were a second implementation of 16 kinds: retired, the option is unknown."""
+    from keyshared.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["validate-replay", "trace.parquet", "--partial"])
+    assert stopped.value.code == 64
+    assert "unrecognized arguments: --partial" in capsys.readouterr().err
+
+
+def test_list_checks_names_every_trace_kind_with_its_requirement_and_scope(capsys: pytest.CaptureFixture[str]) -> None:
+    """--list-checks reads the rule registry: every kind judged from a trace, once, with its rule's requirement and
+    scope (and no Spark started)."""
+    from keyshared.cli import main
+    from ks_conformance.rules import RULES, Stage
+
+    assert main(["validate-replay", "--list-checks"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    kinds = [rule for rule in RULES if rule.stage is not Stage.HARNESS]
+    assert [line.split() for line in lines[:-1]] == [[r.name, r.requirement, r.scope.value] for r in kinds]
+    assert lines[-1].startswith(f"all {len(kinds)} kinds judged by the Python checker")

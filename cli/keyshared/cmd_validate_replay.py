@@ -11,48 +11,35 @@ from ks_spark.session import check_driver_memory, check_master
 
 from keyshared.ui import argument_type, console, error_console, table
 
-EXIT_BY_VERDICT = {"valid": 0, "invalid": 1, "unknown": 2, "valid-partial": 3}
-"""Exit codes: 0 valid, 1 invalid (a MUST anomaly), 2 unknown (malformed or contradicting), as `check-trace`;
-3 valid-partial (no MUST anomaly among the kinds computed, but some applicable kinds were not computed)."""
+EXIT_BY_VERDICT = {"valid": 0, "invalid": 1, "unknown": 2}
+"""Exit codes: 0 valid, 1 invalid (a MUST anomaly), 2 unknown (malformed or contradicting), as `check-trace`."""
 
-COLOUR = {"valid": "green", "valid-partial": "cyan", "invalid": "red", "unknown": "yellow"}
+COLOUR = {"valid": "green", "invalid": "red", "unknown": "yellow"}
 
 
 def register(commands: Any) -> None:
     """Add `validate-replay`."""
     command = commands.add_parser(
         "validate-replay",
-        help="judge traces with PySpark on every anomaly kind of check-trace (--shards: in shards of keys; --partial: "
-        "a fast parallel screen)",
+        help="judge traces with PySpark on every anomaly kind of check-trace (--shards N: in shards of keys)",
         description="Judge each trace (JSON lines, Parquet, or a folder of Parquet files; local paths or any URL "
         "Spark reads) with Spark on every anomaly kind of spec/checking.md, exactly as `check-trace` does: a parallel "
         "pass checks the format, then the Python checker itself (check-trace's code) judges every kind, fed the whole "
         "trace in seq order inside one task, at one core's speed, or with --shards N in shards of keys, one Spark task "
-        "each (check-trace --jobs' code; a trace the shards do not cover yet goes to one task, the output says why); "
-        "the trace is never collected to the driver (only counts, the first witnesses of each anomaly kind and, in "
-        "shards, the op table and the predicted changes) and the one task's memory follows the trace's live "
-        "state, not its length. With --partial a faster screen runs instead: DataFrame passes over all cores compute "
-        "the kinds `--list-checks` marks parallel, and a trace with no MUST anomaly among them is `valid` only when "
-        'they are every kind that applies to its configuration, otherwise `valid-partial`, printed as "valid on N of '
-        'M checks; not checked: ..." and listed per trace in the report (`not_computed`); a trace declaring '
-        "checkpoint_resume or adapter protocol v2 features is `unknown` under --partial. Runs embedded on every core "
-        "by default; pass --master for a cluster, or run it under spark-submit (cli/keyshared/submit.py) without code "
-        "changes. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 valid-partial, 64 usage, 66 missing trace, 69 no Java "
-        "or Spark cannot start, 70 a Spark job failed (out of memory, a lost executor); for several traces, the worst "
-        "verdict (invalid, unknown, valid-partial, valid).",
+        "each (check-trace --jobs' code: the shards tell each other what spans keys through Spark's shuffle; a trace "
+        "the shards do not cover yet goes to one task, and the output says why). The trace is never collected to the "
+        "driver (only counts, the first witnesses of each anomaly kind and, in shards, two bytes a message). Runs "
+        "embedded on every core by default; pass --master for a cluster, or run it under spark-submit "
+        "(cli/keyshared/submit.py) without code changes. Exit codes: 0 valid, 1 invalid, 2 unknown, 64 usage, 66 "
+        "missing trace, 69 no Java or Spark cannot start, 70 a Spark job failed (out of memory, a lost executor); for "
+        "several traces, the worst verdict (invalid, unknown, valid).",
     )
     command.add_argument("traces", nargs="*", metavar="TRACE", help="a .jsonl or .parquet trace, a folder, or a URL")
     command.add_argument(
         "--list-checks",
         action="store_true",
-        help="print every anomaly kind judged from a trace, its requirement, and whether --partial computes it in "
-        "parallel (or why not); starts no Spark",
-    )
-    command.add_argument(
-        "--partial",
-        action="store_true",
-        help="instead of the Python checker in one task, only the kinds computed in parallel: much faster on large "
-        "traces; the verdict says which kinds that apply were not checked (valid-partial, exit 3)",
+        help="print every anomaly kind judged from a trace, its requirement, and the situation its rule judges (a "
+        "key, a consumer, the subscription); starts no Spark",
     )
     command.add_argument(
         "--shards",
@@ -60,8 +47,8 @@ def register(commands: Any) -> None:
         metavar="N",
         default=1,
         help="judge in N shards of keys, one Spark task each (default 1: the whole trace in one task; on two cores "
-        "sharding did not pay, benchmarks/README.md; a trace past 2.5M events is judged in one task); a trace the "
-        "shards do not cover yet is judged in one task, with the reason printed",
+        "sharding did not pay, benchmarks/README.md); a trace the shards do not cover yet is judged in one task, "
+        "with the reason printed",
     )
     command.add_argument(
         "--master",
@@ -90,19 +77,16 @@ def register(commands: Any) -> None:
 
 
 def list_checks() -> int:
-    """Print each trace anomaly kind, its requirement, and whether --partial computes it in parallel (or why not),
-    from catalogue.py; by default the Python checker judges every one."""
+    """Print each trace anomaly kind, its requirement and the situation its rule judges (catalogue.py, from the rule
+    registry); the Python checker judges every one."""
     from ks_spark.validation.catalogue import listing
 
     rows = listing()
     width = max(len(name) for name, _, _ in rows)
-    for name, requirement, status in rows:
-        console.print(f"{name:<{width}}  {requirement:<9}  {status}", soft_wrap=True, markup=False)
-    parallel = sum(1 for _, _, status in rows if status == "parallel")
+    for name, requirement, scope in rows:
+        console.print(f"{name:<{width}}  {requirement:<9}  {scope}", soft_wrap=True, markup=False)
     console.print(
-        f"all {len(rows)} kinds computed by the Python checker (in one task, or in shards with --shards); with "
-        f"--partial, {parallel} in parallel "
-        f"and {len(rows) - parallel} not checked",
+        f"all {len(rows)} kinds judged by the Python checker (in one task, or in shards of keys with --shards N)",
         soft_wrap=True,
     )
     return 0
@@ -129,8 +113,6 @@ def run_validate_replay(args: argparse.Namespace) -> int:
         raise UserError(f"--witnesses: must be between 0 and {MAX_WITNESSES}", exit_code=64)
     if args.shards < 1:
         raise UserError("--shards: must be 1 or more", exit_code=64)
-    if args.shards > 1 and args.partial:
-        raise UserError("--shards with --partial: --partial does not run the checker; choose one", exit_code=64)
     for trace in args.traces:  # a missing local trace is said at once, not after Spark has started
         path = local_path(trace)
         if path is not None and not path.exists():
@@ -153,7 +135,6 @@ def run_validate_replay(args: argparse.Namespace) -> int:
                         trace,
                         witnesses=args.witnesses,
                         stage=spark_progress.stage,
-                        partial=args.partial,
                         shards=args.shards,
                     )
                 )
@@ -168,8 +149,6 @@ def run_validate_replay(args: argparse.Namespace) -> int:
         )
         if args.shards > 1 and result.judged and not args.quiet:
             console.print(f"  judged {escape(result.judged)}", soft_wrap=True)
-        if result.verdict.value == "valid-partial":
-            console.print(f"  valid on {result.coverage()}", soft_wrap=True)
         if result.malformed:
             console.print(f"  cannot judge: {escape(result.malformed)}", soft_wrap=True)
         for seq, message in result.problems[:3]:

@@ -12,9 +12,9 @@ from ks_spark.session import check_master
 
 from keyshared.ui import argument_type, console, error_console, table
 
-EXIT_BY_VERDICT = {"valid": 0, "invalid": 1, "unknown": 2, "valid-partial": 3}
-"""As check-trace (0 valid, 1 invalid, 2 unknown) and validate-replay (3 valid-partial)."""
-COLOUR = {"valid": "green", "valid-partial": "cyan", "invalid": "red", "unknown": "yellow"}
+EXIT_BY_VERDICT = {"valid": 0, "invalid": 1, "unknown": 2}
+"""As check-trace and validate-replay (0 valid, 1 invalid, 2 unknown)."""
+COLOUR = {"valid": "green", "invalid": "red", "unknown": "yellow"}
 JUDGES = ("check-trace", "validate-replay", "none")
 
 
@@ -29,7 +29,7 @@ def register(commands: Any) -> None:
         "into a trace by the mapping of spec/streaming.md and judge it: with the Python checker (check-trace, every "
         "anomaly kind) or with --judge validate-replay (Spark). --judge-only judges a capture folder without running "
         "anything. The trace is written to --out (default CAPTURE/trace.jsonl). Exit codes: 0 valid, 1 invalid, 2 "
-        "unknown, 3 valid-partial (validate-replay), 64 usage, 65 bad capture, 66 missing input, 69 no Java or Spark "
+        "unknown, 64 usage, 65 bad capture, 66 missing input, 69 no Java or Spark "
         "cannot start, 70 the query or a Spark job failed.",
     )
     command.add_argument("module", nargs="?", metavar="MODULE", help="the query module: pkg.module or path/to/query.py")
@@ -166,8 +166,6 @@ def _validate_replay(
     with spark_job(str(out)), error_console.status(f"{out}: validate-replay"):
         result = validate(session, str(out), witnesses=min(args.witnesses, MAX_WITNESSES))
     _verdict_line(result.verdict.value, str(out), result.events, result.counts)
-    if result.verdict.value == "valid-partial":
-        console.print(f"  valid on {result.coverage()}", soft_wrap=True)
     if result.malformed:
         console.print(f"  cannot judge: {result.malformed}", soft_wrap=True, markup=False)
     _explain([(f.anomaly, f.events) for f in result.findings], places)

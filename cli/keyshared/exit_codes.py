@@ -12,7 +12,6 @@ from ks_spec.errors import JobFailed, MissingInput, Unavailable, UserError
 OK = 0
 FAILED = 1
 UNKNOWN = 2
-VALID_PARTIAL = 3
 USAGE = 64  # EX_USAGE
 DATA = 65  # EX_DATAERR
 NO_INPUT = 66  # EX_NOINPUT
@@ -25,7 +24,6 @@ EXIT_CODES: dict[int, str] = {
     OK: "success: the checks passed, the trace is valid, the dispatcher conformant",
     FAILED: "a check failed: not conformant, an invalid trace, a failed vector, a model result unlike the manifest's",
     UNKNOWN: "no verdict: a trace that cannot be judged, an adapter that crashed or hung, a MUST left vacuous",
-    VALID_PARTIAL: "validate-replay --partial: no MUST anomaly among the kinds computed, but some that apply were not",
     USAGE: "usage error: a bad option or argument (an unknown requirement ID, a malformed --master)",
     DATA: "malformed input: a trace, a workload, a scenario or vector file, a configuration",
     NO_INPUT: "a file or folder named on the command line does not exist",

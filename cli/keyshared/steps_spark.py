@@ -1,6 +1,6 @@
 """The Spark steps of `keyshared verify`: a reference trace and its fault-injected twin judged by both judges,
-check-trace and Spark's validate-replay (by the default one-task pass and, in --full, by the parallel passes of
---partial); the Spark dispatcher (--full only)."""
+check-trace and Spark's validate-replay (in one task and, in --full, in two shards of keys too); the Spark dispatcher
+(--full only)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from ks_spark.validation.validator import ValidationResult
 
 
-def _spark_validation_step(args: argparse.Namespace, screen: bool = True) -> StepResult:
+def _spark_validation_step(args: argparse.Namespace, shards: bool = True) -> StepResult:
     """Both judges on a reference trace (valid) and its fault-injected twin (invalid, the same anomalies from both);
-    `screen` also runs validate-replay --partial on the twin (its parallel passes: half a minute of Spark jobs)."""
+    `shards` also judges the twin with validate-replay --shards 2 (a dozen seconds of Spark jobs)."""
     from ks_conformance.tracefile import check_trace
     from ks_reference.store import MemoryStore
     from ks_reference.workloads import run_named
@@ -36,8 +36,7 @@ def _spark_validation_step(args: argparse.Namespace, screen: bool = True) -> Ste
         checked, checked_twin = check_trace(good), check_trace(bad)  # the judge of `keyshared check-trace`
         clean = validate(session, str(good), witnesses=0)
         faulty = validate(session, str(bad), witnesses=0)
-        # the parallel passes must see it too
-        screened = validate(session, str(bad), witnesses=0, partial=True) if screen else None
+        in_shards = validate(session, str(bad), witnesses=0, shards=2) if shards else None
     if checked.verdict.value != "valid":
         found = ", ".join(sorted({a.name for a in checked.anomalies})) or checked.malformed or "problems"
         return StepResult(False, f"check-trace judged the reference trace {checked.verdict.value}: {found}")
@@ -62,32 +61,24 @@ def _spark_validation_step(args: argparse.Namespace, screen: bool = True) -> Ste
         )
     if dict(faulty.counts) != by_checker:
         return StepResult(False, f"on the twin the judges disagree: check-trace {by_checker}, Spark {faulty.counts}")
-    if screened is not None:
-        unseen = [name for name in TWIN_ANOMALIES if name not in screened.counts]
-        if screened.verdict.value != "invalid" or unseen:
-            return StepResult(
-                False, f"with --partial the fault-injected twin was judged {screened.verdict.value}; missed {unseen}"
-            )
+    if in_shards is not None and (in_shards.judged, in_shards.counts) != ("in 2 shards of keys", faulty.counts):
+        return StepResult(
+            False, f"with --shards 2 the twin was judged {in_shards.judged or 'not at all'}: {in_shards.counts}"
+        )
     exercised = sum(1 for count in clean.exercised.values() if count)
     found = ", ".join(f"{name} {count}" for name, count in faulty.counts.items())
-    partial = "--partial finds it too" if screened is not None else "--partial runs in --full"
+    also = "in 2 shards of keys alike" if in_shards is not None else "--shards 2 runs in --full"
     return StepResult(
         True,
         f"reference trace of {clean.events} events {_checks(clean)} by validate-replay, valid by check-trace too; "
         f"{exercised} of the {len(clean.exercised)} exercised; fault-injected twin invalid by both judges, with the "
-        f"same anomalies: {found} ({partial})",
+        f"same anomalies: {found} ({also})",
     )
 
 
 def _checks(result: ValidationResult) -> str:
-    """`valid on 46 of 46 checks (the Python checker, in one Spark task)`: what a verdict of this step rests on."""
-    computed = len(result.exercised)
-    text = f"valid on {computed} of {computed + len(result.not_computed)} checks"
-    if result.sequential:
-        text += " (the Python checker, in one Spark task)"
-    if result.not_computed:
-        text += f", {len(result.not_computed)} not computed (validate-replay --list-checks)"
-    return text
+    """`valid on 46 checks (the Python checker, in one Spark task)`: what a verdict of this step rests on."""
+    return f"valid on {len(result.exercised)} checks (the Python checker, {result.judged} of Spark)"
 
 
 def _spark_dispatcher_step(args: argparse.Namespace) -> StepResult:
@@ -127,7 +118,7 @@ def _spark_dispatcher_step(args: argparse.Namespace) -> StepResult:
         replay = LogReplay(str(log), profile="owner", lag=5, controls=controls, crashes=[1500])
         summary = replay_log(session, replay, str(Path(folder) / "trace"), partitions=4)
         judged = validate(session, str(Path(folder) / "trace"), witnesses=0)
-    if judged.verdict.value not in ("valid", "valid-partial") or summary.cursor != 2000:
+    if judged.verdict.value != "valid" or summary.cursor != 2000:
         return StepResult(
             False, f"the log replay's trace was judged {judged.verdict.value}: {', '.join(judged.counts)}"
         )
@@ -146,11 +137,11 @@ def steps() -> list[Step]:
         Step(
             "trace (both judges)",
             "check-trace and Spark's validate-replay judge a reference trace valid and its fault-injected twin "
-            "invalid, with the same anomalies; validate-replay --partial finds the twin invalid too",
+            "invalid, with the same anomalies; validate-replay --shards 2 finds the same on the twin",
             _spark_validation_step,
             part="trace",
             quick=Quick(
-                functools.partial(_spark_validation_step, screen=False),
+                functools.partial(_spark_validation_step, shards=False),
                 "check-trace and Spark's validate-replay judge a reference trace valid and its fault-injected twin "
                 "invalid, with the same anomalies",
             ),

@@ -1,7 +1,7 @@
 """keyshared on Spark, in three parts by job, over a small shared base.
 
-- `ks_spark.validation`: replay validation of traces (`validate-replay`): the sequence pass, the one-task
-  checker pass, the parallel per-key and global passes, their catalogue and report, and fault-injected twins.
+- `ks_spark.validation`: replay validation of traces (`validate-replay`): the sequence pass, the checker in one
+  task or in shards of keys, the catalogue of kinds, the report, and fault-injected twins.
 - `ks_spark.dispatcher`: the Spark-backed dispatcher (the `spark` adapter) and the log (WAL) replay through it.
 - `ks_spark.capture`: capture of Structured Streaming queries (`watch-stream`), the capture-to-trace mapping,
   and example queries.

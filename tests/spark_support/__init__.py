@@ -38,38 +38,6 @@ def spark_missing() -> str | None:
     return None
 
 
-AT_DELIVERY_ONLY = frozenset({"key-reorder", "overtaken-hold", "retry-overtaken", "split-owner"})
-"""Checks whose exercised count the Python checker also raises at the end of ops where a key *could* be
-broken (its "temptations"); the Spark validator counts only the situations at deliveries, so its count
-is a lower bound for these and exact for the others."""
-
-
-def assert_exercised_agree(spark_counts: dict[str, int], python_counts: dict[str, int]) -> None:
-    """The Spark validator's exercised counts against the Python checker's (see AT_DELIVERY_ONLY)."""
-    for name, count in spark_counts.items():
-        if name in AT_DELIVERY_ONLY:
-            assert count <= python_counts.get(name, 0), name
-        else:
-            assert count == python_counts.get(name, 0), name
-
-
-def parallel_kinds_not_computed(python: Checker) -> list[str]:
-    """The trace kinds the Python checker applied to this trace that Spark's parallel passes do not compute, in
-    catalogue order (what `--partial` leaves unchecked; capacity and the window too where the configuration takes
-    them out of the parallel passes)."""
-    from ks_conformance.rules import RULES, Stage
-    from ks_spark.validation.catalogue import BY_NAME, not_computed_under
-
-    left_out = not_computed_under(python.config)
-    return [
-        kind.name
-        for kind in RULES
-        if kind.stage is not Stage.HARNESS
-        and python.applies(kind.name)
-        and (kind.name not in BY_NAME or kind.name in left_out)
-    ]
-
-
 def trace_exercised(python: Checker) -> dict[str, int]:
     """The Python checker's exercised counts of the trace kinds that apply (the harness's kinds left out)."""
     from ks_conformance.rules import RULES, Stage
@@ -81,44 +49,13 @@ def trace_exercised(python: Checker) -> dict[str, int]:
     }
 
 
-def assert_partial_agrees(spark: SparkSession, path: str, python: Checker) -> dict[str, int]:
-    """validate-replay --partial (the parallel passes) against the Python checker on the kinds it computes: the same
-    anomalies (name, seq, witness) and explanations, exercised counts that agree, the verdict the checker's judgement
-    implies; a trace whose declarations or spec 1.7 events the parallel passes do not honour is `unknown`. Returns
-    the counts."""
-    from ks_spark.validation.validator import PARTIAL_PREDATES, unsupported_semantics, validate
-    from ks_spec.trace import read_events
-
-    result = validate(spark, path, witnesses=3, everything=True, partial=True)
-    assert result.malformed is None
-    kinds = {str(event["event"]) for _, event in read_events(Path(path))}
-    newer = kinds & set(PARTIAL_PREDATES) or ("publish_entry" in kinds and python.config["selector"] != "buckets")
-    if unsupported_semantics(python.config, python.declared) is not None or newer:
-        assert result.verdict.value == "unknown" and result.counts == {}
-        return {}
-    computed = set(result.exercised)
-    assert result.not_computed == expected_not_computed(python, partial=True)
-    assert computed == set(trace_exercised(python)) - set(result.not_computed)
-    assert sorted(result.all_anomalies or []) == sorted(
-        (a.name, a.seq, a.witness) for a in python.anomalies if a.name in computed
-    )
-    assert_exercised_agree(result.exercised, trace_exercised(python))
-    texts = {(a.name, a.seq, a.witness): a.explanation.text() for a in python.anomalies}
-    for finding in result.findings:
-        anomaly = finding.anomaly
-        assert anomaly.explanation.text() == texts[(anomaly.name, anomaly.seq, anomaly.witness)]
-        assert [e["seq"] for e in finding.events] == list(anomaly.witness)
-    assert result.verdict.value == expected_verdict(python, partial=True)
-    return result.counts
-
-
 def assert_same_judgment(
-    spark: SparkSession, events: list[dict[str, Any]], path: Path, partial: bool = True
+    spark: SparkSession, events: list[dict[str, Any]], path: Path, shards: int = 2
 ) -> tuple[Checker, dict[str, int]]:
-    """Write `events` to `path` and judge them three ways: check-trace; validate-replay (the checker in one Spark
-    task), which must agree in everything (verdict, anomalies, exercised counts, contradictions, explanations and
-    witness events, nothing left unchecked); and, unless `partial` is False, --partial (`assert_partial_agrees`,
-    about 20 Spark jobs). Returns the Python checker and the counts of the parallel passes ({} without them)."""
+    """Write `events` to `path` and judge them three ways: check-trace; validate-replay in one Spark task, which must
+    agree in everything (verdict, anomalies, exercised counts, contradictions, explanations and witness events); and,
+    unless `shards` is 1, validate-replay in `shards` shards of keys, which must give the one task's result, or say
+    why the shards do not cover the trace. Returns the Python checker and the counts."""
     from ks_conformance.checker import check_events
     from ks_spark.validation.validator import validate
     from ks_spec.trace import write_trace
@@ -127,7 +64,6 @@ def assert_same_judgment(
     python = check_events(events)
     result = validate(spark, str(path), witnesses=8, everything=True)
     assert result.malformed is None
-    assert result.not_computed == []
     assert result.verdict.value == python.verdict.value
     assert result.exercised == trace_exercised(python)
     assert sorted(result.all_anomalies or []) == sorted((a.name, a.seq, a.witness) for a in python.anomalies)
@@ -137,26 +73,14 @@ def assert_same_judgment(
         anomaly = finding.anomaly
         assert anomaly.explanation.text() == texts[(anomaly.name, anomaly.seq, anomaly.witness)]
         assert [e["seq"] for e in finding.events] == list(anomaly.witness)
-    return python, assert_partial_agrees(spark, str(path), python) if partial else {}
-
-
-def expected_not_computed(python: Checker, partial: bool = False) -> list[str]:
-    """What validate-replay reports not computed: nothing, unless `--partial` skipped the one-task pass."""
-    return parallel_kinds_not_computed(python) if partial else []
-
-
-def expected_verdict(python: Checker, partial: bool = False) -> str:
-    """The Spark verdict the Python checker's judgement implies: the same verdict, or with `--partial` invalid only
-    on a MUST anomaly Spark computes in parallel, valid only when those are every kind that applies, else
-    valid-partial."""
-    if not partial:
-        return python.verdict.value
-    unchecked = parallel_kinds_not_computed(python)
-    if any(a.name not in unchecked and a.level == "MUST" for a in python.anomalies):
-        return "invalid"
-    if python.problems:
-        return "unknown"
-    return "valid-partial" if unchecked else "valid"
+    if shards > 1:
+        sharded = validate(spark, str(path), witnesses=8, everything=True, shards=shards)
+        assert sharded.judged == f"in {shards} shards of keys" or sharded.judged.startswith("in one task: ")
+        assert (sharded.verdict, sharded.counts, sharded.exercised) == (result.verdict, result.counts, result.exercised)
+        assert sharded.all_anomalies == result.all_anomalies and sharded.problems == result.problems
+        shown = [(f.anomaly.explanation.text(), f.events) for f in sharded.findings]
+        assert shown == [(f.anomaly.explanation.text(), f.events) for f in result.findings]
+    return python, result.counts
 
 
 @cache

@@ -371,11 +371,9 @@ def persist_before_delivery(events: list[Event]) -> list[Event] | None:
     return None
 
 
-PYTHON_ONLY: dict[str, tuple[str, Injector]] = {
-    "filter-violation": ("steady", accept_no_key),
-    "phase-order": ("poison-drop", persist_before_delivery),
-}
-"""Faults of kinds only the Python checker computes (ks_spark.validation.catalogue.NOT_COMPUTED): workload and fault."""
+INJECTIONS["filter-violation"] = ("steady", accept_no_key)
+INJECTIONS["phase-order"] = ("poison-drop", persist_before_delivery)
+"""Two faults of kinds the retired parallel passes did not compute, injected like the others."""
 
 
 def inject_all(events: list[Event], targets: tuple[str, ...]) -> list[Event]:

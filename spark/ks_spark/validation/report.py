@@ -1,9 +1,8 @@
 """Reports of Spark replay validation in the conformance report format (spec/report-format.md, kind check-trace).
 
-One `trace` line per trace with the verdict, the count of every anomaly and exercised check, and the
-applicable checks not computed (`not_computed`, why a verdict is `valid-partial`); one `violation`
-line per witness shown (the first few of each kind, by seq: a trace may hold millions of anomalies,
-and the counts are exact); a footer with the merged verdict.
+One `trace` line per trace with the verdict, the count of every anomaly and exercised check, and how the checker
+judged it (`judged`); one `violation` line per witness shown (the first few of each kind, by seq: a trace may hold
+millions of anomalies, and the counts are exact); a footer with the merged verdict.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ def report_lines(results: list[ValidationResult], settings: dict[str, Any], dura
                 "problems": [{"seq": seq, "message": message} for seq, message in result.problems],
                 "profile": result.profile,
                 **({"judged": result.judged} if result.judged else {}),
-                "not_computed": list(result.not_computed),
             }
         )
         for name in result.counts:

@@ -1,11 +1,10 @@
-"""The sequence pass: the format rules of spec/trace.md over the physical order, and the trace's global timeline.
+"""The sequence pass: the format rules of spec/trace.md over the physical order, and the trace's configuration.
 
 Spark reads a trace as splits (a file, or a byte range of one). Within a split, rows arrive in file
 order; a *run* is the rows of one split. Each task checks its runs locally (schema columns per event
 kind, seq +1, tick rules, dense publish offsets) with vectorised Arrow code and reports a small
 summary per run; the driver orders the runs by (file, split start) and checks that they chain. The
-same pass extracts the few events every key needs to know about (membership, restarts, quiescent
-points, the configuration) and the persisted cursors, which stay in Spark for the cursor checks.
+same pass sends the config event to the driver.
 """
 
 from __future__ import annotations
@@ -26,24 +25,11 @@ from ks_spark.validation.reader import BLOCK_COLUMN, CORRUPT_COLUMN, FILE_COLUMN
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-META_EVENTS = (
-    "config",
-    "consumer_added",
-    "consumer_removed",
-    "consumer_disconnected",
-    "consumer_reconnected",
-    "permits_granted",
-    "consumer_evicted",
-    "restart",
-    "quiescent",
-    "segment_created",
-)
-"""Events every key needs to know about: collected to the driver (they are few)."""
 
 LIST_COLUMNS = ("filters", "ranges")
 """Sent to the pass as JSON text (see `sequence_input`); decoded only in the few rows that need them."""
 
-RUN, PROBLEM, META, PERSIST, REGRESS = "run", "problem", "meta", "persist", "regress"
+RUN, PROBLEM, META = "run", "problem", "meta"
 CORRUPT_PREFIX = "corrupt:"
 """A problem row whose text starts with this carries the raw line Spark could not parse."""
 
@@ -120,15 +106,8 @@ class RunState:
     excess_idx: int = -1
     excess_seq: int = -1
     excess_offset: int = -1
-    persists: int = 0
-    keyless_ignored: int = 0
-    unknown_acks: int = 0  # ack_ignored of never-published offsets, without a key: exercise stale-ack-accepted
-    first_persist: tuple[int, int] | None = None
-    last_persist: tuple[int, int] | None = None
-    last_persist_ranges: list[list[int]] | None = None
     problem: tuple[int, int | None, str] | None = None  # (local index, seq, "field 'x': problem")
     out: dict[str, list[Any]] = field(default_factory=lambda: {f.name: [] for f in OUTPUT_SCHEMA})
-    batches: list[pa.RecordBatch] = field(default_factory=list)  # ready-made output (persisted cursors)
 
     def note_problem(self, index: int, seq: int | None, text: str) -> None:
         """Keep the earliest problem of the run."""
@@ -252,15 +231,12 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
                 )
     is_tick = np.zeros(n, dtype=bool)
     is_pub = np.zeros(n, dtype=bool)
-    is_persist = np.zeros(n, dtype=bool)
     is_config = np.zeros(n, dtype=bool)
     for code, kind in enumerate(kinds):
         if kind == "tick":
             is_tick = codes == code
         elif kind == "publish":
             is_pub = codes == code
-        elif kind == "cursor_persisted":
-            is_persist = codes == code
         elif kind == "config":
             is_config = codes == code
     # seq +1 per row, tick +1 exactly at tick events.
@@ -319,97 +295,9 @@ def _check_slice(state: RunState, batch: pa.RecordBatch, rules: KindRules) -> No
             state.excess_idx = base + index
             state.excess_seq = int(seq[index])
             state.excess_offset = int(offsets[index])
-    # Persisted cursors: local regressions now, the run's first and last for the driver's chain.
-    persist_index = np.flatnonzero(is_persist)
-    if persist_index.size:
-        cursors = _np(col["cursor"])[persist_index]
-        persist_seqs = seq[persist_index]
-        ranges = col["ranges"]
-        previous_cursor = np.concatenate(([state.last_persist[1] if state.last_persist else cursors[0]], cursors[:-1]))
-        previous_seq_p = np.concatenate(([state.last_persist[0] if state.last_persist else -1], persist_seqs[:-1]))
-        for j in np.flatnonzero(cursors < previous_cursor):
-            state.add(
-                rtype=REGRESS,
-                seq=int(persist_seqs[j]),
-                a=int(cursors[j]),
-                b=int(previous_seq_p[j]),
-                d=int(previous_cursor[j]),
-            )
-        take = pa.array(persist_index)
-        count = int(persist_index.size)
-        state.batches.append(
-            pa.RecordBatch.from_arrays(
-                [
-                    pa.array([PERSIST] * count, pa.string()),
-                    pa.array([state.file] * count, pa.string()),
-                    pa.array([state.block] * count, pa.int64()),
-                    pa.nulls(count, pa.int64()),
-                    pa.nulls(count, pa.int64()),
-                    pa.array(persist_seqs, pa.int64()),
-                    pa.nulls(count, pa.int64()),
-                    pa.nulls(count, pa.string()),
-                    pa.array(cursors, pa.int64()),
-                    pa.nulls(count, pa.int64()),
-                    pa.array(pubs_before[persist_index], pa.int64()),
-                    pa.nulls(count, pa.int64()),
-                    pa.nulls(count, pa.string()),
-                    pa.nulls(count, pa.list_(pa.string())),
-                    _lists(ranges, take, pa.list_(pa.list_(pa.int64()))),
-                ],
-                schema=OUTPUT_SCHEMA,
-            )
-        )
-        if state.first_persist is None:
-            state.first_persist = (int(persist_seqs[0]), int(cursors[0]))
-        state.persists += int(persist_index.size)
-    # The timeline events every key needs (few): with the run-local context the driver completes.
-    meta_mask = _bool(pc.is_in(event_arr, value_set=pa.array(META_EVENTS)))
-    if meta_mask.any():
-        all_cursors = _np(col["cursor"])
-        for position in np.flatnonzero(meta_mask):
-            row = int(position)
-            before = persist_index[persist_index < row]
-            if before.size:
-                p = int(before[-1])
-                last = (int(seq[p]), int(all_cursors[p]), _list(col["ranges"], p))
-            elif state.last_persist is not None:
-                last = (state.last_persist[0], state.last_persist[1], state.last_persist_ranges)
-            else:
-                last = (-1, -1, None)
-            kind = event_arr[row].as_py()
-            own = kind in ("consumer_added", "segment_created")
-            state.add(
-                rtype=META,
-                file=state.file,
-                block=state.block,
-                seq=int(seq[row]),
-                tick=int(tick[row]),
-                event=kind,
-                a=col["capacity"][row].as_py()
-                if kind in ("consumer_added", "permits_granted")
-                else col["predecessor"][row].as_py(),
-                b=last[0],
-                d=last[1],
-                ranges=_list(col["ranges"], row) if own else last[2],
-                c=int(pubs_before[row]),
-                text=col["consumer"][row].as_py() if col["detail"][row].as_py() is None else col["detail"][row].as_py(),
-                filters=_list(col["filters"], row),
-            )
-    if persist_index.size:
-        last_row = int(persist_index[-1])
-        state.last_persist = (int(seq[last_row]), int(_np(col["cursor"])[last_row]))
-        state.last_persist_ranges = _list(col["ranges"], last_row)
-    ignored = pc.is_in(event_arr, value_set=pa.array(["ack_ignored", "nack_ignored"]))
-    keyless = pc.and_(
-        pc.and_(ignored, pc.is_null(col["key"])),
-        pc.invert(pc.fill_null(pc.equal(col["reason"], "unknown-offset"), False)),
-    )
-    state.keyless_ignored += int(pc.sum(pc.cast(pc.fill_null(keyless, False), pa.int64())).as_py() or 0)
-    unknown_acks = pc.and_(
-        pc.and_(pc.equal(event_arr, "ack_ignored"), pc.is_null(col["key"])),
-        pc.fill_null(pc.equal(col["reason"], "unknown-offset"), False),
-    )
-    state.unknown_acks += int(pc.sum(pc.cast(pc.fill_null(unknown_acks, False), pa.int64())).as_py() or 0)
+    for row in np.flatnonzero(is_config).tolist():  # (the first row's config event: the driver reads it)
+        detail = col["detail"][row].as_py()
+        state.add(rtype=META, file=state.file, block=state.block, seq=int(seq[row]), event="config", text=detail)
     state.publishes += int(is_pub.sum())
     state.rows += n
     state.last_seq = int(seq[-1])
@@ -424,11 +312,6 @@ def _finish(state: RunState) -> pa.RecordBatch:
         "excess_idx": state.excess_idx,
         "excess_seq": state.excess_seq,
         "excess_offset": state.excess_offset,
-        "persists": state.persists,
-        "keyless_ignored": state.keyless_ignored,
-        "unknown_acks": state.unknown_acks,
-        "first_persist": state.first_persist,
-        "last_persist": state.last_persist,
         "first_row": state.first_row,
     }
     state.add(
@@ -445,7 +328,6 @@ def _finish(state: RunState) -> pa.RecordBatch:
         c=state.publishes,
         d=state.first_pub,
         text=json.dumps(extra),
-        ranges=state.last_persist_ranges,
     )
     if state.problem is not None:
         index, seq, text = state.problem
@@ -463,7 +345,7 @@ def sequence_function(rules: KindRules) -> Callable[[Iterator[pa.RecordBatch]], 
 
 
 def sequence_pass(batches: Iterator[pa.RecordBatch], rules: KindRules) -> Iterator[pa.RecordBatch]:
-    """Split each partition's rows into runs, check them, emit summaries and timeline rows."""
+    """Split each partition's rows into runs, check them, emit their summaries and the config event."""
     state: RunState | None = None
     for batch in batches:
         if batch.num_rows == 0:
@@ -484,8 +366,6 @@ def sequence_pass(batches: Iterator[pa.RecordBatch], rules: KindRules) -> Iterat
                     yield _finish(state)
                 state = RunState(file, block)
             _check_slice(state, batch.slice(start, end - start), rules)
-            yield from state.batches
-            state.batches = []
             if len(state.out["rtype"]) > 65536:
                 yield pa.RecordBatch.from_pydict(state.out, schema=OUTPUT_SCHEMA)
                 state.out = {f.name: [] for f in OUTPUT_SCHEMA}

@@ -5,8 +5,7 @@ every kind here: `ks_conformance.checker.Checker` (the very code `check-trace`
 runs, so the rules have one implementation) fed every event in seq order inside a single task. The trace is never
 collected to the driver: only the anomalies of the kinds asked for, the exercised counts and the contradictions
 come back. The checker streams (spec/checking.md section 1, what a checker may forget), so the task's memory
-follows the trace's live state; it judges at one core's speed (benchmarks/README.md). `--partial` skips it for
-the parallel passes (ks_spark.validation.catalogue.CHECKS).
+follows the trace's live state; it judges at one core's speed (benchmarks/README.md).
 """
 
 from __future__ import annotations

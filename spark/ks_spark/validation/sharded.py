@@ -29,6 +29,7 @@ import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import groupby, pairwise
 from operator import itemgetter
@@ -58,6 +59,7 @@ from ks_conformance.sharding.run import (
 from ks_conformance.sharding.shard import NOTHING, ShardJudgment
 from ks_spec.trace import batch_events
 
+from ks_spark.session import cache_level
 from ks_spark.validation.sequential import SequentialOutcome, chosen_anomalies
 
 if TYPE_CHECKING:
@@ -329,7 +331,7 @@ def _predict(
             reason = stop.value.reason
             break
         complete = min((read_through + 1) // size, windows)
-        if complete > sent or len(out) >= 64:
+        if complete > sent or len(out) >= RECORDS_PER_BATCH:
             out += _windows(number, changes, range(sent, complete), shards, parts, size)
             sent = max(sent, complete)
             yield _batch(out)
@@ -527,10 +529,16 @@ def sharded_pass(
         return shard_of_offset
     parts = partition_for_each_shard(session, shards)
     routed = events.mapInArrow(route_function(shard_of_offset, config, shards, parts), RECORDS_DDL)
-    routed = routed.repartition(shards, PART).sortWithinPartitions(*ORDER)
-    predicted = routed.mapInArrow(predict_function(shards, parts, rows), RECORDS_DDL)
-    predicted = predicted.repartition(shards, PART).sortWithinPartitions(*ORDER)
-    found = predicted.mapInArrow(judge_function(shards, rows), OUTCOME_DDL).collect()
+    # Routed apart (the trace read in Spark's large batches), kept on disk, then read a few records a batch.
+    routed = routed.repartition(shards, PART).sortWithinPartitions(*ORDER).persist(cache_level())
+    try:
+        routed.count()
+        with arrow_batches_of(session, RECORDS_PER_BATCH):
+            predicted = routed.mapInArrow(predict_function(shards, parts, rows), RECORDS_DDL)
+            predicted = predicted.repartition(shards, PART).sortWithinPartitions(*ORDER)
+            found = predicted.mapInArrow(judge_function(shards, rows), OUTCOME_DDL).collect()
+    finally:
+        routed.unpersist()
     results: dict[int, Judged] = {int(row.shard): pickle.loads(row.payload) for row in found}
     return outcome(results, shards, rows, kinds, limit, time.perf_counter() - started)
 
@@ -567,6 +575,27 @@ def outcome(
         seconds={"all": seconds} | {f"shard {number}": judgment.seconds for number, judgment in judgments.items()},
         workers_peak_rss=max(judgment.peak_rss for judgment in judgments.values()),
     )
+
+
+RECORDS_PER_BATCH = 16
+"""Records in an Arrow batch Spark hands a task that reads records: one carries a piece of a shard's rows (up to a
+megabyte), and the session's 65,536 rows a batch asked for more direct memory than a 1g driver has (10M events)."""
+
+
+@contextmanager
+def arrow_batches_of(session: SparkSession, size: int) -> Iterator[None]:
+    """Spark's Arrow batches to Python tasks at most `size` rows while the block runs (the setting restored after;
+    the byte limit stays off: Spark measures it row by row)."""
+    name = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = session.conf.get(name, None)
+    session.conf.set(name, str(size))
+    try:
+        yield
+    finally:
+        if before is None:
+            session.conf.unset(name)
+        else:
+            session.conf.set(name, before)
 
 
 def partition_for_each_shard(session: SparkSession, shards: int) -> list[int]:
