@@ -11,6 +11,7 @@ has teeth.
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from ks_conformance.sharding import merge as sharding
 from ks_conformance.sharding import shard as shard_module
 from ks_conformance.sharding.facts import NON_MEMBER, UNSHARDED_KINDS
 from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomaly_order, judge_in_shards
-from ks_conformance.sharding.shard import ShardChecker, ShardJudgment, judge_shard
+from ks_conformance.sharding.shard import NOTHING, Proof, ShardChecker, ShardJudgment, judge_shard
 from ks_conformance.vectors import VECTORS_DIR, find_vectors
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
@@ -156,6 +157,31 @@ def test_random_faulty_traces_are_judged_alike_in_shards(seed: int) -> None:
     for faulty, shards in random_faulty_traces(seed):
         sharded += judged_alike(faulty, shards) is None
     assert sharded >= 2  # most faulty traces stay well formed (the rest are judged whole, as they must be)
+
+
+@pytest.mark.parametrize(
+    ("made", "failed"),
+    [
+        ([(1, 0, 0, None), (2, 1, 0, "c"), (2, 0, 1, None), (5, 3, 0, None)], None),  # the same, one seq reordered
+        ([(1, 0, 0, None), (2, 0, 1, None), (5, 3, 0, None)], 2),  # a change never made
+        ([(1, 0, 0, None), (2, 0, 1, None), (2, 1, 0, "c"), (3, 1, 1, "c"), (5, 3, 0, None)], 3),  # one not predicted
+        ([(1, 0, 0, None), (2, 0, 1, None), (2, 1, 0, "c"), (6, 3, 0, None)], 5),  # one made at another seq
+    ],
+)
+def test_the_proof_settles_stretch_by_stretch(made: list[Any], failed: int | None) -> None:
+    """The shard's changes are compared with the prediction a stretch of seqs at a time: the outcome is the same
+    wherever the stretches end (a seq's changes may come in another order; a missing, extra or moved change fails at
+    its seq), and the markers of nothing (validate-replay's windows) are no prediction."""
+    predicted = [(0, NOTHING, -1, None), (1, 0, 0, None), (2, 0, 1, None), (2, 1, 0, "c"), (4, NOTHING, -1, None)]
+    predicted.append((5, 3, 0, None))
+    for stops in ([], [2], [1, 3], [2, 3, 4, 5, 6], [7]):
+        proof = Proof(predicted)
+        for change in made:
+            while stops and stops[0] <= change[0]:
+                proof.settle(stops.pop(0))
+            proof.made.append(change)
+        proof.settle(sys.maxsize)
+        assert proof.failed == failed, stops
 
 
 def test_a_wrong_prediction_is_caught_and_the_trace_judged_whole() -> None:

@@ -437,6 +437,8 @@ def judge_batches(
                 if problem:
                     return ShardJudgment([], [Problem(int(event.get("seq", -1)), problem)], {}, {})
             checker.feed_routed(event, index, shown)
+        if batch.num_rows:  # the changes before its last event are all made (an op's end is at or after it)
+            checker.proof.settle(checker.current_seq)
     return checker.finish_shard()
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from bisect import bisect_left
 from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
 from pyroaring import BitMap
@@ -66,36 +68,47 @@ CHUNK = 65536
 
 
 class Proof:
-    """Checks, as they are made, that a shard's changes to the facts that span keys are the predicted ones: event by
-    event, as a multiset (a restart or seek walks its messages in the heap's order), without keeping either list."""
+    """Checks that a shard's changes to the facts that span keys are the predicted ones, a stretch of seqs at a time
+    (`settle`): the checker logs its changes in `made` (a list: no Python call per change), compared with the
+    prediction as lists, and only where they differ seq by seq as multisets (a restart or seek walks its messages in
+    the heap's order)."""
 
     def __init__(self, predicted: Iterable[Change]) -> None:
         self.predicted = iter(predicted)
         self.upcoming = next(self.predicted, None)
         self.made: list[Change] = []
-        """The changes made at the current event."""
+        """The changes made and not yet compared (the checker's `delta_log`), in seq order."""
         self.failed: int | None = None
         """The seq where the changes made first differed from the prediction."""
 
-    def append(self, change: Change) -> None:
-        """One change made (the checker's `delta_log`)."""
+    def settle(self, before: int) -> None:
+        """Compare the changes made at seqs below `before` with the predicted ones, and forget both."""
         made = self.made
-        if made and change[0] != made[0][0]:
-            self.compare()
-        self.made.append(change)
-
-    def compare(self) -> None:
-        """Compare the changes of the current event with the predicted ones up to its seq."""
-        made = self.made
-        seq = made[0][0] if made else sys.maxsize
+        cut = bisect_left(made, before, key=itemgetter(0)) if made and made[-1][0] >= before else len(made)
+        done = made[:cut]
+        del made[:cut]
         expected = []
-        while self.upcoming is not None and self.upcoming[0] <= seq:
-            if self.upcoming[1] != NOTHING:
-                expected.append(self.upcoming)
-            self.upcoming = next(self.predicted, None)
-        if expected != made and sorted(expected) != sorted(made) and self.failed is None:
-            self.failed = min(change[0] for change in (*expected, *made))
-        self.made = []
+        upcoming, predicted = self.upcoming, self.predicted
+        while upcoming is not None and upcoming[0] < before:
+            if upcoming[1] != NOTHING:
+                expected.append(upcoming)
+            upcoming = next(predicted, None)
+        self.upcoming = upcoming
+        if expected != done and self.failed is None:
+            self.failed = first_difference(expected, done)
+
+
+def first_difference(expected: list[Change], made: list[Change]) -> int | None:
+    """The first seq whose changes differ between the two lists as multisets (None: they differ in order only)."""
+    by_seq: dict[int, tuple[list[Change], list[Change]]] = {}
+    for side, changes in enumerate((expected, made)):
+        for change in changes:
+            by_seq.setdefault(change[0], ([], []))[side].append(change)
+    for seq in sorted(by_seq):
+        wanted, got = by_seq[seq]
+        if wanted != got and sorted(wanted, key=repr) != sorted(got, key=repr):
+            return seq
+    return None
 
 
 class Op(NamedTuple):
@@ -138,7 +151,7 @@ class ShardChecker(Checker):
         """Every op's kind, first seq and last seq, read in order (the caller loads them as its rows go)."""
         self.proof = Proof(predicted)
         """Proves the ledger's predicted changes for this shard's keys are the ones its checker makes (facts.py)."""
-        self.delta_log = self.proof
+        self.delta_log = self.proof.made
         self.foreign_source = iter(foreign)
         """The other shards' changes to the facts that span keys, in seq order, a chunk at a time."""
         self.foreign = self.next_chunk()
@@ -465,7 +478,7 @@ class ShardChecker(Checker):
         self.ops.load_all()
         self.close_through(len(self.ops))
         self.finish()
-        self.proof.compare()  # the last event's changes, and any predicted change never made
+        self.proof.settle(sys.maxsize)  # the changes not yet compared, and any predicted change never made
         mispredicted = self.proof.failed
         self.messages.close()
         return ShardJudgment(
