@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 from ks_conformance.checker import Checker
+from ks_conformance.checks import state as state_module
+from ks_conformance.sharding import facts as facts_module
 from ks_conformance.sharding import merge as sharding
 from ks_conformance.sharding import shard as shard_module
-from ks_conformance.sharding.facts import NON_MEMBER, UNSHARDED_KINDS
+from ks_conformance.sharding.facts import UNSHARDED_KINDS
 from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomaly_order, judge_in_shards
 from ks_conformance.sharding.shard import NOTHING, Proof, ShardChecker, ShardJudgment, judge_shard
 from ks_conformance.vectors import VECTORS_DIR, find_vectors
@@ -36,7 +38,6 @@ DECLARED = (
     "selector buckets",
     "park_after",
     "a restart of an implementation without a cursor",
-    NON_MEMBER,
     *UNSHARDED_KINDS.values(),
 )
 """What the sharding says it does not cover yet (facts.py): a reason to judge a trace whole."""
@@ -182,6 +183,34 @@ def test_the_proof_settles_stretch_by_stretch(made: list[Any], failed: int | Non
             proof.made.append(change)
         proof.settle(sys.maxsize)
         assert proof.failed == failed, stops
+
+
+def _delivered_before_joining() -> list[Event]:
+    """c2 gets a message while not a member, then joins with capacity 1 and gets the rest one at a time (acked)."""
+    from ks_conformance.builder import TraceBuilder
+
+    trace = TraceBuilder(profile="owner", selector="ring").add("c1", capacity=4)
+    offsets = [trace.publish(f"k{number}") for number in range(8)]
+    trace.deliver(offsets[0], "c2")
+    trace.add("c2", capacity=1)
+    for offset in offsets[1:]:
+        trace.deliver(offset, "c2").ack(offset, "c2")
+    return trace.events
+
+
+def test_a_non_members_deliveries_are_kept_apart_from_the_member_of_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delivery to a consumer that is not a member is held apart from the member that later takes its name, in
+    every shard as in the whole checker (the ledger and the log write its holder after PHANTOM); teeth: written as
+    the member's, the other shards count it against the member's capacity."""
+    events = _delivered_before_joining()
+    for shards in SHARDS:
+        assert judged_alike(events, shards) is None
+    monkeypatch.setattr(facts_module, "PHANTOM", "")
+    monkeypatch.setattr(state_module, "PHANTOM", "")
+    judgment = judge_in_shards(events, 2)
+    assert not isinstance(judgment, Unsharded)
+    assert "capacity-overrun" in {anomaly.name for anomaly in judgment.anomalies}
+    assert "capacity-overrun" not in {anomaly[0] for anomaly in whole(events)[0]}
 
 
 def test_a_wrong_prediction_is_caught_and_the_trace_judged_whole() -> None:

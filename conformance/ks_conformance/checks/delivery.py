@@ -7,7 +7,7 @@ from __future__ import annotations
 from ks_conformance import explain
 from ks_conformance.checks.hooks import DELIVERY_CHECKS
 from ks_conformance.checks.records import Delivery, Incarnation, KeyState, Message
-from ks_conformance.checks.state import DELIVERED, CheckerState, Event
+from ks_conformance.checks.state import DELIVERED, CheckerState, Event, logged_name
 from ks_conformance.rules.assignment import check_assignment
 from ks_conformance.rules.best_effort import check_best_effort_outcome
 from ks_conformance.rules.buckets import check_bucket_delivery, check_checkpoint_resurrected
@@ -91,7 +91,7 @@ def record_delivery(
         st.parked.discard(offset)  # an outstanding message is never parked (KS-ISO-4)
     holder.outstanding[offset] = delivery
     if st.delta_log is not None:
-        st.delta_log.append((seq, DELIVERED, offset, holder.name))
+        st.delta_log.append((seq, DELIVERED, offset, logged_name(holder)))
     if st.max_unacked and st.holding(holder) >= st.max_unacked and holder.unacked_blocked_seq is None:
         holder.unacked_blocked_seq = seq  # req: KS-FLW-1 (blocked at the limit)
     state.outstanding[offset] = delivery

@@ -51,6 +51,9 @@ PUBLISHED, DELIVERED, DELIVERY_ENDED, RESOLVED, SHOWN, REOPENED, SEEKED, DELAYED
 under `read_trigger = "heartbeat"`, a `held` or `filter` showed its message read, KS-GEN-8; REOPENED: a restart or
 seek made a resolved message unresolved again; SEEKED: a seek resolved an unresolved message before its target;
 DELAYED: a delayed message was published, after which every key's order and idle checks look for delays, KS-ORD-6)."""
+PHANTOM = "\x00"
+"""Before a consumer's name in a logged change (`delta_log`): a consumer that was not a member when it got the delivery,
+whose deliveries the checker keeps apart from a member's of the same name."""
 DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
 """The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
 SPARE_STATES = 1024
@@ -507,7 +510,7 @@ class CheckerState:
         outstanding = holder.outstanding
         outstanding.pop(offset, None)
         if self.delta_log is not None:
-            self.delta_log.append((self.last_seq, DELIVERY_ENDED, offset, holder.name))
+            self.delta_log.append((self.last_seq, DELIVERY_ENDED, offset, logged_name(holder)))
         if holder.unacked_blocked_seq is not None and self.holding(holder) <= self.max_unacked // 2:
             holder.unacked_blocked_seq = None  # req: KS-FLW-1 (max_unacked: resumed at half the limit)
         state = self.keys.get(key) or self._key(key)
@@ -749,3 +752,8 @@ class CheckerState:
 
 def _settled(message: Message) -> bool:
     return message.resolved and message.outstanding is None
+
+
+def logged_name(holder: Incarnation) -> str:
+    """A holder's name in a logged change: a member's own, a non-member's after PHANTOM."""
+    return holder.name if holder.member else PHANTOM + holder.name

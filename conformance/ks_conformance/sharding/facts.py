@@ -25,6 +25,7 @@ from ks_conformance.checks.state import (
     DELAYED,
     DELIVERED,
     DELIVERY_ENDED,
+    PHANTOM,
     PUBLISHED,
     REOPENED,
     RESOLVED,
@@ -46,8 +47,6 @@ UNSHARDED_KINDS = {
     "checkpoint": "selector buckets",
 }
 """Event kinds a trace is not yet judged in shards with, and why (the caller judges it in one process)."""
-NON_MEMBER = "a delivery to a consumer that is not a member"
-"""Not judged in shards yet: the checker keeps such a consumer's deliveries apart from a member's of the same name."""
 
 
 def unsharded_config(config: Mapping[str, Any]) -> str | None:
@@ -186,12 +185,12 @@ def ledger_stream(
                     unresolved.discard(moved)
             continue
         if kind == "deliver":
-            if consumer not in members:
-                return Prediction([], f"{NON_MEMBER} ({consumer!r}, seq {seq})")
             holder = holder_of.get(offset)
             if holder is not None:
                 add((seq, DELIVERY_ENDED, offset, holder))
                 del held[holder][offset]
+            if consumer not in members:  # (kept apart from a member's of the same name, as the checker does)
+                consumer = PHANTOM + str(consumer)
             add((seq, DELIVERED, offset, consumer))
             holder_of[offset] = consumer
             mine = held.get(consumer)
@@ -210,14 +209,14 @@ def ledger_stream(
         resolving = kind in RESOLVING
         if best_effort and ((offset in delivered and resolving) or kind == "ack"):
             holder = holder_of.get(offset)
-            if kind == "ack" and holder is not None and holder == consumer:  # (an ack resolves nothing here)
+            if kind == "ack" and holder is not None and holder in (consumer, PHANTOM + str(consumer)):
                 add((seq, DELIVERY_ENDED, offset, holder))
                 del holder_of[offset]
                 del held[holder][offset]
             continue
         if resolving or kind == "nack" or kind == "timeout":
             holder = holder_of.get(offset)
-            if holder is not None and (kind != "timeout" or holder == consumer):
+            if holder is not None and (kind != "timeout" or holder in (consumer, PHANTOM + str(consumer))):
                 add((seq, DELIVERY_ENDED, offset, holder))
                 del holder_of[offset]
                 del held[holder][offset]

@@ -16,9 +16,9 @@ records where (an op's index or an event's seq) and the merge counts each place 
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from bisect import bisect_left
 from itertools import chain
 from operator import itemgetter
 from typing import NamedTuple
@@ -39,6 +39,7 @@ from ks_conformance.checks.state import (
     RESOLVED,
     SEEKED,
     SHOWN,
+    logged_name,
     phase_of,
 )
 from ks_conformance.rules.cursor import check_persistence, persisted_and_unmoved
@@ -179,11 +180,11 @@ class ShardChecker(Checker):
     # --- the facts that span keys: this shard's part plus the ledger's ---------------------------------------
 
     def holding(self, incarnation: Incarnation) -> int:
-        return len(incarnation.outstanding) + len(self.foreign_held.get(incarnation.name, ()))
+        return len(incarnation.outstanding) + len(self.foreign_held.get(logged_name(incarnation), ()))
 
     def holding_seqs(self, incarnation: Incarnation) -> list[int]:
         own = [d.seq for d in incarnation.outstanding.values()]
-        return sorted([*own, *self.foreign_held.get(incarnation.name, {}).values()])
+        return sorted([*own, *self.foreign_held.get(logged_name(incarnation), {}).values()])
 
     def all_unresolved(self) -> BitMap:
         return self.unresolved | self.foreign_unresolved
