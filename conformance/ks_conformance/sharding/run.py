@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from itertools import chain, compress
 from operator import itemgetter, not_
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +49,7 @@ from ks_conformance.checker import Checker
 from ks_conformance.checks.records import Problem
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
 from ks_conformance.pacing import fewer_collections
-from ks_conformance.sharding.facts import Change, Row, ledger_changes
+from ks_conformance.sharding.facts import FLUSH_ROW, Change, Prediction, Row, ledger_stream
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
 from ks_conformance.sharding.ops import TRIM, OpChunk, OpWindow
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
@@ -78,11 +78,11 @@ def kind_codes(kinds: pa.Array) -> np.ndarray:
 
 
 class OpTable:
-    """Every op of a trace as three arrays (kind code, first seq, last seq): sent to a worker as arrays, read there a
+    """Every op of a trace as two arrays (kind code, first seq; in a worker, mapped from the routing's files), read a
     chunk at a time (`chunks`)."""
 
-    def __init__(self, kinds: list[str], codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.kinds, self.codes, self.starts, self.ends = kinds, codes, starts, ends
+    def __init__(self, kinds: list[str], codes: np.ndarray, starts: np.ndarray) -> None:
+        self.kinds, self.codes, self.starts = kinds, codes, starts
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -98,16 +98,26 @@ class OpTable:
 
 @dataclass
 class Routing:
-    """A trace routed into shards: per row (in files, so that memory stays flat), its shard (-1: every shard), its
-    op's index, and whether every shard sees it for its tick phase; and every op."""
+    """A trace routed into shards, in files of its folder (so that memory stays flat, and a worker maps what it reads
+    rather than receiving it): per row, its shard (-1: every shard), its op's index, and whether every shard sees it
+    for its tick phase; every op's first seq and kind; each shard's predicted changes once predicted."""
 
     trace: Path
     folder: Path
-    ops: OpTable
     events: int
     published: int
     batch_size: int
     """The size of the batches the trace is read in (the routing's files follow the trace's rows batch by batch)."""
+
+    @property
+    def ops(self) -> OpTable:
+        """Every op (mapped from the folder's files)."""
+        codes = np.load(self.folder / "op-codes.npy", mmap_mode="r")
+        return OpTable(KINDS, codes, np.load(self.folder / "op-starts.npy", mmap_mode="r"))
+
+    def changes(self, shard: int) -> Changes:
+        """A shard's predicted changes (`predict_shard` wrote them; mapped from the folder's files)."""
+        return Changes.load(self.folder / f"changes-{shard}")
 
     def rows(
         self, shard: int, columns: Sequence[str] | None = None
@@ -275,10 +285,9 @@ def route_to_files(
     events = screen.seq
     if events == 0:
         return Unsharded("the trace is empty")
-    all_starts = np.concatenate(starts)
-    ends = np.append(all_starts[1:] - 1, events - 1)
-    table = OpTable(KINDS, np.concatenate(codes), all_starts, ends)
-    return Routing(path, out, table, events, screen.published, batch_size)
+    np.save(out / "op-starts.npy", np.concatenate(starts))
+    np.save(out / "op-codes.npy", np.concatenate(codes))
+    return Routing(path, out, events, screen.published, batch_size)
 
 
 def shown_for_phases(batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, tick_rows: np.ndarray) -> np.ndarray:
@@ -305,6 +314,9 @@ def shown_for_phases(batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, ti
     last[:-1] = first[1:]
     shown[at[first | last]] = True
     return shown
+
+
+CHANGE_ARRAYS = ("seqs", "what", "offsets", "consumers")
 
 
 @dataclass
@@ -353,6 +365,21 @@ class Changes:
             list(names),
         )
 
+    def save(self, prefix: Path) -> None:
+        """Write the arrays and the names to files named after `prefix` (`load` maps them)."""
+        for name in ("seqs", "what", "offsets", "consumers"):
+            np.save(prefix.with_name(f"{prefix.name}.{name}.npy"), getattr(self, name))
+        prefix.with_name(f"{prefix.name}.names.json").write_text(json.dumps(self.names))
+
+    @classmethod
+    def load(cls, prefix: Path) -> Changes:
+        """The changes `save` wrote, their arrays mapped (read as they are used)."""
+        seqs, what, offsets, consumers = (
+            np.load(prefix.with_name(f"{prefix.name}.{name}.npy"), mmap_mode="r") for name in CHANGE_ARRAYS
+        )
+        names = json.loads(prefix.with_name(f"{prefix.name}.names.json").read_text())
+        return cls(seqs, what, offsets, consumers, names)
+
     def chunks(self, chunk: int = 65536) -> Iterator[list[Change]]:
         """The changes as lists of (seq, what, offset, consumer) tuples, made a chunk at a time (never all in
         memory)."""
@@ -386,10 +413,15 @@ def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
     yield from compress(rows, map(not_, phase_only))  # (C loops: no Python frame per row)
 
 
-def predict_shard(routing: Routing, shard: int, detail: str) -> Changes | str:
-    """The ledger's changes for one shard's keys, predicted from its own rows (in a worker: every change belongs to
-    one key, and the rows that end a consumer's deliveries are every shard's), or why the trace is not sharded."""
-    return predict_batches(routing.rows(shard, LEDGER_COLUMNS), detail)
+def predict_shard(routing: Routing, shard: int, detail: str) -> str | None:
+    """Predict the ledger's changes for one shard's keys from its own rows (in a worker: every change belongs to one
+    key, and the rows that end a consumer's deliveries are every shard's) and write them to the routing's folder; or
+    why the trace is not sharded."""
+    changes = predict_batches(routing.rows(shard, LEDGER_COLUMNS), detail)
+    if isinstance(changes, str):
+        return changes
+    changes.save(routing.folder / f"changes-{shard}")
+    return None
 
 
 LEDGER_COLUMNS = ("event", "seq", "offset", "consumer", "deliver_at", "cursor", "ranges")
@@ -399,19 +431,35 @@ RoutedBatch = tuple[pa.RecordBatch, list[int], list[bool]]
 
 
 def predict_batches(batches: Iterable[RoutedBatch], detail: str) -> Changes | str:
-    """The ledger's changes predicted from one shard's routed batches (check-trace's workers, validate-replay's
-    tasks), or why the trace is not sharded."""
-    rows = (row for batch, _, phase_only in batches for row in ledger_rows(batch, phase_only))
-    prediction = ledger_changes(rows, detail)
-    return prediction.reason if prediction.reason is not None else Changes.of(prediction.changes)
+    """The ledger's changes predicted from one shard's routed batches, or why the trace is not sharded; they are made
+    arrays a batch at a time (a change as a tuple costs five times its 21 bytes in arrays)."""
+    made: list[Change] = []
+    parts: list[Changes] = []
+
+    def rows() -> Iterator[Row]:
+        for batch, _, phase_only in batches:
+            yield from ledger_rows(batch, phase_only)
+            yield FLUSH_ROW
+
+    stream = ledger_stream(rows(), detail, made)
+    while True:
+        try:
+            next(stream)
+        except StopIteration as stop:
+            reason = cast(Prediction, stop.value).reason
+            break
+        if len(made) >= 65536:
+            parts.append(Changes.of(made))
+            made.clear()
+    return reason if reason is not None else Changes.concatenate([*parts, Changes.of(made)])
 
 
-def judge_shard(routing: Routing, predicted: list[Changes], shard: int) -> ShardJudgment:
+def judge_shard(routing: Routing, shards: int, shard: int) -> ShardJudgment:
     """Judge one shard (in a worker process): its rows checked against the schema, then fed to its checker, with its
-    own predicted changes to prove and the other shards' to apply."""
+    own predicted changes to prove and the other shards' to apply (read from the routing's folder)."""
     ops = OpWindow(routing.ops.chunks(routing.events), routing.events)
-    own = chain.from_iterable(predicted[shard].chunks())
-    foreign = Changes.concatenate([c for number, c in enumerate(predicted) if number != shard]).chunks()
+    own = chain.from_iterable(routing.changes(shard).chunks())
+    foreign = Changes.concatenate([routing.changes(number) for number in range(shards) if number != shard]).chunks()
     return judge_batches(routing.rows(shard), ops, foreign, own, shard)
 
 
@@ -446,11 +494,11 @@ def _ready() -> None:
     """A worker's first task: nothing (it starts the worker, which imports the checker, while the trace is routed)."""
 
 
-def _predict_task(task: tuple[Routing, int, str]) -> Changes | str:
+def _predict_task(task: tuple[Routing, int, str]) -> str | None:
     return predict_shard(*task)
 
 
-def _judge_task(task: tuple[Routing, list[Changes], int]) -> ShardJudgment:
+def _judge_task(task: tuple[Routing, int, int]) -> ShardJudgment:
     return measured(lambda: judge_shard(*task))
 
 
@@ -531,12 +579,11 @@ def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: i
             return routing
         routed = time.perf_counter()
         predicted = list(mapper(_predict_task, [(routing, shard, detail) for shard in range(shards)]))
-        reasons = [reason for reason in predicted if isinstance(reason, str)]
+        reasons = [reason for reason in predicted if reason is not None]
         if reasons:
             return Unsharded(reasons[0])
-        changes = [c for c in predicted if isinstance(c, Changes)]
         judgments: list[ShardJudgment] = list(
-            mapper(_judge_task, [(routing, changes, shard) for shard in range(shards)])
+            mapper(_judge_task, [(routing, shards, shard) for shard in range(shards)])
         )
         judged = time.perf_counter()
     merged = merge(judgments)
