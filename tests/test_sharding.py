@@ -22,9 +22,10 @@ from ks_conformance.checks import state as state_module
 from ks_conformance.sharding import facts as facts_module
 from ks_conformance.sharding import merge as sharding
 from ks_conformance.sharding import shard as shard_module
-from ks_conformance.sharding.facts import UNSHARDED_KINDS
+from ks_conformance.sharding.facts import NOTHING, UNSHARDED_KINDS
 from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomaly_order, judge_in_shards
-from ks_conformance.sharding.shard import NOTHING, Proof, ShardChecker, ShardJudgment, judge_shard
+from ks_conformance.sharding.proof import Proof
+from ks_conformance.sharding.shard import ShardChecker, ShardJudgment, judge_shard
 from ks_conformance.vectors import VECTORS_DIR, find_vectors
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named

@@ -35,6 +35,9 @@ from ks_conformance.checks.state import (
 
 Change = tuple[int, int, int, str | None]
 """(seq, what, offset, consumer): `what` is PUBLISHED, DELIVERED, DELIVERY_ENDED or RESOLVED (checks/state.py)."""
+NOTHING = -1
+"""A change that changes nothing: a chunk of changes streamed from other tasks begins with one at its first seq, so a
+shard that looks for the next change never reads further than the next chunk (validate-replay's windows)."""
 
 RESOLVING = frozenset({"ack", "drop", "dead_letter", "filter", "outcome"})
 """Effects that resolve their message (and end its delivery), as `resolve` in rules/resolutions.py does (an

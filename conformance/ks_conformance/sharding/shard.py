@@ -16,11 +16,9 @@ records where (an op's index or an event's seq) and the merge counts each place 
 from __future__ import annotations
 
 import sys
-from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import itemgetter
 from typing import NamedTuple
 
 from pyroaring import BitMap
@@ -44,8 +42,9 @@ from ks_conformance.checks.state import (
 )
 from ks_conformance.rules.cursor import check_persistence, persisted_and_unmoved
 from ks_conformance.rules.isolation import check_idle
-from ks_conformance.sharding.facts import Change
+from ks_conformance.sharding.facts import NOTHING, Change
 from ks_conformance.sharding.ops import OpWindow, table_chunks
+from ks_conformance.sharding.proof import Proof
 
 FIRST_SHARD_KINDS = frozenset({"persist-late", "persist-early", "seek-unpersisted"})
 """Anomaly kinds of the persisted cursor's schedule, which the persistence checks at ops' ends keep (KS-CUR-5, KS-CUR-7,
@@ -61,55 +60,8 @@ END_OF_CHANGES: Change = (sys.maxsize, -1, -1, None)
 END_OF_CHUNK: Change = (sys.maxsize, -1, -1, None)
 """After the last change of a chunk of them in memory (the next chunk is read then): another object than
 END_OF_CHANGES, told apart by identity."""
-NOTHING = -1
-"""A change that changes nothing: a chunk of changes streamed from other tasks begins with one at its first seq, so a
-shard that looks for the next change never reads further than the next chunk (validate-replay's windows)."""
 CHUNK = 65536
 """The size of the chunks of other shards' changes `judge_shard` hands its checker (tests make it small)."""
-
-
-class Proof:
-    """Checks that a shard's changes to the facts that span keys are the predicted ones, a stretch of seqs at a time
-    (`settle`): the checker logs its changes in `made` (a list: no Python call per change), compared with the
-    prediction as lists, and only where they differ seq by seq as multisets (a restart or seek walks its messages in
-    the heap's order)."""
-
-    def __init__(self, predicted: Iterable[Change]) -> None:
-        self.predicted = iter(predicted)
-        self.upcoming = next(self.predicted, None)
-        self.made: list[Change] = []
-        """The changes made and not yet compared (the checker's `delta_log`), in seq order."""
-        self.failed: int | None = None
-        """The seq where the changes made first differed from the prediction."""
-
-    def settle(self, before: int) -> None:
-        """Compare the changes made at seqs below `before` with the predicted ones, and forget both."""
-        made = self.made
-        cut = bisect_left(made, before, key=itemgetter(0)) if made and made[-1][0] >= before else len(made)
-        done = made[:cut]
-        del made[:cut]
-        expected = []
-        upcoming, predicted = self.upcoming, self.predicted
-        while upcoming is not None and upcoming[0] < before:
-            if upcoming[1] != NOTHING:
-                expected.append(upcoming)
-            upcoming = next(predicted, None)
-        self.upcoming = upcoming
-        if expected != done and self.failed is None:
-            self.failed = first_difference(expected, done)
-
-
-def first_difference(expected: list[Change], made: list[Change]) -> int | None:
-    """The first seq whose changes differ between the two lists as multisets (None: they differ in order only)."""
-    by_seq: dict[int, tuple[list[Change], list[Change]]] = {}
-    for side, changes in enumerate((expected, made)):
-        for change in changes:
-            by_seq.setdefault(change[0], ([], []))[side].append(change)
-    for seq in sorted(by_seq):
-        wanted, got = by_seq[seq]
-        if wanted != got and sorted(wanted, key=repr) != sorted(got, key=repr):
-            return seq
-    return None
 
 
 class Op(NamedTuple):

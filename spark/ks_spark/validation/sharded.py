@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 from ks_conformance.checker import Checker
-from ks_conformance.sharding.facts import FLUSH_ROW, Change, ledger_stream, unsharded_config
+from ks_conformance.sharding.facts import FLUSH_ROW, NOTHING, Change, ledger_stream, unsharded_config
 from ks_conformance.sharding.merge import Unsharded, merge
 from ks_conformance.sharding.ops import OpWindow, continued
 from ks_conformance.sharding.run import (
@@ -56,7 +56,7 @@ from ks_conformance.sharding.run import (
     row_shards,
     shown_for_phases,
 )
-from ks_conformance.sharding.shard import NOTHING, ShardJudgment
+from ks_conformance.sharding.shard import ShardJudgment
 from ks_spec.trace import batch_events
 
 from ks_spark.session import cache_level
