@@ -34,7 +34,8 @@ from ks_conformance.checks.state import (
 )
 
 Change = tuple[int, int, int, str | None]
-"""(seq, what, offset, consumer): `what` is PUBLISHED, DELIVERED, DELIVERY_ENDED or RESOLVED (checks/state.py)."""
+"""(seq, what, offset, consumer): `what` is one of the changes of checks/state.py (PUBLISHED, DELIVERED, ...) or
+NOTHING."""
 NOTHING = -1
 """A change that changes nothing: a chunk of changes streamed from other tasks begins with one at its first seq, so a
 shard that looks for the next change never reads further than the next chunk (validate-replay's windows)."""
