@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 LIST_COLUMNS = ("filters", "ranges")
-"""Sent to the pass as JSON text (see `sequence_input`); decoded only in the few rows that need them."""
+"""Sent to the pass as JSON text (see `sequence_input`): the pass checks where they are set, never their lists."""
 
 RUN, PROBLEM, META = "run", "problem", "meta"
 CORRUPT_PREFIX = "corrupt:"
@@ -48,15 +48,13 @@ OUTPUT_SCHEMA = pa.schema(
         pa.field("c", pa.int64()),
         pa.field("d", pa.int64()),
         pa.field("text", pa.string()),
-        pa.field("filters", pa.list_(pa.string())),
-        pa.field("ranges", pa.list_(pa.list_(pa.int64()))),
     ]
 )
 """One schema for every row the pass emits; `rtype` says which fields mean what."""
 
 OUTPUT_DDL = (
     "rtype string, file string, block bigint, idx bigint, row bigint, seq bigint, tick bigint, event string, "
-    "a bigint, b bigint, c bigint, d bigint, text string, filters array<string>, ranges array<array<bigint>>"
+    "a bigint, b bigint, c bigint, d bigint, text string"
 )
 
 
@@ -129,20 +127,6 @@ def sequence_input(events: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return events.select(*[F.to_json(F.col(c)).alias(c) if c in LIST_COLUMNS else F.col(c) for c in events.columns])
-
-
-def _list(column: pa.Array | pa.ChunkedArray, row: int) -> Any:
-    """One row of a list column, whether it came as a list or as JSON text (`sequence_input`)."""
-    value = column[row].as_py()
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _lists(column: pa.Array | pa.ChunkedArray, rows: pa.Array, kind: pa.DataType) -> pa.Array | pa.ChunkedArray:
-    """Some rows of a list column as `kind`, whether it came as lists or as JSON text."""
-    taken = column.take(rows)
-    if pa.types.is_string(taken.type) or pa.types.is_large_string(taken.type):
-        return pa.array([None if v is None else json.loads(v) for v in taken.to_pylist()], type=kind)
-    return taken.cast(kind)
 
 
 def _np(array: pa.Array | pa.ChunkedArray, fill: int = -1) -> np.ndarray[Any, Any]:
