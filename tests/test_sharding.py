@@ -10,6 +10,7 @@ has teeth.
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 from collections.abc import Iterator, Sequence
@@ -38,7 +39,6 @@ SHARDS = (1, 2, 7)
 DECLARED = (
     "selector buckets",
     "park_after",
-    "a restart of an implementation without a cursor",
     *UNSHARDED_KINDS.values(),
 )
 """What the sharding says it does not cover yet (facts.py): a reason to judge a trace whole."""
@@ -212,6 +212,34 @@ def test_a_non_members_deliveries_are_kept_apart_from_the_member_of_its_name(mon
     assert not isinstance(judgment, Unsharded)
     assert "capacity-overrun" in {anomaly.name for anomaly in judgment.anomalies}
     assert "capacity-overrun" not in {anomaly[0] for anomaly in whole(events)[0]}
+
+
+def _without_a_cursor(seed: int) -> list[Event]:
+    """A reference run with two crashes, its config declaring an implementation without a cursor (KS-CUR-4: a restart
+    keeps every resolution, so the reference's redeliveries are findings)."""
+    events = [dict(event) for event in run_named("crash-restart", size=300, seed=seed, store=MemoryStore()).events]
+    detail = json.loads(str(events[0]["detail"]))
+    detail["declared"] = {**detail.get("declared", {}), "cursor": False}
+    events[0]["detail"] = json.dumps(detail)
+    return events
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_restarts_without_a_cursor_are_judged_in_shards(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restart of an implementation without a cursor reopens nothing (the ledger predicts so); teeth: a ledger that
+    reopens as a cursor's restart would is caught by the shards' proof, and the trace judged whole."""
+    events = _without_a_cursor(seed)
+    assert sum(event["event"] == "restart" for event in events) >= 1 and whole(events)[0]
+    for shards in SHARDS:
+        assert judged_alike(events, shards) is None
+    original = sharding.ledger_changes
+
+    def with_a_cursor(rows: Any, detail: str | None) -> Any:
+        return original(rows, json.dumps({**json.loads(str(detail)), "declared": {}}))
+
+    monkeypatch.setattr(sharding, "ledger_changes", with_a_cursor)
+    judgment = judge_in_shards(events, 2)
+    assert isinstance(judgment, Unsharded) and "mispredicted" in judgment.reason
 
 
 def test_a_wrong_prediction_is_caught_and_the_trace_judged_whole() -> None:
