@@ -46,9 +46,9 @@ def register(commands: Any) -> None:
         type=int,
         metavar="N",
         default=1,
-        help="judge in N shards of keys, one Spark task each (default 1: the whole trace in one task; on two cores "
-        "sharding did not pay, benchmarks/README.md); a trace the shards do not cover yet is judged in one task, "
-        "with the reason printed",
+        help="judge in N shards of keys, one Spark task each (default 1: the whole trace in one task; on two cores two "
+        "shards cost about what one task costs, benchmarks/README.md); a trace the shards do not cover yet is judged "
+        "in one task, with the reason printed",
     )
     command.add_argument(
         "--master",
