@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import ks_conformance.sharding.ops as ops_module
-import ks_conformance.sharding.run as run_module
 import pytest
 from ks_conformance.anomalies import verdict_of
 from ks_conformance.sharding.merge import Unsharded, anomaly_order, judge_in_shards
@@ -72,7 +71,6 @@ def test_the_ops_read_a_few_at_a_time(target: str, tmp_path: Path, monkeypatch: 
     chunks of three ops, every op's end is read across chunk edges and after drops, and the judgment is still the
     whole trace's."""
     monkeypatch.setattr(ops_module, "TRIM", 3)
-    monkeypatch.setattr(run_module, "TRIM", 3)
     workload, inject = INJECTIONS[target]
     events = inject(run_named(workload, size=300, seed=9, store=MemoryStore()).events)
     assert events is not None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS
 from pyroaring import BitMap
@@ -103,12 +103,16 @@ FLUSH_ROW: Row = (FLUSH, -1, None, None, False, None)
 def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction:
     """Predict, row by row, the changes a whole-trace checker makes to the facts that span keys (`ledger_stream`,
     run to its end)."""
-    stream = ledger_stream(rows, config_detail, [])
-    while True:
-        try:
-            next(stream)
-        except StopIteration as stop:
-            return cast(Prediction, stop.value)
+    outcome: list[Prediction] = []
+    for _ in pauses(ledger_stream(rows, config_detail, []), outcome):
+        pass
+    return outcome[0]
+
+
+def pauses(stream: Generator[None, None, Prediction], outcome: list[Prediction]) -> Iterator[None]:
+    """Each pause of a `ledger_stream` (its FLUSH rows), for the caller to act at; its prediction appended to
+    `outcome` at the end."""
+    outcome.append((yield from stream))
 
 
 def ledger_stream(

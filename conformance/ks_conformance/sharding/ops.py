@@ -8,7 +8,7 @@ split's raw op starts through Spark's shuffle and apply the rule of zombie ops t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -89,12 +89,16 @@ class OpWindow:
         return self.base + np.searchsorted(self.start_array, seqs, side="right")
 
 
-def table_chunks(kinds: Sequence[str], starts: Sequence[int], events: int, size: int = TRIM) -> Iterator[OpChunk]:
-    """The chunks of an op table held whole (its kinds and starts, zombie ops' continuations already left out)."""
+def table_chunks(
+    starts: Sequence[int] | np.ndarray, kinds_of: Callable[[int, int], list[str]], events: int
+) -> Iterator[OpChunk]:
+    """The chunks of an op table held whole (its first seqs, and the kinds of the ops from `low` to `high` as
+    `kinds_of` reads them; zombie ops' continuations already left out), TRIM ops at a time."""
+    size = TRIM
     for low in range(0, len(starts), size):
         high = low + size
-        through = starts[high] - 1 if high < len(starts) else events - 1
-        yield OpChunk(int(through), list(starts[low:high]), list(kinds[low:high]))
+        through = int(starts[high]) - 1 if high < len(starts) else events - 1
+        yield OpChunk(through, np.asarray(starts[low:high], dtype=np.int64).tolist(), kinds_of(low, high))
 
 
 def continued(raw: Iterable[tuple[int, np.ndarray, np.ndarray]], kinds: Sequence[str]) -> Iterator[OpChunk]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from itertools import chain, compress
 from operator import itemgetter, not_
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -49,9 +49,9 @@ from ks_conformance.checker import Checker
 from ks_conformance.checks.records import Problem
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
 from ks_conformance.pacing import fewer_collections
-from ks_conformance.sharding.facts import FLUSH_ROW, Change, Prediction, Row, ledger_stream
+from ks_conformance.sharding.facts import FLUSH_ROW, Change, Prediction, Row, ledger_stream, pauses
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
-from ks_conformance.sharding.ops import TRIM, OpChunk, OpWindow
+from ks_conformance.sharding.ops import OpChunk, OpWindow, table_chunks
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
 
 BATCH = 65536
@@ -88,12 +88,9 @@ class OpTable:
         return len(self.starts)
 
     def chunks(self, events: int) -> Iterator[OpChunk]:
-        """The ops as an `OpWindow` reads them, TRIM at a time."""
-        kinds, starts, size = self.kinds, self.starts, TRIM
-        for low in range(0, len(starts), size):
-            high = low + size
-            through = int(starts[high]) - 1 if high < len(starts) else events - 1
-            yield OpChunk(through, starts[low:high].tolist(), [kinds[code] for code in self.codes[low:high].tolist()])
+        """The ops as an `OpWindow` reads them (ops.py `table_chunks`)."""
+        kinds, codes = self.kinds, self.codes
+        return table_chunks(self.starts, lambda low, high: [kinds[code] for code in codes[low:high].tolist()], events)
 
 
 @dataclass
@@ -317,6 +314,7 @@ def shown_for_phases(batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, ti
 
 
 CHANGE_ARRAYS = ("seqs", "what", "offsets", "consumers")
+"""The arrays of `Changes`, each saved to a file of its own."""
 
 
 @dataclass
@@ -367,7 +365,7 @@ class Changes:
 
     def save(self, prefix: Path) -> None:
         """Write the arrays and the names to files named after `prefix` (`load` maps them)."""
-        for name in ("seqs", "what", "offsets", "consumers"):
+        for name in CHANGE_ARRAYS:
             np.save(prefix.with_name(f"{prefix.name}.{name}.npy"), getattr(self, name))
         prefix.with_name(f"{prefix.name}.names.json").write_text(json.dumps(self.names))
 
@@ -441,16 +439,12 @@ def predict_batches(batches: Iterable[RoutedBatch], detail: str) -> Changes | st
             yield from ledger_rows(batch, phase_only)
             yield FLUSH_ROW
 
-    stream = ledger_stream(rows(), detail, made)
-    while True:
-        try:
-            next(stream)
-        except StopIteration as stop:
-            reason = cast(Prediction, stop.value).reason
-            break
-        if len(made) >= 65536:
+    outcome: list[Prediction] = []
+    for _ in pauses(ledger_stream(rows(), detail, made), outcome):
+        if len(made) >= BATCH:
             parts.append(Changes.of(made))
             made.clear()
+    reason = outcome[0].reason
     return reason if reason is not None else Changes.concatenate([*parts, Changes.of(made)])
 
 

@@ -455,7 +455,8 @@ def judge_shard(
     """Judge one shard's rows (each with its op's index and whether it is shown for its phase only), given every op,
     the other shards' predicted changes and its own (with `checker_class`, a subclass, in tests)."""
     events = ops[-1].end + 1 if ops else 0
-    window = OpWindow(table_chunks([op.kind for op in ops], [op.start for op in ops], events), events)
+    kinds = [op.kind for op in ops]
+    window = OpWindow(table_chunks([op.start for op in ops], lambda low, high: kinds[low:high], events), events)
     window.load_all()
     chunks = [list(foreign[low : low + CHUNK]) for low in range(0, len(foreign), CHUNK)]
     checker = (checker_class or ShardChecker)(window, chunks, chain(predicted), first)

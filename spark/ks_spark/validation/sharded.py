@@ -31,14 +31,22 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import groupby, pairwise
+from itertools import chain, groupby, pairwise
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 from ks_conformance.checker import Checker
-from ks_conformance.sharding.facts import FLUSH_ROW, NOTHING, Change, ledger_stream, unsharded_config
+from ks_conformance.sharding.facts import (
+    FLUSH_ROW,
+    NOTHING,
+    Change,
+    Prediction,
+    ledger_stream,
+    pauses,
+    unsharded_config,
+)
 from ks_conformance.sharding.merge import Unsharded, merge
 from ks_conformance.sharding.ops import OpWindow, continued
 from ks_conformance.sharding.run import (
@@ -116,9 +124,10 @@ class Record(NamedTuple):
     payload: bytes
 
 
-def window_size(events: int) -> int:
-    """The seqs of a window of changes for a trace of `events` events."""
-    return max(WINDOW, -(-events // MAX_WINDOWS))
+def windows_of(events: int) -> tuple[int, int]:
+    """The seqs of a window of changes for a trace of `events` events, and how many windows it has."""
+    size = max(WINDOW, -(-events // MAX_WINDOWS))
+    return size, -(-events // size)
 
 
 def _batch(records: list[Record]) -> pa.RecordBatch:
@@ -289,8 +298,7 @@ def config_event(records: Iterator[Record], head: list[Record]) -> dict[str, Any
 def predict_function(shards: int, parts: list[int], events: int) -> Body:
     """The predict stage's body: each shard's records passed on, with its predicted changes to the facts that span
     keys, a window at a time, for every shard (or, when the prediction fails, why, for every shard)."""
-    size = window_size(events)
-    windows = -(-events // size)
+    size, windows = windows_of(events)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for number, records in shard_records(batches):
@@ -314,39 +322,30 @@ def _predict(
 
     def rows() -> Iterator[Any]:
         nonlocal read_through
-        for record in _chain(head, records):
+        for record in chain(head, records):
             out.append(record)
             if record.type == PIECE:
                 yield from ledger_rows(*read_piece(record.payload))
                 read_through = record.key
             yield FLUSH_ROW
 
-    stream = ledger_stream(rows(), str(event.get("detail")), changes)
+    outcome: list[Prediction] = []
     sent = 0
     """Windows sent so far."""
-    while True:
-        try:
-            next(stream)
-        except StopIteration as stop:
-            reason = stop.value.reason
-            break
+    for _ in pauses(ledger_stream(rows(), str(event.get("detail")), changes), outcome):
         complete = min((read_through + 1) // size, windows)
         if complete > sent or len(out) >= RECORDS_PER_BATCH:
             out += _windows(number, changes, range(sent, complete), shards, parts, size)
             sent = max(sent, complete)
             yield _batch(out)
             out.clear()
+    reason = outcome[0].reason
     if reason is not None:
         out += [Record(t, parts[t], -1, REASON, number, reason.encode()) for t in range(shards)]
     else:
         out += _windows(number, changes, range(sent, windows), shards, parts, size)
     if out:
         yield _batch(out)
-
-
-def _chain(head: list[Record], rest: Iterator[Record]) -> Iterator[Record]:
-    yield from head
-    yield from rest
 
 
 def _windows(
@@ -440,8 +439,7 @@ class Judged:
 def judge_function(shards: int, events: int) -> Body:
     """The judge stage's body: each shard's rows through `ShardChecker` (run.py `judge_batches`; the format pass has
     already checked every row against the schema)."""
-    size = window_size(events)
-    windows = -(-events // size)
+    size, windows = windows_of(events)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for number, records in shard_records(batches):
@@ -465,7 +463,7 @@ def _judge(number: int, records: Iterator[Record], shards: int, events: int, siz
         return Judged(None, head[0].payload.decode(), None)
     if isinstance(event, str):
         return Judged(None, event, None)
-    demux = Demux(_chain(head, records), shards, size, windows)
+    demux = Demux(chain(head, records), shards, size, windows)
     ops = op_window(demux, events)
 
     def routed() -> Iterator[RoutedBatch]:
