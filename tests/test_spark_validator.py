@@ -17,7 +17,7 @@ from ks_reference.workloads import run_named
 from ks_spark.session import OUT_OF_MEMORY_HINT, describe_failure
 from ks_spec.errors import MissingInput, UserError
 from ks_spec.trace import load_trace, to_table, write_jsonl, write_parquet
-from spark_support import spark_fixture, trace_exercised  # noqa: F401  (spark_fixture: `spark`)
+from spark_support import assert_judged_alike, spark_fixture, trace_exercised  # noqa: F401  (spark_fixture: `spark`)
 
 pytestmark = pytest.mark.spark
 
@@ -380,10 +380,9 @@ def test_shards_of_keys_judge_as_one_task_does(
     their events (tests/test_spark_sharded.py proves the stages on every checker case without Spark)."""
     import ks_spark.validation.sharded as sharded
     from ks_spark.validation.twins import fault_twin
-
-    monkeypatch.setattr(sharded, "WINDOW", 64)
     from ks_spark.validation.validator import validate
 
+    monkeypatch.setattr(sharded, "WINDOW", 64)
     events = fault_twin(churn)
     write_parquet(events, tmp_path / "trace.parquet", rows_per_group=101)
     one = validate(spark, str(tmp_path / "trace.parquet"), everything=True, shards=1)
@@ -393,10 +392,7 @@ def test_shards_of_keys_judge_as_one_task_does(
     for shards in (2, 3):
         sharded = validate(spark, str(tmp_path / "trace.parquet"), everything=True, shards=shards)
         assert sharded.judged == f"in {shards} shards of keys"
-        assert (sharded.verdict, sharded.counts, sharded.exercised) == (one.verdict, one.counts, one.exercised)
-        assert sharded.all_anomalies == one.all_anomalies
-        shown = [(f.anomaly.explanation.text(), f.events) for f in sharded.findings]
-        assert shown == [(f.anomaly.explanation.text(), f.events) for f in one.findings]
+        assert_judged_alike(sharded, one)
 
 
 def test_a_trace_the_shards_do_not_cover_is_judged_in_one_task_saying_why(spark: Any, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 if TYPE_CHECKING:
     from ks_conformance.checker import Checker
+    from ks_spark.validation.validator import ValidationResult
     from pyspark.sql import SparkSession
 
 
@@ -76,11 +77,17 @@ def assert_same_judgment(
     if shards > 1:
         sharded = validate(spark, str(path), witnesses=8, everything=True, shards=shards)
         assert sharded.judged == f"in {shards} shards of keys" or sharded.judged.startswith("in one task: ")
-        assert (sharded.verdict, sharded.counts, sharded.exercised) == (result.verdict, result.counts, result.exercised)
-        assert sharded.all_anomalies == result.all_anomalies and sharded.problems == result.problems
-        shown = [(f.anomaly.explanation.text(), f.events) for f in sharded.findings]
-        assert shown == [(f.anomaly.explanation.text(), f.events) for f in result.findings]
+        assert_judged_alike(sharded, result)
     return python, result.counts
+
+
+def assert_judged_alike(sharded: ValidationResult, one: ValidationResult) -> None:
+    """Two validate-replay results agree in everything: verdict, counts, exercised checks, every anomaly, the
+    contradictions, the witnesses shown and their events."""
+    assert (sharded.verdict, sharded.counts, sharded.exercised) == (one.verdict, one.counts, one.exercised)
+    assert sharded.all_anomalies == one.all_anomalies and sharded.problems == one.problems
+    shown = [(f.anomaly.explanation.text(), f.events) for f in sharded.findings]
+    assert shown == [(f.anomaly.explanation.text(), f.events) for f in one.findings]
 
 
 @cache
