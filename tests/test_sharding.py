@@ -38,7 +38,6 @@ Event = dict[str, Any]
 SHARDS = (1, 2, 7)
 DECLARED = (
     "selector buckets",
-    "park_after",
     *UNSHARDED_KINDS.values(),
 )
 """What the sharding says it does not cover yet (facts.py): a reason to judge a trace whole."""
@@ -222,6 +221,60 @@ def _without_a_cursor(seed: int) -> list[Event]:
     detail["declared"] = {**detail.get("declared", {}), "cursor": False}
     events[0]["detail"] = json.dumps(detail)
     return events
+
+
+PARKING_WORKLOADS = ("hot-key-slow-consumer", "crash-restart", "poison-block", "churn")
+"""Workloads whose runs with `park_after` set park messages (a slow key's backlog; a restart parks again)."""
+
+
+def _parked(workload: str, park_after: int, seed: int = 3) -> list[Event]:
+    return run_named(workload, size=200, seed=seed, overrides={"park_after": park_after}, store=MemoryStore()).events
+
+
+@pytest.mark.parametrize("park_after", [1, 2])
+@pytest.mark.parametrize("workload", PARKING_WORKLOADS)
+def test_parked_messages_are_judged_in_shards(workload: str, park_after: int) -> None:
+    """With `park_after` set, the window and the read bound leave out every key's parked messages (KS-ISO-4): the
+    ledger predicts each shard's parking (PARKED, UNPARKED) and the shards judge as the whole checker, on the run and
+    on faulty versions of it."""
+    events = _parked(workload, park_after)
+    for shards in SHARDS:
+        assert judged_alike(events, shards) is None
+    rng = random.Random(f"{workload}-{park_after}")
+    judged = with_anomalies = 0
+    for _ in range(8):  # (a faulty trace that contradicts itself is judged whole, as it must be)
+        faulty = perturbed(rng, events)
+        if judged_alike(faulty, rng.choice((2, 7))) is None:
+            judged += 1
+            with_anomalies += bool(whole(faulty)[0])
+    assert judged >= 3 and with_anomalies >= 2
+
+
+class OwnParkedOnly(ShardChecker):
+    """Broken: leaves out of the window only this shard's parked messages, not the other shards'."""
+
+    def _parked_below(self, offset: int) -> int:
+        return self.parking.below(offset) if self.park_after else 0
+
+
+def test_the_other_shards_parked_messages_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Teeth: a shard that leaves out its own parked messages only finds window overruns the whole checker does not,
+    and a ledger that does not park is caught by the shards' proof (the trace is then judged whole)."""
+    events = _parked("hot-key-slow-consumer", 2)
+
+    def judge_with(work: list[ShardWork]) -> list[ShardJudgment]:
+        return [judge_shard(*shard, checker_class=OwnParkedOnly) for shard in work]
+
+    judgment = judge_in_shards(events, 2, judge=judge_with)
+    assert not isinstance(judgment, Unsharded) and judgment.anomalies and not whole(events)[0]
+
+    class NoParking(facts_module.Parking):
+        def park(self, offset: int, seq: int) -> None:
+            pass
+
+    monkeypatch.setattr(facts_module, "Parking", NoParking)
+    judgment = judge_in_shards(events, 2)
+    assert isinstance(judgment, Unsharded) and "mispredicted" in judgment.reason
 
 
 @pytest.mark.parametrize("seed", [1, 2])

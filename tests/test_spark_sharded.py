@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import random
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -46,7 +47,7 @@ from ks_spark.validation.sharded import (
 from ks_spec.trace import SequenceRules, arrow_schema
 from spark_support.faults import INJECTIONS
 from test_checker import ALL_CASES
-from test_sharding import WORKLOADS, random_faulty_traces
+from test_sharding import WORKLOADS, perturbed, random_faulty_traces
 
 Event = dict[str, Any]
 KINDS = sorted({kind for kind, _, _ in ALL_CASES})
@@ -155,6 +156,16 @@ def test_random_faulty_traces_are_judged_as_check_trace_judges_them(seed: int) -
         if well_formed(faulty):
             sharded += judged_alike(faulty, shards)
     assert sharded >= 2
+
+
+@pytest.mark.parametrize("workload", ["hot-key-slow-consumer", "crash-restart"])
+def test_parked_messages_are_judged_as_check_trace_judges_them(workload: str) -> None:
+    """With `park_after` set, the ledger reads each publish's key from the pieces (its parking spans windows of
+    changes); faulty versions included."""
+    events = run_named(workload, size=200, seed=3, overrides={"park_after": 2}, store=MemoryStore()).events
+    assert judged_alike(events, 3)
+    rng = random.Random(workload)
+    assert sum(judged_alike(faulty, 2) for faulty in (perturbed(rng, events) for _ in range(6)) if well_formed(faulty))
 
 
 def test_most_checker_cases_shard() -> None:

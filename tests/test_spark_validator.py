@@ -398,10 +398,28 @@ def test_shards_of_keys_judge_as_one_task_does(
 def test_a_trace_the_shards_do_not_cover_is_judged_in_one_task_saying_why(spark: Any, tmp_path: Path) -> None:
     from ks_spark.validation.validator import validate
 
-    events = run_named("poison-drop", size=120, seed=3, store=MemoryStore(), overrides={"park_after": 2}).events
-    write_jsonl(events, tmp_path / "parked.jsonl")
-    result = validate(spark, str(tmp_path / "parked.jsonl"), everything=True, shards=2)
-    assert result.judged == "in one task: park_after"
+    events = run_named("bucket-rollover", size=60, seed=3, store=MemoryStore()).events
+    write_jsonl(events, tmp_path / "buckets.jsonl")
+    result = validate(spark, str(tmp_path / "buckets.jsonl"), everything=True, shards=2)
+    assert result.judged == "in one task: selector buckets"
     python = check_events(events)
     assert result.counts == {name: sum(a.name == name for a in python.anomalies) for name in result.counts}
     assert sum(result.counts.values()) == sum(1 for a in python.anomalies if a.name in result.sequential)
+
+
+def test_parked_messages_are_judged_in_shards_as_in_one_task(spark: Any, tmp_path: Path) -> None:
+    """With `park_after` set (KS-ISO-4: each key's parked messages left out of the window), in two shards."""
+    from ks_spark.validation.twins import fault_twin
+    from ks_spark.validation.validator import validate
+
+    events = fault_twin(
+        run_named("hot-key-slow-consumer", size=120, seed=3, store=MemoryStore(), overrides={"park_after": 2}).events
+    )
+    write_jsonl(events, tmp_path / "parked.jsonl")
+    one = validate(spark, str(tmp_path / "parked.jsonl"), everything=True, shards=1)
+    python = check_events(events)
+    assert one.counts == {name: sum(a.name == name for a in python.anomalies) for name in one.counts}
+    assert one.verdict.value == "invalid"
+    sharded = validate(spark, str(tmp_path / "parked.jsonl"), everything=True, shards=2)
+    assert sharded.judged == "in 2 shards of keys"
+    assert_judged_alike(sharded, one)

@@ -38,10 +38,11 @@ from ks_spec.trace import OP_EVENTS
 
 from ks_conformance import rules
 from ks_conformance.checks import buckets, delivery, end_of_op, membership, quiescence, resolution
+from ks_conformance.checks.changes import SHOWN
 from ks_conformance.checks.end_of_op import close_op, open_op, tick_phase
 from ks_conformance.checks.hooks import EVENT_CHECKS
 from ks_conformance.checks.records import Incarnation, Message, Problem
-from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, SHOWN, CheckerState, Event, phase_of
+from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, CheckerState, Event, phase_of
 
 
 class Checker(CheckerState):

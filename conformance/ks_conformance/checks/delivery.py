@@ -5,9 +5,10 @@
 from __future__ import annotations
 
 from ks_conformance import explain
+from ks_conformance.checks.changes import DELIVERED
 from ks_conformance.checks.hooks import DELIVERY_CHECKS
 from ks_conformance.checks.records import Delivery, Incarnation, KeyState, Message
-from ks_conformance.checks.state import DELIVERED, CheckerState, Event, logged_name
+from ks_conformance.checks.state import CheckerState, Event, logged_name
 from ks_conformance.rules.assignment import check_assignment
 from ks_conformance.rules.best_effort import check_best_effort_outcome
 from ks_conformance.rules.buckets import check_bucket_delivery, check_checkpoint_resurrected
@@ -87,8 +88,8 @@ def record_delivery(
     message.restored_seq = None
     message.outstanding = delivery
     st._outstanding_epochs[epoch] += 1
-    if st.parked:
-        st.parked.discard(offset)  # an outstanding message is never parked (KS-ISO-4)
+    if st.park_after:
+        st.parking.delivered(offset, seq)  # an outstanding message is never parked (KS-ISO-4)
     holder.outstanding[offset] = delivery
     if st.delta_log is not None:
         st.delta_log.append((seq, DELIVERED, offset, logged_name(holder)))

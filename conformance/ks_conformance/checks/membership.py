@@ -13,8 +13,9 @@ from ks_spec.slots import slot_of
 from pyroaring import BitMap
 
 from ks_conformance import rules
+from ks_conformance.checks.changes import DELAYED, PUBLISHED, REOPENED, SEEKED
 from ks_conformance.checks.records import Incarnation, Message, Segment
-from ks_conformance.checks.state import DELAYED, PUBLISHED, REOPENED, SEEKED, CheckerState, Event
+from ks_conformance.checks.state import CheckerState, Event
 
 
 def on_config(st: CheckerState, event: Event) -> None:
@@ -67,7 +68,7 @@ def on_publish(st: CheckerState, event: Event) -> None:
     state.unresolved.add(offset)
     state.undelivered.add(offset)
     if st.park_after:
-        st._park_published(message)
+        st.parking.published(key, offset, seq)
     st._refresh_head(key)
     op.published = offset
     if st.best_effort:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from ks_spec.config import CONFIG_DEFAULTS, OUT_OF_ORDER_KINDS
 from ks_spec.slots import SLOT_SELECTORS
@@ -19,7 +19,14 @@ from pyroaring import BitMap
 
 from ks_conformance import explain
 from ks_conformance.anomalies import Anomaly, Explanation, Verdict, requirement_profiles, verdict_of
+from ks_conformance.checks.changes import (
+    DELIVERY_ENDED,
+    PHANTOM,
+    RESOLVED,
+    ChangeLog,
+)
 from ks_conformance.checks.messages import CHUNK, MessageLog
+from ks_conformance.checks.parking import Parking
 from ks_conformance.checks.records import (
     BatchRun,
     Delivery,
@@ -46,25 +53,10 @@ AFFINITY_KINDS = frozenset({"key-moved", "unstable-assignment"})
 """Anomalies about where a selector sends a key: they do not apply to selector `any` (no key affinity)."""
 OUTCOME_EVENTS = {"acked": "ack", "dropped": "drop", "dead_lettered": "dead_letter", "filtered": "filter"}
 """The event a declared terminal outcome is judged as (`terminal_outcomes` of adapter protocol v2)."""
-PUBLISHED, DELIVERED, DELIVERY_ENDED, RESOLVED, SHOWN, REOPENED, SEEKED, DELAYED = range(8)
-"""The changes to the facts that span keys (`CheckerState.delta_log`): what each entry's second field says (SHOWN:
-under `read_trigger = "heartbeat"`, a `held` or `filter` showed its message read, KS-GEN-8; REOPENED: a restart or
-seek made a resolved message unresolved again; SEEKED: a seek resolved an unresolved message before its target;
-DELAYED: a delayed message was published, after which every key's order and idle checks look for delays, KS-ORD-6)."""
-PHANTOM = "\x00"
-"""Before a consumer's name in a logged change (`delta_log`): a consumer that was not a member when it got the delivery,
-whose deliveries the checker keeps apart from a member's of the same name."""
 DANUBE_PHASE_3 = frozenset({"deliver", "held", "filter"})
 """The effects of the deliver step that ends phase 3 under `tick_order = "danube"` (KS-GEN-7)."""
 SPARE_STATES = 1024
 """At most this many empty key states are kept for reuse (`CheckerState._spare_states`)."""
-
-
-class ChangeLog(Protocol):
-    """Where a checker judging a shard of keys logs its changes to the facts that span keys (a list will do)."""
-
-    def append(self, change: tuple[int, int, int, str | None], /) -> None:
-        """Log one change: (seq, what, offset, consumer)."""
 
 
 def phase_of(event: Mapping[str, Any]) -> int | None:
@@ -167,11 +159,8 @@ class CheckerState:
         """With `checkpoint_resume`, the checkpoints the last restart resumed from (KS-BKT-9)."""
         self.bucket_last: dict[tuple[int, int], tuple[int, Incarnation, int]] = {}
         """Per bucket, (epoch, incarnation, seq) of its last delivery (policies other than `sorted`)."""
-        self.parked = BitMap()
-        """With `park_after` set: the parked offsets (unresolved, not outstanding, behind that many earlier
-        unresolved messages of their key), which the read bound leaves out (KS-ISO-4)."""
-        self._key_unresolved: dict[str, BitMap] = {}
-        """With `park_after` set: each key's unresolved offsets, ranked to tell which are parked."""
+        self.parking = Parking()
+        """With `park_after` set: the parked offsets, which the read bound and the window leave out (KS-ISO-4)."""
         self.withheld_buckets: set[tuple[int, int]] = set()
         """The buckets whose last `bucket_withheld` no `bucket_assigned` has followed (a handoff, KS-BKT-4)."""
         self.bucket_decided: dict[tuple[int, int], tuple[str, int, int]] = {}
@@ -251,7 +240,7 @@ class CheckerState:
         self.max_unacked = 0 if self.best_effort else int(self.config["max_unacked"])
         self.permits = self.config["flow_control"] == "permits"
         self.lookahead = self.config["read_bound"] == "lookahead"
-        self.park_after = int(self.config.get("park_after") or 0)
+        self.park_after = self.parking.after = int(self.config.get("park_after") or 0)
         self.heartbeat_reads = self.config["read_trigger"] == "heartbeat"
         self.timer_slack = int(self.config["timer_slack"])
         # The config values read at every event, converted once (the config event is the only one that sets them).
@@ -520,7 +509,7 @@ class CheckerState:
             self._holding_keys.discard(key)
             self._emptied.add(key)
         if self.park_after:
-            self._park_if_behind(message)
+            self.parking.ended(key, offset, self.last_seq)
         if message.segment is not None and message.bucket is not None:
             self.bucket_outstanding.get((message.segment, message.bucket), {}).pop(offset, None)
 
@@ -595,7 +584,7 @@ class CheckerState:
         state.unresolved.discard(offset)
         self._emptied.add(key)
         if self.park_after:
-            self._unpark_resolved(message)
+            self.parking.resolved(key, offset, seq)
         state.undelivered.discard(offset)
         self._clear_awaiting(message, state)
         self._over_budget.discard(offset)
@@ -633,37 +622,11 @@ class CheckerState:
         message.held = False
         message.last_hold_reason = None
 
-    # --- parked messages (spec section 15, KS-ISO-4) -------------------------------------------------------
-
-    def _park_published(self, message: Message) -> None:
-        """A new message is parked when `park_after` earlier messages of its key are unresolved."""
-        offsets = self._key_unresolved.setdefault(message.key, BitMap())
-        if len(offsets) >= self.park_after:
-            self.parked.add(message.offset)
-        offsets.add(message.offset)
-
-    def _park_if_behind(self, message: Message) -> None:
-        """A message no longer outstanding (returned, or about to be resolved) is parked if it is behind."""
-        offsets = self._key_unresolved.get(message.key)
-        if offsets is not None and message.offset in offsets and offsets.rank(message.offset) > self.park_after:
-            self.parked.add(message.offset)
-
-    def _unpark_resolved(self, message: Message) -> None:
-        """A resolved message leaves the index; if it was among its key's first P, the (P+1)-th moves up, unparked."""
-        offsets = self._key_unresolved.get(message.key)
-        self.parked.discard(message.offset)
-        if offsets is None or message.offset not in offsets:
-            return
-        ahead = offsets.rank(message.offset) <= self.park_after
-        offsets.discard(message.offset)
-        if ahead and len(offsets) >= self.park_after:
-            self.parked.discard(offsets[self.park_after - 1])
-        if not offsets:
-            del self._key_unresolved[message.key]
+    # --- parked messages (spec section 15, KS-ISO-4: checks/parking.py) ------------------------------------
 
     def _parked_below(self, offset: int) -> int:
         """How many parked offsets are below `offset`."""
-        return self.parked.rank(offset - 1) if offset > 0 and self.park_after else 0
+        return self.parking.below(offset) if self.park_after else 0
 
     def _rebuild_indexes(self) -> None:
         """After a restart: every per-key and per-bucket index from the messages' state."""
@@ -673,10 +636,7 @@ class CheckerState:
         for key in unresolved:
             self._key(key)  # a key at rest whose messages the restart restored
         if self.park_after:  # nothing is outstanding after a restart: each key's messages behind P are parked
-            self._key_unresolved = {key: BitMap(offsets) for key, offsets in unresolved.items()}
-            self.parked = BitMap()
-            for offsets in unresolved.values():
-                self.parked.update(offsets[self.park_after :])
+            self.parking.rebuild(unresolved, self.last_seq)
         for key, state in self.keys.items():
             offsets = unresolved.get(key, [])
             state.unresolved = OrderedOffsets(offsets)

@@ -2,12 +2,14 @@
 
 A shard judges its keys' events only, but some rules read what every key contributes to: how many deliveries a
 consumer holds (KS-FLW-1), which offsets are unresolved (the window, KS-FLW-2, and the cursor, KS-CUR-1), how many
-messages were published. A quick pass over a few columns of each shard's rows (`ledger_changes`, in the shard's worker)
-predicts, event by event, that shard's changes to those facts; each shard applies the other shards' predicted changes
-as it goes (shard.py). The pass is a prediction, not a second checker: every shard logs the changes its own checker
-really made (`delta_log` of checks/state.py) and the judgment stands only if each shard's log equals its prediction.
-As every change belongs to one key, the shards together prove every change, so each shard read exactly the facts the
-whole-trace checker reads; when a prediction fails, the caller judges the trace in one process.
+messages were published, with `park_after` set which are parked (left out of the window, KS-ISO-4: the ledger keeps
+parking with the checker's own code, checks/parking.py). A quick pass over a few columns of each shard's rows
+(`ledger_changes`, in the shard's worker) predicts, event by event, that shard's changes to those facts; each shard
+applies the other shards' predicted changes as it goes (shard.py). The pass is a prediction, not a second checker:
+every shard logs the changes its own checker really made (`delta_log` of checks/state.py) and the judgment stands
+only if each shard's log equals its prediction. As every change belongs to one key, the shards together prove every
+change, so each shard read exactly the facts the whole-trace checker reads; when a prediction fails, the caller
+judges the trace in one process.
 """
 
 from __future__ import annotations
@@ -20,8 +22,7 @@ from typing import Any
 from ks_spec.config import CONFIG_DEFAULTS
 from pyroaring import BitMap
 
-from ks_conformance.checks.state import (
-    DANUBE_PHASE_3,
+from ks_conformance.checks.changes import (
     DELAYED,
     DELIVERED,
     DELIVERY_ENDED,
@@ -32,9 +33,11 @@ from ks_conformance.checks.state import (
     SEEKED,
     SHOWN,
 )
+from ks_conformance.checks.parking import Parking
+from ks_conformance.checks.state import DANUBE_PHASE_3
 
 Change = tuple[int, int, int, str | None]
-"""(seq, what, offset, consumer): `what` is one of the changes of checks/state.py (PUBLISHED, DELIVERED, ...) or
+"""(seq, what, offset, consumer): `what` is one of the changes of checks/changes.py (PUBLISHED, DELIVERED, ...) or
 NOTHING."""
 NOTHING = -1
 """A change that changes nothing: a chunk of changes streamed from other tasks begins with one at its first seq, so a
@@ -56,16 +59,12 @@ UNSHARDED_KINDS = {
 def unsharded_config(config: Mapping[str, Any]) -> str | None:
     """Why a configuration is not yet judged in shards (its rules read facts the ledger does not keep), or None."""
     full = {**CONFIG_DEFAULTS, **config}
-    reasons = (
-        (full["selector"] == "buckets", "selector buckets"),
-        (int(full.get("park_after") or 0) > 0, "park_after"),
-    )
-    return next((why for unsupported, why in reasons if unsupported), None)
+    return "selector buckets" if full["selector"] == "buckets" else None
 
 
-Row = tuple[str, int, int | None, str | None, bool, "Persisted | None"]
-"""(event kind, seq, offset, consumer, whether a publish is delayed, what a `cursor_persisted` persisted) of one trace
-row: what the ledger pass reads."""
+Row = tuple[str, int, int | None, str | None, bool, "Persisted | None", str | None]
+"""(event kind, seq, offset, consumer, whether a publish is delayed, what a `cursor_persisted` persisted, key) of one
+trace row: what the ledger pass reads."""
 Persisted = tuple[int, list[list[int]] | None]
 """A `cursor_persisted`'s cursor and hole ranges."""
 
@@ -84,6 +83,7 @@ def rows_of(events: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
             consumer,
             delayed,
             persisted,
+            event.get("key"),
         )
 
 
@@ -97,7 +97,7 @@ class Prediction:
 
 FLUSH = "ks:flush"
 """The kind of a row that is no event: at it, `ledger_stream` pauses, so its caller can send on the changes so far."""
-FLUSH_ROW: Row = (FLUSH, -1, None, None, False, None)
+FLUSH_ROW: Row = (FLUSH, -1, None, None, False, None, None)
 
 
 def ledger_changes(rows: Iterable[Row], config_detail: str | None) -> Prediction:
@@ -149,7 +149,18 @@ def ledger_stream(
     add = changes.append
     members: dict[str, None] = {}
     """The members, in the order they joined (the order a restart or seek ends their deliveries in)."""
-    for kind, seq, offset, consumer, delayed, persisted in rows:
+    park_after = int({**CONFIG_DEFAULTS, **config}.get("park_after") or 0)
+    parking = Parking(park_after, changes) if park_after > 0 else None
+    """With `park_after` set, the parked offsets of this shard's keys, kept as the checker keeps them (KS-ISO-4)."""
+    key_of: dict[int, str] = {}
+    """With `park_after` set, the key of each of this shard's offsets."""
+
+    def ended(seq: int, offset: int) -> None:
+        """A delivery ended: its message may be parked again (with `park_after` set)."""
+        if parking is not None and offset in key_of:
+            parking.ended(key_of[offset], offset, seq)
+
+    for kind, seq, offset, consumer, delayed, persisted, key in rows:
         if offset is None:
             if kind in UNSHARDED_KINDS:
                 return Prediction([], UNSHARDED_KINDS[kind])
@@ -157,19 +168,22 @@ def ledger_stream(
                 members[str(consumer)] = None
             elif kind == "consumer_removed" or kind == "consumer_evicted":
                 members.pop(str(consumer), None)
-                for ended in list(held.pop(str(consumer), {})):
-                    add((seq, DELIVERY_ENDED, ended, str(consumer)))
-                    del holder_of[ended]
+                for offset_ended in list(held.pop(str(consumer), {})):
+                    add((seq, DELIVERY_ENDED, offset_ended, str(consumer)))
+                    del holder_of[offset_ended]
+                    ended(seq, offset_ended)
             elif kind == "cursor_persisted" and persisted is not None:
                 cursor, holes = persisted[0], BitMap()
                 for low, high in persisted[1] or ():
                     holes.add_range(int(low), int(high) + 1)
             elif kind == "restart":
-                end_every_delivery(seq, members, held, holder_of, add)
+                end_every_delivery(seq, members, held, holder_of, add, ended)
                 for reopened in () if without_cursor else published:  # req: KS-CUR-3 (after the last persistence)
                     if reopened >= cursor and reopened not in unresolved and reopened not in holes:
                         add((seq, REOPENED, reopened, None))
                         unresolved.add(reopened)
+                if parking is not None:
+                    parking.rebuild(by_key(unresolved, key_of), seq)
             elif kind == FLUSH:
                 yield
             continue
@@ -179,9 +193,12 @@ def ledger_stream(
             published.append(offset)
             if delayed:
                 add((seq, DELAYED, offset, None))
+            if parking is not None:
+                key_of[offset] = str(key)
+                parking.published(str(key), offset, seq)
             continue
         if kind == "seek":
-            end_every_delivery(seq, members, held, holder_of, add)
+            end_every_delivery(seq, members, held, holder_of, add, ended)
             for moved in published:  # req: KS-CUR-8, KS-CUR-9
                 if moved >= offset and moved not in unresolved:
                     add((seq, REOPENED, moved, None))
@@ -189,12 +206,16 @@ def ledger_stream(
                 elif moved < offset and moved in unresolved:
                     add((seq, SEEKED, moved, None))
                     unresolved.discard(moved)
+            if parking is not None:
+                parking.rebuild(by_key(unresolved, key_of), seq)
             continue
         if kind == "deliver":
             holder = holder_of.get(offset)
             if holder is not None:
                 add((seq, DELIVERY_ENDED, offset, holder))
                 del held[holder][offset]
+                if parking is not None:
+                    ended(seq, offset)
             if consumer not in members:  # (kept apart from a member's of the same name, as the checker does)
                 consumer = PHANTOM + str(consumer)
             add((seq, DELIVERED, offset, consumer))
@@ -203,6 +224,8 @@ def ledger_stream(
             if mine is None:
                 mine = held[consumer] = {}
             mine[offset] = seq
+            if parking is not None:
+                parking.delivered(offset, seq)
             if best_effort and offset in unresolved:  # req: KS-BEF-1 (delivered is its outcome)
                 add((seq, RESOLVED, offset, None))
                 unresolved.discard(offset)
@@ -226,9 +249,13 @@ def ledger_stream(
                 add((seq, DELIVERY_ENDED, offset, holder))
                 del holder_of[offset]
                 del held[holder][offset]
+                if parking is not None:
+                    ended(seq, offset)
             if resolving and offset in unresolved:
                 add((seq, RESOLVED, offset, None))
                 unresolved.discard(offset)
+                if parking is not None and offset in key_of:
+                    parking.resolved(key_of[offset], offset, seq)
     return Prediction(changes)
 
 
@@ -238,9 +265,20 @@ def end_every_delivery(
     held: dict[str, dict[int, int]],
     holder_of: dict[int, str],
     add: Callable[[Change], None],
+    ended: Callable[[int, int], None],
 ) -> None:
-    """A restart's or seek's end of every outstanding delivery, member by member in the order they joined."""
+    """A restart's or seek's end of every outstanding delivery, member by member in the order they joined (`ended`
+    told of each)."""
     for name in members:
-        for ended in list(held.pop(name, {})):
-            add((seq, DELIVERY_ENDED, ended, name))
-            del holder_of[ended]
+        for offset in list(held.pop(name, {})):
+            add((seq, DELIVERY_ENDED, offset, name))
+            del holder_of[offset]
+            ended(seq, offset)
+
+
+def by_key(offsets: Iterable[int], key_of: Mapping[int, str]) -> dict[str, list[int]]:
+    """The offsets grouped by key, each key's ascending."""
+    grouped: dict[str, list[int]] = {}
+    for offset in sorted(offsets):
+        grouped.setdefault(key_of[offset], []).append(offset)
+    return grouped

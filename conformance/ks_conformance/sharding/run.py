@@ -406,6 +406,7 @@ def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:
         batch.column("consumer").to_pylist() if "consumer" in names else nothing,
         delayed,
         persisted,
+        batch.column("key").to_pylist() if "key" in names else nothing,
         strict=True,
     )
     yield from compress(rows, map(not_, phase_only))  # (C loops: no Python frame per row)
@@ -422,7 +423,7 @@ def predict_shard(routing: Routing, shard: int, detail: str) -> str | None:
     return None
 
 
-LEDGER_COLUMNS = ("event", "seq", "offset", "consumer", "deliver_at", "cursor", "ranges")
+LEDGER_COLUMNS = ("event", "seq", "offset", "consumer", "deliver_at", "cursor", "ranges", "key")
 """The columns the ledger pass reads."""
 RoutedBatch = tuple[pa.RecordBatch, list[int], list[bool]]
 """A batch of one shard's rows, each row's op index, and whether each is another shard's shown for its phase only."""

@@ -25,21 +25,21 @@ from pyroaring import BitMap
 
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.checker import Checker, Event
-from ks_conformance.checks.end_of_op import close_op, open_op, tick_phase
-from ks_conformance.checks.hooks import END_OF_OP_CHECKS
-from ks_conformance.checks.records import Incarnation, Message, OpState, Problem
-from ks_conformance.checks.state import (
-    DANUBE_PHASE_3,
+from ks_conformance.checks.changes import (
     DELIVERED,
     DELIVERY_ENDED,
+    PARKED,
     PUBLISHED,
     REOPENED,
     RESOLVED,
     SEEKED,
     SHOWN,
-    logged_name,
-    phase_of,
+    UNPARKED,
 )
+from ks_conformance.checks.end_of_op import close_op, open_op, tick_phase
+from ks_conformance.checks.hooks import END_OF_OP_CHECKS
+from ks_conformance.checks.records import Incarnation, Message, OpState, Problem
+from ks_conformance.checks.state import DANUBE_PHASE_3, logged_name, phase_of
 from ks_conformance.rules.cursor import check_persistence, persisted_and_unmoved
 from ks_conformance.rules.isolation import check_idle
 from ks_conformance.sharding.facts import NOTHING, Change
@@ -104,7 +104,7 @@ class ShardChecker(Checker):
         """Every op's kind, first seq and last seq, read in order (the caller loads them as its rows go)."""
         self.proof = Proof(predicted)
         """Proves the ledger's predicted changes for this shard's keys are the ones its checker makes (facts.py)."""
-        self.delta_log = self.proof.made
+        self.delta_log = self.parking.log = self.proof.made
         self.foreign_source = iter(foreign)
         """The other shards' changes to the facts that span keys, in seq order, a chunk at a time."""
         self.foreign = self.next_chunk()
@@ -115,6 +115,8 @@ class ShardChecker(Checker):
         self.judges_subscription = first
         self.own_offsets = BitMap()
         self.foreign_unresolved = BitMap()
+        self.foreign_parked = BitMap()
+        """With `park_after` set, the other shards' parked offsets (KS-ISO-4)."""
         self.foreign_held: dict[str, dict[int, int]] = {}
         self.points: dict[tuple[str, bool], BitMap] = {}
         self.point_counts: dict[tuple[str, bool, int], int] = {}
@@ -146,6 +148,11 @@ class ShardChecker(Checker):
 
     def unresolved_rank(self, offset: int) -> int:
         return self.unresolved.rank(offset) + self.foreign_unresolved.rank(offset)
+
+    def _parked_below(self, offset: int) -> int:
+        if not self.park_after or offset <= 0:
+            return 0
+        return self.parking.parked.rank(offset - 1) + self.foreign_parked.rank(offset - 1)
 
     def owns(self, offset: int) -> bool:
         return offset in self.own_offsets
@@ -245,6 +252,10 @@ class ShardChecker(Checker):
             elif what == SEEKED:
                 unresolved.discard(offset)
                 self.last_resolution_seq = seq
+            elif what == PARKED:
+                self.foreign_parked.add(offset)
+            elif what == UNPARKED:
+                self.foreign_parked.discard(offset)
             elif what == NOTHING:
                 pass
             else:  # DELAYED
