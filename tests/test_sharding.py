@@ -223,6 +223,15 @@ def _without_a_cursor(seed: int) -> list[Event]:
     return events
 
 
+def test_a_publish_below_the_last_leaves_the_trace_to_one_process() -> None:
+    """The ledger keeps a shard's offsets as a bitmap (and, with `park_after`, their keys in publish order): a publish
+    that does not come after the last, which the checker finds a problem in, ends the prediction at its seq."""
+    rows = [("publish", seq, offset, None, False, None, "k") for seq, offset in ((1, 0), (2, 2), (3, 1))]
+    detail = json.dumps({"config": {"park_after": 1}})
+    assert facts_module.ledger_changes(rows, detail).reason == "seq 3: publish of offset 1 after offset 2"
+    assert facts_module.ledger_changes(rows[:2], detail).reason is None
+
+
 PARKING_WORKLOADS = ("hot-key-slow-consumer", "crash-restart", "poison-block", "churn")
 """Workloads whose runs with `park_after` set park messages (a slow key's backlog; a restart parks again)."""
 

@@ -15,6 +15,7 @@ judges the trace in one process.
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -138,8 +139,9 @@ def ledger_stream(
     """Best effort: the offsets a delivery resolved (a later outcome neither ends nor resolves anything, KS-BEF-1)."""
     declared = detail.get("declared", {}) if isinstance(detail, dict) else {}
     without_cursor = isinstance(declared, dict) and declared.get("cursor", True) is False
-    published: list[int] = []
-    """This shard's offsets, in order."""
+    published = BitMap()
+    """This shard's offsets (a few bits each: the ledger's memory stays flat in the trace's length)."""
+    last_published = -1
     cursor, holes = 0, BitMap()
     """The persisted cursor and holes (a restart resumes from them)."""
     # Written for speed (one pass over a shard's rows): the ledger's state in local names, the common kinds first.
@@ -152,13 +154,21 @@ def ledger_stream(
     park_after = int({**CONFIG_DEFAULTS, **config}.get("park_after") or 0)
     parking = Parking(park_after, changes) if park_after > 0 else None
     """With `park_after` set, the parked offsets of this shard's keys, kept as the checker keeps them (KS-ISO-4)."""
-    key_of: dict[int, str] = {}
-    """With `park_after` set, the key of each of this shard's offsets."""
+    key_ids = array("I")
+    """With `park_after` set, the key of each of this shard's offsets, in the order published: its index in
+    `key_names` (four bytes a message)."""
+    key_names: list[str] = []
+    key_index: dict[str, int] = {}
+
+    def key_of(offset: int) -> str | None:
+        """The key of one of this shard's offsets (with `park_after` set), or None."""
+        return key_names[key_ids[published.rank(offset) - 1]] if offset in published else None
 
     def ended(seq: int, offset: int) -> None:
         """A delivery ended: its message may be parked again (with `park_after` set)."""
-        if parking is not None and offset in key_of:
-            parking.ended(key_of[offset], offset, seq)
+        key = key_of(offset) if parking is not None else None
+        if parking is not None and key is not None:
+            parking.ended(key, offset, seq)
 
     for kind, seq, offset, consumer, delayed, persisted, key in rows:
         if offset is None:
@@ -188,14 +198,21 @@ def ledger_stream(
                 yield
             continue
         if kind == "publish":
+            if offset <= last_published:  # (the checker finds a problem there: the trace is judged whole)
+                return Prediction([], f"seq {seq}: publish of offset {offset} after offset {last_published}")
             add((seq, PUBLISHED, offset, None))
             unresolved.add(offset)
-            published.append(offset)
+            published.add(offset)
+            last_published = offset
             if delayed:
                 add((seq, DELAYED, offset, None))
             if parking is not None:
-                key_of[offset] = str(key)
-                parking.published(str(key), offset, seq)
+                name = str(key)
+                if name not in key_index:
+                    key_index[name] = len(key_names)
+                    key_names.append(name)
+                key_ids.append(key_index[name])
+                parking.published(name, offset, seq)
             continue
         if kind == "seek":
             end_every_delivery(seq, members, held, holder_of, add, ended)
@@ -254,8 +271,10 @@ def ledger_stream(
             if resolving and offset in unresolved:
                 add((seq, RESOLVED, offset, None))
                 unresolved.discard(offset)
-                if parking is not None and offset in key_of:
-                    parking.resolved(key_of[offset], offset, seq)
+                if parking is not None:
+                    resolved_key = key_of(offset)
+                    if resolved_key is not None:
+                        parking.resolved(resolved_key, offset, seq)
     return Prediction(changes)
 
 
@@ -276,9 +295,9 @@ def end_every_delivery(
             ended(seq, offset)
 
 
-def by_key(offsets: Iterable[int], key_of: Mapping[int, str]) -> dict[str, list[int]]:
+def by_key(offsets: Iterable[int], key_of: Callable[[int], str | None]) -> dict[str, list[int]]:
     """The offsets grouped by key, each key's ascending."""
     grouped: dict[str, list[int]] = {}
     for offset in sorted(offsets):
-        grouped.setdefault(key_of[offset], []).append(offset)
+        grouped.setdefault(str(key_of(offset)), []).append(offset)
     return grouped
