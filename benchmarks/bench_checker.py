@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ks_conformance.pacing import peak_rss
 from rich.console import Console
 from rich.table import Table
 
@@ -77,7 +77,7 @@ def run_child(mode: str, trace: Path, module: str = "benchmarks.bench_checker") 
 def child_main(mode: str, trace: Path) -> None:
     """Run one measurement and print its figures as one JSON line."""
     figures = floor_child(trace) if mode == "floor" else checker_child(trace)
-    figures["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    figures["peak_rss"] = peak_rss()
     print(json.dumps(figures))
 
 

@@ -13,7 +13,6 @@ import argparse
 import bisect
 import json
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import mmh3
+from ks_conformance.pacing import peak_rss
 
 from benchmarks import readme
 from benchmarks.host import machine
@@ -96,7 +96,7 @@ def holes_child(holes: int) -> None:
     from ks_reference.cursor import Cursor
     from ks_reference.store import SqliteStore
 
-    baseline_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    baseline_rss = peak_rss() // 1024
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "s.sqlite"
         store = SqliteStore(path)
@@ -140,7 +140,7 @@ def holes_child(holes: int) -> None:
             loads.append(time.perf_counter() - started)
             reopened.close()
         assert len(snapshot.holes) >= holes, "holes were lost"
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_kb = peak_rss() // 1024
     print(
         json.dumps(
             {
@@ -152,8 +152,8 @@ def holes_child(holes: int) -> None:
                 "bytes_per_persisted_ack": per_ack_bytes,
                 "file_bytes": file_bytes,
                 "load_s": statistics.median(loads),
-                "peak_rss_mib": peak_rss / 1024,
-                "rss_growth_mib": (peak_rss - baseline_rss) / 1024,
+                "peak_rss_mib": peak_kb / 1024,
+                "rss_growth_mib": (peak_kb - baseline_rss) / 1024,
             }
         )
     )

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from ks_conformance.pacing import peak_rss
 from rich.console import Console
 from rich.table import Table
 
@@ -82,7 +82,7 @@ def child_main(mode: str, trace: Path) -> None:
         figures = scale_child(trace)
     else:
         figures = sharded_child(trace, int(mode.removeprefix("jobs")))
-    figures["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    figures["peak_rss"] = peak_rss()
     print(json.dumps(figures))
 
 
@@ -147,7 +147,7 @@ def main() -> None:
             one["verdict"],
         )
         if args.scale:
-            scales.append((events, one["seconds"], run_child("scale", trace)))
+            scales.append((events, one["seconds"], run_child("scale", trace, "benchmarks.bench_sharded")))
         for n in jobs:
             sharded = fastest(f"jobs{n}", trace, args.repeat)
             rate = sharded["events"] / sharded["seconds"]

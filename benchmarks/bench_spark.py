@@ -18,7 +18,6 @@ import importlib
 import itertools
 import json
 import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ks_conformance.pacing import peak_rss
 from rich.console import Console
 from rich.table import Table
 
@@ -240,7 +240,7 @@ def run_child(mode: str, options: dict[str, Any], limit: int, timeout: float | N
 
 def _self_peak() -> int:
     """This process's peak RSS (VmHWM), in bytes."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return peak_rss()
 
 
 def tree_pids(root: int, table: dict[int, tuple[int, str, int]] | None = None) -> list[int]:

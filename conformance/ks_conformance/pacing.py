@@ -1,8 +1,10 @@
-"""How often Python's cyclic garbage collector runs while a trace is judged (in one process, or in a shard's worker)."""
+"""How a process judging a trace uses its resources (in one process, or in a shard's worker): how often Python's cyclic
+garbage collector runs, and how its peak memory is read."""
 
 from __future__ import annotations
 
 import gc
+import resource
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -22,3 +24,16 @@ def fewer_collections() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*thresholds)
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory in bytes: its VmHWM, which a new program starts afresh, where getrusage's
+    ru_maxrss keeps the peak of the process that started it (a benchmark's child would report its parent's)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # (no /proc: the best there is)
