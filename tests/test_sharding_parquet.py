@@ -4,12 +4,14 @@ the judgment itself, proven on events in memory)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import ks_conformance.sharding.ops as ops_module
+import pyarrow.parquet as pq
 import pytest
 from ks_conformance.anomalies import verdict_of
 from ks_conformance.sharding.merge import Unsharded, anomaly_order, judge_in_shards
@@ -17,7 +19,7 @@ from ks_conformance.sharding.run import judge_in_shards_with
 from ks_conformance.tracefile import check_trace
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
-from ks_spec.trace import SequenceRules, write_jsonl, write_parquet
+from ks_spec.trace import SequenceRules, to_table, write_jsonl, write_parquet
 from spark_support.faults import INJECTIONS
 from test_checker import ALL_CASES
 from test_sharding import whole
@@ -115,3 +117,41 @@ def test_check_trace_with_jobs_judges_in_processes(tmp_path: Path) -> None:
     lines = tmp_path / "trace.jsonl"
     write_jsonl(events, lines)
     assert check_trace(lines, jobs=2).judged.startswith("in one process: ")
+
+
+def _folder(events: Sequence[Event], folder: Path, cuts: Sequence[int]) -> Path:
+    """The trace as a folder of Parquet files cut at `cuts` (as Spark writes one): names in order, the second file
+    without the columns none of its rows fills."""
+    folder.mkdir()
+    edges = [0, *cuts, len(events)]
+    for number, (low, high) in enumerate(itertools.pairwise(edges)):
+        table = to_table(events[low:high])
+        if number == 1:
+            table = table.drop_columns(
+                [name for name in table.column_names if table.column(name).null_count == len(table)]
+            )
+        pq.write_table(table, folder / f"part-{number:05d}.parquet")
+    return folder
+
+
+def test_a_folder_of_parquet_files_is_judged_in_shards(tmp_path: Path) -> None:
+    """A trace Spark wrote as a folder of part files is routed and judged across its files, in name order: the
+    judgment is one process's of the folder, and the single file's; a seq gap between two files leaves the folder
+    to one process, which names the file and line."""
+    events = INJECTIONS["capacity-overrun"][1](run_named("churn", size=400, seed=5, store=MemoryStore()).events)
+    assert events is not None
+    folder = _folder(events, tmp_path / "trace", [len(events) // 3, len(events) // 3 + 7])
+    assert len(pq.ParquetFile(folder / "part-00001.parquet").schema_arrow) < len(to_table(events[:1]).schema)
+    single = tmp_path / "trace.parquet"
+    write_parquet(events, single)
+    for shards, batch in ((2, 64), (3, 5)):
+        judged = judge_in_shards_with(folder, shards, map, batch)
+        assert not isinstance(judged, Unsharded), judged.reason
+        anomalies = [(*anomaly_order(a), repr(a.details)) for a in judged.anomalies]
+        verdict = verdict_of(judged.anomalies, undecidable=False).value
+        assert anomalies and (anomalies, judged.exercised, verdict) == whole_file(folder) == whole_file(single)
+    assert check_trace(folder, jobs=2).judged == "in 2 shards of keys"
+    gap = _folder([*events[:100], *events[101:]], tmp_path / "gap", [100])
+    result = check_trace(gap, jobs=2)
+    assert result.judged.startswith("in one process: ") and result.verdict.value == "unknown"
+    assert result.malformed is not None and "part-00001.parquet" in result.malformed

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import resource
 import tempfile
 import threading
 import time
@@ -39,16 +38,18 @@ from ks_spec.trace import (
     SequenceRules,
     batch_events,
     columns,
+    is_parquet,
     parquet_type_problem,
     schema_problem,
     schema_vouched_kinds,
+    trace_files,
 )
 
 from ks_conformance.anomalies import Anomaly
 from ks_conformance.checker import Checker
 from ks_conformance.checks.records import Problem
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
-from ks_conformance.pacing import fewer_collections
+from ks_conformance.pacing import fewer_collections, peak_rss
 from ks_conformance.sharding.facts import FLUSH_ROW, Change, Prediction, Row, ledger_stream, pauses
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
 from ks_conformance.sharding.ops import OpChunk, OpWindow, table_chunks
@@ -125,15 +126,22 @@ class Routing:
         ops = np.memmap(self.folder / "op", dtype=np.int64, mode="r")
         shown = np.memmap(self.folder / "shown", dtype=np.bool_, mode="r")
         start = 0
-        parquet = pq.ParquetFile(self.trace, pre_buffer=False)
-        present = None if columns is None else [name for name in columns if name in parquet.schema_arrow.names]
-        for batch in parquet.iter_batches(batch_size=self.batch_size, columns=present):
+        for batch in trace_batches(self.trace, self.batch_size, columns):
             end = start + batch.num_rows
             owner = shards[start:end]
             mine = (owner == shard) | (owner == -1)
             wanted = mine | shown[start:end]
             yield batch.filter(pa.array(wanted)), ops[start:end][wanted].tolist(), (~mine[wanted]).tolist()
             start = end
+
+
+def trace_batches(path: Path, batch_size: int, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """A Parquet trace's batches (a file, or a folder's files in name order), of `columns` where a file has them: the
+    same batches every time (the routing's files follow them)."""
+    for file in trace_files(path):
+        parquet = pq.ParquetFile(file, pre_buffer=False)
+        present = None if columns is None else [name for name in columns if name in parquet.schema_arrow.names]
+        yield from parquet.iter_batches(batch_size=batch_size, columns=present)
 
 
 def is_in(column: pa.Array, values: Iterable[str]) -> np.ndarray:
@@ -233,11 +241,8 @@ def route_to_files(
     """Whether the op open at the end of the last batch is a tick."""
     files = [(out / name).open("wb") for name in ("shard", "op", "shown")]
     read = ("event", "seq", "tick", "key", "offset", "reason", "detail")
-    parquet = pq.ParquetFile(path, pre_buffer=False)
     try:
-        for batch in parquet.iter_batches(
-            batch_size=batch_size, columns=[c for c in read if c in parquet.schema_arrow.names]
-        ):
+        for batch in trace_batches(path, batch_size, read):
             rows = batch.num_rows
             kinds = batch.column("event")
             offsets = int_column(batch, "offset")
@@ -507,7 +512,7 @@ def measured(judge: Callable[[], ShardJudgment]) -> ShardJudgment:
     except Exception as error:
         judgment = ShardJudgment([], [Problem(-1, f"its checker failed ({type(error).__name__}: {error})")], {}, {})
     judgment.seconds = time.perf_counter() - started
-    judgment.peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    judgment.peak_rss = peak_rss()
     return judgment
 
 
@@ -531,7 +536,8 @@ Mapper = Callable[[Callable[[Any], Any], list[Any]], Iterable[Any]]
 
 
 def check_in_shards(path: Path, jobs: int) -> Sharded | Unsharded:
-    """Judge a Parquet trace in `jobs` shards in `jobs` processes; why not, when it cannot be."""
+    """Judge a Parquet trace (a file or a folder of files) in `jobs` shards in `jobs` processes; why not, when it
+    cannot be."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])  # forked from a server that imported the checker once
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
@@ -551,21 +557,24 @@ def _start_workers(pool: ProcessPoolExecutor, jobs: int) -> None:
 
 
 def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: int = BATCH) -> Sharded | Unsharded:
-    """Judge a Parquet trace in `shards` shards, running the shards' tasks with `mapper` (tests: in this process)."""
-    if path.is_dir() or path.suffix != ".parquet":
-        return Unsharded("only a single Parquet file is judged in shards")
+    """Judge a Parquet trace (a file, or a folder of files in name order) in `shards` shards, running the shards'
+    tasks with `mapper` (tests: in this process)."""
+    files = trace_files(path)
+    if any(file.suffix != ".parquet" or not is_parquet(file) for file in files):
+        return Unsharded("only Parquet traces (a file, or a folder of files) are judged in shards")
     try:
-        first = next(batch_events(pq.ParquetFile(path).read_row_group(0).slice(0, 1).to_batches()[0]))
+        first = next(batch_events(next(trace_batches(path, 1))))
         config = json.loads(str(first["detail"]))["config"]
     except (ValueError, KeyError, TypeError, IndexError, StopIteration, pa.ArrowInvalid, OSError):
         return Unsharded("its first row is not a config event that can be read")
     if not isinstance(config, dict) or config_problem(config) is not None:
         return Unsharded("its configuration is one the spec refuses")
-    schema = pq.ParquetFile(path).schema_arrow
-    if {"seq", "tick", "event"} - set(schema.names) or set(schema.names) - set(columns()):
-        return Unsharded("its columns are not the trace format's")
-    if any(parquet_type_problem(name, schema.field(name).type) for name in schema.names):
-        return Unsharded("a column's type is not the trace format's")
+    for file in files:
+        schema = pq.ParquetFile(file).schema_arrow
+        if {"seq", "tick", "event"} - set(schema.names) or set(schema.names) - set(columns()):
+            return Unsharded("its columns are not the trace format's")
+        if any(parquet_type_problem(name, schema.field(name).type) for name in schema.names):
+            return Unsharded("a column's type is not the trace format's")
     detail = str(first["detail"])
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ks-shards-") as folder:
