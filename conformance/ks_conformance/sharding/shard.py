@@ -16,6 +16,7 @@ records where (an op's index or an event's seq) and the merge counts each place 
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -394,28 +395,38 @@ class ShardChecker(Checker):
         """`pass_foreign_ops` in the first shard when only the persistence checks have something to judge: an op
         that leaves the cursor where it was and persisted is the end of `check_persistence` settled at once."""
         # Written for speed (once per op of other shards in the first shard): `persisted_and_unmoved` is the part
-        # of `check_persistence` that judges such an op, which needs no OpState.
+        # of `check_persistence` that judges such an op, which needs no OpState; a run of ops that cannot move the
+        # cursor is judged at its last op, as each of its ops would be.
         if self.best_effort or self.persist_holes or self.seek is not None:
             return self.pass_foreign_ops(first, last)
         starts, ends, base = self.ops.starts, self.ops.ends, self.ops.base + 1
-        persisted, own = self.persisted_cursor, self.unresolved
+        persisted, own, foreign = self.persisted_cursor, self.unresolved, self.foreign_unresolved
         tempted = [self.points[name, True] for name in self.tempted]
         settle_every = self.settle_every
-        for index in range(first, last + 1):
+        index = first
+        while index <= last:
             start = starts[index - base]
             if self.next_change_seq < start:
                 self.catch_up(start)
             cursor = self.cursor()
-            if cursor == persisted and own and own.min() == cursor:
-                # The cursor is this shard's message: no other shard's change moves it (they resolve their own and
-                # publish above it), so every op left ends as this one does; settling once is settling at each.
-                end = ends[last - base]
-                if self.next_change_seq <= end:
-                    self.catch_up(end + 1)
-                self.op_count, self.last_seq = last, end
-                persisted_and_unmoved(self, cursor, self.cursor())
-                self.pass_unjudged_ops(index, last)
-                return last + 1
+            if cursor == persisted:
+                # The ops that end before any change that may move the cursor all end as this one does: the cursor
+                # is this shard's message (no other shard's change moves it: they resolve their own and publish
+                # above it), or another's until its resolution (no event of this shard is in these ops).
+                if own and own.min() == cursor:
+                    stop = last + 1
+                else:
+                    moves_at = self.cursor_holds_until(cursor) if foreign and foreign.min() == cursor else start
+                    stop = bisect_left(ends, moves_at, index - base, last - base + 1) + base
+                if stop > index:
+                    end = ends[stop - 1 - base]
+                    if self.next_change_seq <= end:
+                        self.catch_up(end + 1)
+                    self.op_count, self.last_seq = stop - 1, end
+                    persisted_and_unmoved(self, cursor, self.cursor())
+                    self.pass_unjudged_ops(index, stop - 1)
+                    index = stop
+                    continue
             end = ends[index - base]
             if self.next_change_seq <= end:
                 self.catch_up(end + 1)
@@ -426,7 +437,19 @@ class ShardChecker(Checker):
                 points.add(index)
             if index % settle_every == 0:
                 self._settle()
+            index += 1
         return last + 1
+
+    def cursor_holds_until(self, cursor: int) -> int:
+        """With the cursor at `cursor`, another shard's message: the seq of the first of the other shards' changes
+        in memory that may move it (its message resolved, or one below it reopened); past the chunk in memory, its
+        last change's seq (the changes of later seqs are not read yet)."""
+        foreign = self.foreign
+        for position in range(self.next_foreign, len(foreign)):
+            seq, what, offset, _ = foreign[position]
+            if (offset == cursor and (what == RESOLVED or what == SEEKED)) or (what == REOPENED and offset < cursor):
+                return seq
+        return foreign[-2][0] if foreign[-1] is END_OF_CHUNK else sys.maxsize
 
     def close_open_op(self, index: int) -> None:
         """Judge the end of the open op, the `index`-th, after the other shards' changes within it."""
