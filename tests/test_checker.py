@@ -958,6 +958,21 @@ def _bucket_with_two_owners(bad: bool) -> TraceBuilder:
     return t
 
 
+@case("idle-while-ready")
+def _bucket_that_stays_is_not_withheld(bad: bool) -> TraceBuilder:
+    """KS-BKT-4 withholds a moving bucket only: after a join that leaves bucket 3 with c2 (`sorted` over c0, c1, c2),
+    another key of the bucket goes at once although c2 still holds a delivery of the earlier epoch; broken: it
+    waits for that delivery's ack as if the bucket were moving."""
+    t = TraceBuilder(profile="owner", selector="buckets", bucket_budget=4).add("c1").add("c2")
+    t.deliver(t.publish("a", hash=0xC000, segment=0, bucket=3), "c2")
+    t.add("c0")
+    later = t.publish("b", hash=0xC001, segment=0, bucket=3)
+    if bad:
+        t.tick().ack(0, "c2").persisted(1)
+    t.deliver(later, "c2")
+    return t
+
+
 @case("unstable-buckets")
 def _bucket_moved_between_stayers(bad: bool) -> TraceBuilder:
     t = _sticky().add("c1").add("c2")

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 from ks_spec.config import lookahead_limit
 from ks_spec.slots import SLOT_SELECTORS, slot_of
 
+from ks_conformance.checks.selectors import bucket_owner
 from ks_conformance.explain import Explained, message_clause
 from ks_conformance.glob import accepts
 from ks_conformance.rules import cursor, filters, ordering
 from ks_conformance.rules.registry import Scope, Stage, define, need
 
 if TYPE_CHECKING:
-    from ks_conformance.checks.records import Incarnation, Message, OpState
+    from ks_conformance.checks.records import Incarnation, Message, OpState, Segment
     from ks_conformance.checks.state import CheckerState
 
 IDLE_WHILE_READY = define(
@@ -30,8 +31,8 @@ IDLE_WHILE_READY = define(
     Scope.SUBSCRIPTION,
     (
         "strict and owner, selectors other than `pulsar-sticky`: at the end of an op, a message m among the "
-        '`window` smallest unresolved offsets (with `read_bound = "lookahead"`: a message that fewer than *L*'
-        " earlier waiting messages precede, KS-ISO-3; with `park_after` set, parked messages are left out of "
+        '`window` smallest unresolved offsets (with `read_bound = "lookahead"`: a message that fewer than *L* '
+        "earlier waiting messages precede, KS-ISO-3; with `park_after` set, parked messages are left out of "
         'either count, KS-ISO-4; with `read_trigger = "heartbeat"`, at the end of an op other than a `tick`, '
         "only a message below the *read mark*: the first offset the read bound did not admit when the last "
         "tick ended, raised past every offset a `deliver`, `held` or `filter` names and reset to 0 by a "
@@ -41,13 +42,15 @@ IDLE_WHILE_READY = define(
         '`drain_granularity = "hash"`: another key of its slot awaits redelivery, is blocked, or holds an '
         "outstanding delivery from an earlier epoch, or any outstanding delivery while members have filters, "
         "KS-DRN-3; with selector `buckets`: its bucket is withheld or has an outstanding delivery from an "
-        "earlier epoch, KS-BKT-4, an ancestor of its segment has an unresolved message of the segment's "
-        "range, KS-BKT-5, or it belongs to a batch and is not the batch's first message undelivered since "
-        "publication or restart, or a later undelivered message of the batch is not the earliest unresolved "
-        "of its key or its key is outstanding, awaiting or blocked, KS-BKT-10: a batch's later messages go "
-        "with its first, exempt from capacity and window), and every member that accepts its key (at least "
-        'one) is connected and below capacity (with `flow_control = "permits"`: holds a permit; selector '
-        "`any`: at least one member that accepts its key is connected and below capacity)"
+        "earlier epoch held by another consumer than the bucket's target now (by any consumer under a policy "
+        "other than `sorted` or with `controller_moves`: the bucket may be moving), KS-BKT-4, an ancestor of "
+        "its segment has an unresolved message of the segment's range, KS-BKT-5, or it belongs to a batch and "
+        "is not the batch's first message undelivered since publication or restart, or a later undelivered "
+        "message of the batch is not the earliest unresolved of its key or its key is outstanding, awaiting "
+        "or blocked, KS-BKT-10: a batch's later messages go with its first, exempt from capacity and window), "
+        "and every member that accepts its key (at least one) is connected and below capacity (with "
+        '`flow_control = "permits"`: holds a permit; selector `any`: at least one member that accepts its key '
+        "is connected and below capacity)"
     ),
     witness="the publish of m, the op",
     exercised="an op ends with an undelivered message in the window",
@@ -309,15 +312,26 @@ def bucket_explains(st: CheckerState, message: Message) -> bool:
     bucket = (message.segment, message.bucket)
     if bucket in st.withheld_buckets:
         return True
-    if any(d.epoch < st.epoch for d in st.bucket_outstanding.get(bucket, {}).values()):
-        return True
     segment = st.segments.get(message.segment)
     if segment is None:
+        return True
+    holders = [d.holder.name for d in st.bucket_outstanding.get(bucket, {}).values() if d.epoch < st.epoch]
+    if holders and moving(st, message.bucket, segment, holders):
         return True
     for _, earlier in st.ancestors_unresolved(segment):
         if earlier.hash is None or segment.lo <= earlier.hash >> 16 <= segment.hi:
             return True
     return batch_explains(st, message)
+
+
+def moving(st: CheckerState, bucket: int, segment: Segment, holders: list[str]) -> bool:
+    """Whether a bucket whose earlier epoch's deliveries these consumers still hold may be moving to another target
+    (KS-BKT-4 withholds only a moving bucket): under `sorted`, when one of them is not its owner now; under a policy
+    the checker cannot predict (or with `controller_moves`), whenever they hold any."""
+    if st.config["bucket_assignment"] != "sorted" or st.controller_moves or not st.members:
+        return True
+    owner = bucket_owner(bucket, segment.buckets, sorted(st.members), segment.number)
+    return any(holder != owner for holder in holders)
 
 
 def batch_explains(st: CheckerState, message: Message) -> bool:
