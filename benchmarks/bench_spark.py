@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ks_conformance.pacing import peak_rss
+from ks_conformance.pacing import peak_rss, vm_hwm
 from rich.console import Console
 from rich.table import Table
 
@@ -238,11 +238,6 @@ def run_child(mode: str, options: dict[str, Any], limit: int, timeout: float | N
     return result
 
 
-def _self_peak() -> int:
-    """This process's peak RSS (VmHWM), in bytes."""
-    return peak_rss()
-
-
 def tree_pids(root: int, table: dict[int, tuple[int, str, int]] | None = None) -> list[int]:
     """`root` and every process descended from it that is alive now (in `table`, default: read /proc)."""
     table = table if table is not None else _processes()
@@ -269,17 +264,6 @@ def tree_cpu_seconds(root: int | None = None) -> float:
             continue  # it ended meanwhile
         ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _hwm(pid: int) -> int:
-    """A process's peak RSS (VmHWM), in bytes; 0 if unreadable."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 # --- the measurements, each in a child process --------------------------------------------------------
@@ -310,7 +294,7 @@ def spark_child(trace: str, master: str, driver_memory: str | None, shards: int 
         stages.append((description.split(" (")[0], until - at))
     gateway = getattr(session.sparkContext, "_gateway", None)
     process = getattr(gateway, "proc", None)
-    jvm = _hwm(process.pid) if process is not None else 0
+    jvm = vm_hwm(process.pid) if process is not None else 0
     session.stop()
     return {
         "events": result.events,
@@ -322,7 +306,7 @@ def spark_child(trace: str, master: str, driver_memory: str | None, shards: int 
         "stages": stages,
         "cpu_s": cpu,
         "jvm_hwm": jvm,
-        "driver_hwm": _self_peak(),
+        "driver_hwm": peak_rss(),
         "judged": result.judged,
     }
 
@@ -375,7 +359,7 @@ def floor_child(trace: str, master: str, driver_memory: str | None) -> dict[str,
     seconds = time.perf_counter() - started
     cpu = tree_cpu_seconds() - cpu_before
     session.stop()
-    return {"shipped": shipped, "seconds": seconds, "cpu_s": cpu, "driver_hwm": _self_peak()}
+    return {"shipped": shipped, "seconds": seconds, "cpu_s": cpu, "driver_hwm": peak_rss()}
 
 
 def python_child(trace: str, budget: float) -> dict[str, Any]:
@@ -417,7 +401,7 @@ def python_child(trace: str, budget: float) -> dict[str, Any]:
         "seconds": seconds,
         "rate": events / seconds,
         "steady_rate": steady,
-        "driver_hwm": _self_peak(),
+        "driver_hwm": peak_rss(),
     }
 
 
@@ -457,7 +441,7 @@ def pandas_child(trace: str, runs: int) -> dict[str, Any]:
         "runs": times,
         "reorders": found[0],
         "overlaps": found[1],
-        "driver_hwm": _self_peak(),
+        "driver_hwm": peak_rss(),
     }
 
 
@@ -501,7 +485,7 @@ def duckdb_child(trace: str, runs: int, threads: int, memory_limit_gb: int) -> d
         "runs": times,
         "reorders": found[0],
         "overlaps": found[1],
-        "driver_hwm": _self_peak(),
+        "driver_hwm": peak_rss(),
     }
 
 
@@ -544,7 +528,7 @@ def dispatcher_child(trace: str, messages: int, master: str) -> dict[str, Any]:
         "seconds": seconds,
         "delivered": delivered,
         "refused": refused,
-        "driver_hwm": _self_peak(),
+        "driver_hwm": peak_rss(),
     }
 
 
@@ -567,7 +551,7 @@ def logreplay_child(log: str, master: str, lag: int) -> dict[str, Any]:
         "events": summary.events,
         "seconds": seconds,
         "deliveries": summary.deliveries,
-        "driver_hwm": _self_peak(),
+        "driver_hwm": peak_rss(),
     }
 
 

@@ -26,14 +26,19 @@ def fewer_collections() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
-def peak_rss() -> int:
-    """This process's peak resident memory in bytes: its VmHWM, which a new program starts afresh, where getrusage's
-    ru_maxrss keeps the peak of the process that started it (a benchmark's child would report its parent's)."""
+def vm_hwm(pid: int | str = "self") -> int:
+    """A process's peak resident memory in bytes (its VmHWM, which a new program starts afresh); 0 if unreadable."""
     try:
-        with open("/proc/self/status") as status:
+        with open(f"/proc/{pid}/status") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # (no /proc: the best there is)
+    return 0
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory in bytes: its VmHWM, where getrusage's ru_maxrss keeps the peak of the
+    process that started it (a benchmark's child would report its parent's); ru_maxrss only without /proc."""
+    return vm_hwm() or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

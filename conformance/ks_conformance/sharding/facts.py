@@ -166,9 +166,10 @@ def ledger_stream(
 
     def ended(seq: int, offset: int) -> None:
         """A delivery ended: its message may be parked again (with `park_after` set)."""
-        key = key_of(offset) if parking is not None else None
-        if parking is not None and key is not None:
-            parking.ended(key, offset, seq)
+        if parking is not None:
+            key = key_of(offset)
+            if key is not None:
+                parking.ended(key, offset, seq)
 
     for kind, seq, offset, consumer, delayed, persisted, key in rows:
         if offset is None:
