@@ -5,8 +5,9 @@ the floor (reading every event with the checker's reader, bench_checker's `floor
 process, and check-trace with `--jobs N` for each N asked. Printed: events/s, each against the floor and against one
 process, the seconds of the sequential part (routing, and merging, in the parent process) and its share of the
 sharded run's time, with the speed-up Amdahl's law allows with that share, and the peak memory of the parent and
-of its largest worker. The targets of issue 29: one process >= 0.3 of the floor, `--jobs 2` >= 1.7x one process on
-two cores, the sequential part under 5% at 10M events.
+of its largest worker. With `--formats parquet,jsonl`, the same on the trace written as JSON lines (which `--jobs`
+converts to Parquet in its workers first; its floor is reading the JSON). The targets of issue 29: one process >= 0.3
+of the floor, `--jobs 2` >= 1.7x one process on two cores, the sequential part under 5% at 10M events.
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ def scale_child(trace: Path) -> dict[str, Any]:
     return figures
 
 
+def ensure_jsonl(trace: Path) -> Path:
+    """The Parquet trace written as JSON lines beside it (once: write_jsonl writes all or nothing)."""
+    from ks_spec.trace import read_events, write_jsonl
+
+    path = trace.with_suffix(".jsonl")
+    if not path.exists():
+        write_jsonl((event for _, event in read_events(trace)), path)
+    return path
+
+
 def fastest(mode: str, trace: Path, runs: int) -> dict[str, Any]:
     """The fastest of `runs` measurements (this two-core machine's figures move by a tenth from run to run)."""
     runs_of = (run_child(mode, trace, "benchmarks.bench_sharded") for _ in range(runs))
@@ -96,6 +107,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "ks-bench-data")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="one 100k-event trace")
+    parser.add_argument(
+        "--formats", default="parquet", help="the trace's formats, comma-separated: parquet, jsonl (default parquet)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement, the fastest kept (default 3)")
     parser.add_argument(
         "--scale", action="store_true", help="also judge 2 and 4 shards one after the other, to split a shard's time"
@@ -105,6 +119,9 @@ def main() -> None:
     readme.record(args.write_readme, "bench_sharded", quick=args.quick)
     sizes = [100_000] if args.quick else [parse_size(size) for size in args.sizes.split(",")]
     jobs = [int(n) for n in args.jobs.split(",")]
+    formats = args.formats.split(",")
+    if set(formats) - {"parquet", "jsonl"}:
+        raise SystemExit(f"--formats: parquet or jsonl, not {args.formats!r}")
     args.data.mkdir(parents=True, exist_ok=True)
     console.print(f"machine: {machine()}")
     table = Table(title="check-trace on the synthetic trace: one process and --jobs N", title_justify="left")
@@ -114,14 +131,16 @@ def main() -> None:
     table.add_column("judged")
     problems = []
     scales: list[tuple[int, float, dict[str, Any]]] = []
-    for events in sizes:
+    for events, form in ((events, form) for events in sizes for form in formats):
         trace, _ = ensure_trace(args.data, events, args.seed)
+        if form == "jsonl":
+            trace = ensure_jsonl(trace)
         floor = fastest("floor", trace, args.repeat)
         one = fastest("one", trace, args.repeat)
         floor_rate = floor["events"] / floor["seconds"]
         one_rate = one["events"] / one["seconds"]
         table.add_row(
-            label(events),
+            label(events) + (" (JSON lines)" if form == "jsonl" else ""),
             "floor",
             f"{floor_rate:,.0f}",
             "1",
@@ -146,7 +165,7 @@ def main() -> None:
             f"{one['peak_rss'] / 2**20:,.0f} MB",
             one["verdict"],
         )
-        if args.scale:
+        if args.scale and form == "parquet":
             scales.append((events, one["seconds"], run_child("scale", trace, "benchmarks.bench_sharded")))
         for n in jobs:
             sharded = fastest(f"jobs{n}", trace, args.repeat)
@@ -165,7 +184,8 @@ def main() -> None:
                 f"{share:.1%}",
                 f"{1 / share:,.0f}x" if share else "",
                 f"{sharded['peak_rss'] / 2**20:,.0f} / {sharded['workers_rss'] / 2**20:,.0f} MB",
-                f"{sharded['verdict']}, {sharded['judged']}",
+                f"{sharded['verdict']}, {sharded['judged']}"
+                + (f" (converted in {phases['convert']:,.1f} s)" if "convert" in phases else ""),
             )
             if sharded["verdict"] != one["verdict"] or sharded["anomalies"] != 0:
                 problems.append(f"--jobs {n} at {label(events)}: {sharded['verdict']} ({sharded['judged']})")

@@ -103,8 +103,8 @@ def test_the_router_screen_accepts_no_trace_the_sequence_rules_refuse(tmp_path: 
 
 
 def test_check_trace_with_jobs_judges_in_processes(tmp_path: Path) -> None:
-    """The real thing: `check_trace(jobs=2)` runs two worker processes and agrees with one process; a JSON-lines
-    trace, which is not sharded, is judged in one process and says why."""
+    """The real thing: `check_trace(jobs=2)` runs two worker processes and agrees with one process, on Parquet and
+    on JSON lines (converted by the workers, ks_conformance.sharding.jsonl)."""
     events = INJECTIONS["capacity-overrun"][1](run_named("churn", size=400, seed=5, store=MemoryStore()).events)
     assert events is not None
     path = tmp_path / "trace.parquet"
@@ -116,7 +116,10 @@ def test_check_trace_with_jobs_judges_in_processes(tmp_path: Path) -> None:
     assert (anomalies, sharded.exercised, sharded.verdict.value) == whole_file(path)
     lines = tmp_path / "trace.jsonl"
     write_jsonl(events, lines)
-    assert check_trace(lines, jobs=2).judged.startswith("in one process: ")
+    from_lines = check_trace(lines, jobs=2)
+    assert from_lines.judged == "in 2 shards of keys" and "convert" in from_lines.seconds
+    anomalies = [(*anomaly_order(a), repr(a.details)) for a in from_lines.anomalies]
+    assert (anomalies, from_lines.exercised, from_lines.verdict.value) == whole_file(lines) == whole_file(path)
 
 
 def _folder(events: Sequence[Event], folder: Path, cuts: Sequence[int]) -> Path:

@@ -39,9 +39,9 @@ def register(commands: Any) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="judge each Parquet trace (a file, or a folder of files as Spark writes them) in N shards of keys, in N "
-        "processes (default 1); the judgment is the same, and a trace the shards do not cover yet (such as selector "
-        "buckets, JSON lines or a malformed trace) is judged in one process, with the reason printed",
+        help="judge each trace in N shards of keys, in N processes (default 1; JSON lines are converted to Parquet by "
+        "the workers first); the judgment is the same, and a trace the shards do not cover yet (such as selector "
+        "buckets or a malformed trace) is judged in one process, with the reason printed",
     )
     check.set_defaults(handler=run_check_trace)
 

@@ -69,9 +69,9 @@ def check_trace(path: Path, jobs: int = 1) -> TraceCheck:
     """Check one trace file or folder; raise MissingInput if it does not exist.
 
     Edge inputs are decided in spec/trace.md section 6: a malformed trace is unknown with no anomalies, a
-    configuration the spec refuses is a contradiction at seq 0 and nothing is judged. With `jobs` > 1 a Parquet
-    trace is judged in that many shards of keys in as many processes (ks_conformance.sharding: the same judgment),
-    or, when the shards do not cover it, in one process (`judged` says which, and why).
+    configuration the spec refuses is a contradiction at seq 0 and nothing is judged. With `jobs` > 1 a trace is
+    judged in that many shards of keys in as many processes (ks_conformance.sharding: the same judgment), or, when
+    the shards do not cover it, in one process (`judged` says which, and why).
     """
     if not path.exists():
         raise MissingInput(f"{path}: no such file or folder")

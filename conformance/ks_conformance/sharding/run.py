@@ -1,6 +1,6 @@
-"""`check-trace --jobs N` for a Parquet trace: route it into shards column by column, predict the ledger, judge the
-shards in N processes, merge (merge.py). Anything the shards do not cover yet is judged in one process instead, and
-the result says why (`TraceCheck.judged`).
+"""`check-trace --jobs N` for a Parquet trace (JSON lines are converted to one first, jsonl.py): route it into shards
+column by column, predict the ledger, judge the shards in N processes, merge (merge.py). Anything the shards do not
+cover yet is judged in one process instead, and the result says why (`TraceCheck.judged`).
 
 Routing (`route_to_files`), batch by batch with numpy: a row naming an offset goes to the shard of the key that
 published it (so a key contradicting its offset is seen, and refused, by the shard holding the message), a row
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from itertools import chain, compress
 from operator import itemgetter, not_
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +50,7 @@ from ks_conformance.checks.records import Problem
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
 from ks_conformance.pacing import fewer_collections, peak_rss
 from ks_conformance.sharding.facts import FLUSH_ROW, Change, Prediction, Row, ledger_stream, pauses
+from ks_conformance.sharding.jsonl import Mapper, convert_jsonl
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
 from ks_conformance.sharding.ops import OpChunk, OpWindow, table_chunks
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
@@ -531,13 +531,9 @@ class Sharded:
     """The peak memory of the largest worker, in bytes."""
 
 
-Mapper = Callable[[Callable[[Any], Any], list[Any]], Iterable[Any]]
-"""How the shards' tasks run: `map` itself (in this process, one after the other) or a process pool's `map`."""
-
-
 def check_in_shards(path: Path, jobs: int) -> Sharded | Unsharded:
-    """Judge a Parquet trace (a file or a folder of files) in `jobs` shards in `jobs` processes; why not, when it
-    cannot be."""
+    """Judge a trace (JSON lines, a Parquet file or a folder of them) in `jobs` shards in `jobs` processes; why not,
+    when it cannot be."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])  # forked from a server that imported the checker once
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
@@ -556,12 +552,28 @@ def _start_workers(pool: ProcessPoolExecutor, jobs: int) -> None:
         pool.submit(_ready)
 
 
+def judge_jsonl_in_shards(path: Path, shards: int, mapper: Mapper, batch: int) -> Sharded | Unsharded:
+    """A JSON lines trace: converted to Parquet parts by `mapper`'s tasks (jsonl.py), then judged as their folder."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ks-jsonl-") as folder:
+        refused = convert_jsonl(path, Path(folder), shards, mapper)
+        if refused is not None:
+            return Unsharded(refused)
+        converted = time.perf_counter() - started
+        judged = judge_in_shards_with(Path(folder), shards, mapper, batch)
+    if isinstance(judged, Sharded):
+        judged.seconds = {"convert": converted, **judged.seconds}
+    return judged
+
+
 def judge_in_shards_with(path: Path, shards: int, mapper: Mapper = map, batch: int = BATCH) -> Sharded | Unsharded:
-    """Judge a Parquet trace (a file, or a folder of files in name order) in `shards` shards, running the shards'
-    tasks with `mapper` (tests: in this process)."""
+    """Judge a trace (JSON lines, a Parquet file, or a folder of them in name order) in `shards` shards, running the
+    shards' tasks with `mapper` (tests: in this process)."""
     files = trace_files(path)
-    if any(file.suffix != ".parquet" or not is_parquet(file) for file in files):
-        return Unsharded("only Parquet traces (a file, or a folder of files) are judged in shards")
+    if not path.is_dir() and not is_parquet(path):
+        return judge_jsonl_in_shards(path, shards, mapper, batch)
+    if not all(is_parquet(file) for file in files):
+        return Unsharded("a file of the folder is not Parquet")
     try:
         first = next(batch_events(next(trace_batches(path, 1))))
         config = json.loads(str(first["detail"]))["config"]
