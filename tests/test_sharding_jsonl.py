@@ -132,12 +132,14 @@ REFUSED: dict[str, Callable[[list[bytes]], list[bytes]]] = {
     "a byte order mark after the first line": _line(9, lambda text: b"\xef\xbb\xbf" + text),
     "a carriage return ending a line": lambda lines: [*lines[:3], lines[3] + b"\r" + lines[4], *lines[5:]],
     "a form feed line": lambda lines: [*lines[:3], b"\x0c", *lines[3:]],
+    "a raw tab in a string": _publish(b'"key":"', b'"key":"\t'),
+    "a trailing comma": _line(4, lambda text: text[:-1] + b",}"),
+    "a field written as null": _publish(b'"event":"publish"', b'"event":"publish","attempt":null'),
 }
 """Lines the converter must not turn into events the one-process reader would not read (it reads some of them,
 differently or not at all): the trace is judged in one process."""
 
 ACCEPTED: dict[str, Callable[[list[bytes]], list[bytes]]] = {
-    "a null field the kind does not use": _publish(b'"event":"publish"', b'"event":"publish","attempt":null'),
     "blank lines of JSON whitespace": lambda lines: [*lines[:4], b"", b" \t ", b"\r", *lines[4:]],
     "a byte order mark opening the file": _line(0, lambda text: b"\xef\xbb\xbf" + text),
     "lines ended by CR LF": lambda lines: [line + b"\r" for line in lines],

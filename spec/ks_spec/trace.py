@@ -10,8 +10,10 @@ line and field) all derive from the one schema here.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ import fastjsonschema
 import jsonschema
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from ks_spec import paths
@@ -405,31 +408,96 @@ def read_events(path: Path) -> Iterator[tuple[str, Event]]:
     events themselves are not validated here (see `validate_trace`).
     """
     for file in trace_files(path):
-        if is_parquet(file):
-            for where, event, _ in _read_parquet(file):
-                yield where, event
-        else:
-            yield from _read_jsonl(file)
+        reader = _read_parquet(file) if is_parquet(file) else _read_jsonl(file)
+        for where, event, _ in reader:
+            yield where, event
 
 
 def read_checked_events(path: Path) -> Iterator[tuple[str, Event, str | None]]:
     """Like `read_events`, with each event's `schema_problem` (None when it matches the schema).
 
-    Parquet rows are checked a batch at a time where Arrow can prove a kind's rows match (`schema_vouched_kinds`)
-    and one by one otherwise, so the problem reported is always `schema_problem`'s."""
+    Rows are checked a batch at a time where Arrow can prove a kind's rows match (`schema_vouched_kinds`) and one
+    by one otherwise, so the problem reported is always `schema_problem`'s."""
     for file in trace_files(path):
-        if is_parquet(file):
-            yield from _read_parquet(file, checked=True)
-        else:
-            for where, event in _read_jsonl(file):
-                yield where, event, schema_problem(event)
+        yield from _read_parquet(file, checked=True) if is_parquet(file) else _read_jsonl(file, checked=True)
 
 
-def _read_jsonl(file: Path) -> Iterator[tuple[str, Event]]:
+JSON_CHUNK = 4 << 20
+"""The bytes of JSON lines read as one Arrow table (`_read_jsonl`): whole lines, so a little more."""
+BOM = b"\xef\xbb\xbf"
+_NULL_FIELD = re.compile(rb":[ \t\r\n]*null")
+_JSON_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
+
+
+def json_lines_table(data: bytes, at_start: bool) -> pa.Table | str:
+    """Whole JSON lines (`at_start`: the file's first) as an Arrow table of the format's columns, holding exactly
+    the events the line reader reads from them; or why it may not (the line reader must read them then).
+
+    Given the schema, Arrow's reader refuses a number with a fraction or exponent or beyond int64, a value of
+    another type, a field the format has not, a line that is no object, a raw control character in a string (and
+    a few lines the line reader reads: a key given twice, a lone surrogate). Checked here: as many rows as lines
+    that are not blank (two values on a line, or a line the line reader ends at a lone carriage return, differ),
+    strings that are UTF-8, a byte order mark at the file's start only, and no `null` field (Arrow reads one
+    absent; the line reader keeps it, and a problem with it names it so)."""
+    if data.startswith(BOM) and not at_start:
+        return "a byte order mark after the file's start"
+    if data.count(b"\r") != data.count(b"\r\n") + data.endswith(b"\r"):
+        return "a carriage return that ends a line alone"
+    if _NULL_FIELD.search(data) and _NULL_FIELD.search(_JSON_STRING.sub(b'""', data)):  # (not within a string)
+        return "a field written as null"
+    lines = sum(1 for line in data.split(b"\n") if line.strip(JSON_BLANK_BYTES))
+    schema = arrow_schema()
+    if lines == 0:
+        return schema.empty_table()
+    options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+    try:
+        read = pa_json.read_json(pa.BufferReader(data), parse_options=options)
+        table = pa.Table.from_arrays(read.columns, schema=schema)  # (Arrow refused nulls in the required columns)
+        table.validate(full=True)  # (strings that are not UTF-8 are found here)
+    except (pa.ArrowException, ValueError) as error:
+        return _first_line(error)
+    if table.num_rows != lines:
+        return f"{table.num_rows} events read from {lines} lines (a line holds more than one JSON value)"
+    return table
+
+
+def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event, str | None]]:
+    """The file's events with their place and, if `checked`, each one's `schema_problem`: read by Arrow a stretch
+    of lines at a time (`json_lines_table`), with the line reader from the first stretch Arrow may not read."""
+    start = lines_before = 0
+    with open(file, "rb") as handle:
+        while data := handle.read(JSON_CHUNK):
+            if not data.endswith(b"\n"):
+                data += handle.readline()
+            table = json_lines_table(data, start == 0)
+            if isinstance(table, str):
+                yield from _read_json_lines(file, start, lines_before, checked)
+                return
+            numbers = (
+                number
+                for number, line in enumerate(data.split(b"\n"), lines_before + 1)
+                if line.strip(JSON_BLANK_BYTES)
+            )
+            for batch in table.to_batches():
+                clean = schema_vouched_kinds(batch) if checked else None
+                for event, number in zip(batch_events(batch), numbers, strict=False):
+                    problem = None if clean is None or event["event"] in clean else schema_problem(event)
+                    yield f"{file}:{number}", event, problem
+            start += len(data)
+            lines_before += data.count(b"\n")
+
+
+def _read_json_lines(
+    file: Path, start: int, lines_before: int, checked: bool
+) -> Iterator[tuple[str, Event, str | None]]:
+    """The line reader: the file's events from byte `start` (a line's start, after `lines_before` lines) one line at
+    a time, each line's problem named with its number."""
     # utf-8-sig: a byte order mark opening the file is skipped (spec/trace.md section 6); one elsewhere is an error.
     # surrogateescape keeps a bad byte in its line, so the error names that line, not the first of its buffer.
-    with open(file, encoding="utf-8-sig", errors="surrogateescape") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    with open(file, "rb") as raw:
+        raw.seek(start)
+        handle = io.TextIOWrapper(raw, encoding="utf-8-sig" if start == 0 else "utf-8", errors="surrogateescape")
+        for line_no, line in enumerate(handle, start=lines_before + 1):
             if not line.isascii() and not _is_utf8(line):
                 raise UserError(f"{file}:{line_no}: field '(line)': not valid UTF-8")
             if not line.strip(JSON_BLANK):  # a blank line holds no event; line numbers still count it
@@ -438,7 +506,7 @@ def _read_jsonl(file: Path) -> Iterator[tuple[str, Event]]:
                 event = parse_line(line)
             except json.JSONDecodeError as error:
                 raise UserError(f"{file}:{line_no}: field '(line)': not valid JSON ({error.msg})") from None
-            yield f"{file}:{line_no}", event
+            yield f"{file}:{line_no}", event, schema_problem(event) if checked else None
 
 
 def line_problem(line: str) -> str | None:
@@ -452,6 +520,7 @@ def line_problem(line: str) -> str | None:
 
 
 JSON_BLANK = " \t\r\n"
+JSON_BLANK_BYTES = JSON_BLANK.encode()
 """JSON's whitespace: a JSON line of nothing else is blank, and skipped (by the Spark reader too)."""
 
 
