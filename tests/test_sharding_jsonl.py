@@ -81,7 +81,7 @@ def test_json_lines_are_judged_in_shards_as_in_one_process(tmp_path: Path, monke
     """Injected faults written as JSON lines, cut into many parts, judged in 2 and 3 shards: one process's judgment
     of the file, and the time the conversion took is reported."""
     monkeypatch.setattr(jsonl, "PART_BYTES", 4096)
-    for target in ("capacity-overrun", "cursor-skip/holes", "key-reorder"):
+    for target in ("cursor-skip/holes", "key-reorder"):
         workload, inject = INJECTIONS[target]
         events = inject(run_named(workload, size=200, seed=4, store=MemoryStore()).events)
         assert events is not None
@@ -163,7 +163,7 @@ def test_what_the_conversion_cannot_keep_is_judged_in_one_process(
     path = tmp_path / "trace.jsonl"
     _write(path, churn(), REFUSED[edit], final=True)
     whole = check_trace(path)
-    for part_bytes in (100, 1 << 20):  # (100: about a line a part, so the edit is also at a part's start)
+    for part_bytes in (1500, 1 << 20):  # (a part's start, where Arrow skips a byte order mark: test_trace_jsonl_reader)
         monkeypatch.setattr(jsonl, "PART_BYTES", part_bytes)
         assert isinstance(judge_in_shards_with(path, 2, map, 64), Unsharded), part_bytes
     monkeypatch.setattr(run, "check_in_shards", lambda path, jobs: judge_in_shards_with(path, jobs, map, 64))

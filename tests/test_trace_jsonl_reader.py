@@ -36,7 +36,7 @@ def test_every_edit_reads_as_the_line_reader_reads_it(
 ) -> None:
     """The sharded conversion's refused and accepted edits, in stretches of one line to the whole file."""
     path = tmp_path / "trace.jsonl"
-    _write(path, churn(), {**REFUSED, **ACCEPTED}[edit], final=True)
+    _write(path, churn()[:150], {**REFUSED, **ACCEPTED}[edit], final=True)
     expected = line_reader(path)
     for chunk in (1, 150, 1 << 20):
         monkeypatch.setattr(trace, "JSON_CHUNK", chunk)
@@ -68,7 +68,7 @@ def test_random_damage_reads_as_the_line_reader_reads_it(tmp_path: Path, monkeyp
     ]
     pieces += [b"[", b"]", b"\t", b"\\u00e9", b"\\ud800", b'"zz":1,', b'"seq":', b"99999999999999999999", b"-"]
     arrow_only = 0
-    for _ in range(250):
+    for _ in range(150):
         data = bytearray(clean)
         for _ in range(rng.randrange(1, 3)):
             at = rng.randrange(len(data) + 1)
@@ -78,7 +78,7 @@ def test_random_damage_reads_as_the_line_reader_reads_it(tmp_path: Path, monkeyp
         monkeypatch.setattr(trace, "JSON_CHUNK", rng.choice((1, 64, 700, 1 << 20)))
         assert read_all(read_checked_events(path)) == expected
         arrow_only += trace.json_lines_table(bytes(data), True).__class__ is not str
-    assert 10 <= arrow_only <= 240  # (both readers are exercised: some damage Arrow reads, most it refuses)
+    assert 5 <= arrow_only <= 145  # (both readers are exercised: some damage Arrow reads, most it refuses)
 
 
 def test_a_clean_trace_is_read_by_arrow_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
