@@ -50,9 +50,10 @@ from ks_conformance.checks.records import Problem
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
 from ks_conformance.pacing import fewer_collections, peak_rss
 from ks_conformance.sharding.facts import FLUSH_ROW, Change, Prediction, Row, ledger_stream, pauses
+from ks_conformance.sharding.files import ArrayFile, ChangeFiles, merged_chunks
 from ks_conformance.sharding.jsonl import Mapper, convert_jsonl
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
-from ks_conformance.sharding.ops import OpChunk, OpWindow, table_chunks
+from ks_conformance.sharding.ops import TRIM, OpChunk, OpWindow
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
 
 BATCH = 65536
@@ -79,26 +80,31 @@ def kind_codes(kinds: pa.Array) -> np.ndarray:
 
 
 class OpTable:
-    """Every op of a trace as two arrays (kind code, first seq; in a worker, mapped from the routing's files), read a
-    chunk at a time (`chunks`)."""
+    """Every op of a trace as two files of the routing's folder (kind code, first seq), read a chunk at a time."""
 
-    def __init__(self, kinds: list[str], codes: np.ndarray, starts: np.ndarray) -> None:
+    def __init__(self, kinds: list[str], codes: ArrayFile, starts: ArrayFile) -> None:
         self.kinds, self.codes, self.starts = kinds, codes, starts
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def chunks(self, events: int) -> Iterator[OpChunk]:
-        """The ops as an `OpWindow` reads them (ops.py `table_chunks`)."""
-        kinds, codes = self.kinds, self.codes
-        return table_chunks(self.starts, lambda low, high: [kinds[code] for code in codes[low:high].tolist()], events)
+        """The ops as an `OpWindow` reads them (as ops.py `table_chunks` makes them of a table in memory)."""
+        total, kinds = len(self.starts), self.kinds
+        for low in range(0, total, TRIM):
+            high = min(low + TRIM, total)
+            starts = self.starts.read(low, min(high + 1, total))  # (and the next op's, which ends this chunk)
+            through = int(starts[-1]) - 1 if high < total else events - 1
+            codes = self.codes.read(low, high).tolist()
+            yield OpChunk(through, starts[: high - low].tolist(), [kinds[code] for code in codes])
 
 
 @dataclass
 class Routing:
-    """A trace routed into shards, in files of its folder (so that memory stays flat, and a worker maps what it reads
-    rather than receiving it): per row, its shard (-1: every shard), its op's index, and whether every shard sees it
-    for its tick phase; every op's first seq and kind; each shard's predicted changes once predicted."""
+    """A trace routed into shards, in files of its folder (so that memory stays flat, and a worker reads what it needs
+    a stretch at a time rather than receiving it, files.py): per row, its shard (-1: every shard), its op's index, and
+    whether every shard sees it for its tick phase; every op's first seq and kind; each shard's predicted changes
+    once predicted."""
 
     trace: Path
     folder: Path
@@ -109,29 +115,30 @@ class Routing:
 
     @property
     def ops(self) -> OpTable:
-        """Every op (mapped from the folder's files)."""
-        codes = np.load(self.folder / "op-codes.npy", mmap_mode="r")
-        return OpTable(KINDS, codes, np.load(self.folder / "op-starts.npy", mmap_mode="r"))
+        """Every op (read from the folder's files)."""
+        return OpTable(
+            KINDS, ArrayFile(self.folder / "op-codes", np.int8), ArrayFile(self.folder / "op-starts", np.int64)
+        )
 
-    def changes(self, shard: int) -> Changes:
-        """A shard's predicted changes (`predict_shard` wrote them; mapped from the folder's files)."""
-        return Changes.load(self.folder / f"changes-{shard}")
+    def changes(self, shard: int) -> ChangeFiles:
+        """A shard's predicted changes (`predict_shard` wrote them to the folder)."""
+        return ChangeFiles.open(self.folder / f"changes-{shard}")
 
     def rows(
         self, shard: int, columns: Sequence[str] | None = None
     ) -> Iterator[tuple[pa.RecordBatch, list[int], list[bool]]]:
         """The trace's batches as `shard` sees them (only `columns`, if given): its rows, each with its op's index and
         whether it is another shard's shown for its phase only (read from the trace again, batch by batch)."""
-        shards = np.memmap(self.folder / "shard", dtype=np.int16, mode="r")  # (a routed trace has events)
-        ops = np.memmap(self.folder / "op", dtype=np.int64, mode="r")
-        shown = np.memmap(self.folder / "shown", dtype=np.bool_, mode="r")
+        shards = ArrayFile(self.folder / "shard", np.int16)
+        ops = ArrayFile(self.folder / "op", np.int64)
+        shown = ArrayFile(self.folder / "shown", np.bool_)
         start = 0
         for batch in trace_batches(self.trace, self.batch_size, columns):
             end = start + batch.num_rows
-            owner = shards[start:end]
+            owner = shards.read(start, end)
             mine = (owner == shard) | (owner == -1)
-            wanted = mine | shown[start:end]
-            yield batch.filter(pa.array(wanted)), ops[start:end][wanted].tolist(), (~mine[wanted]).tolist()
+            wanted = mine | shown.read(start, end)
+            yield batch.filter(pa.array(wanted)), ops.read(start, end)[wanted].tolist(), (~mine[wanted]).tolist()
             start = end
 
 
@@ -233,8 +240,7 @@ def route_to_files(
     key_shards = KeyShards(config, shards)
     shard_of_offset = np.zeros(1 << 16, dtype=np.int16)
     screen = Screen()
-    starts: list[np.ndarray] = []
-    codes: list[np.ndarray] = []
+    op_starts, op_codes = ArrayFile(out / "op-starts", np.int64), ArrayFile(out / "op-codes", np.int8)
     op_count = 0
     zombie_open = False
     in_tick = False
@@ -263,8 +269,8 @@ def route_to_files(
             if op[0] == 0:
                 return Unsharded("an event before the first op")
             code = kind_codes(kinds)
-            starts.append(seqs[is_start])
-            codes.append(code[is_start].astype(np.int8))
+            op_starts.append(seqs[is_start])
+            op_codes.append(code[is_start].astype(np.int8))
             op_count = int(op[-1])
             key_shard, has_key = key_shards.per_row(batch)
             published = screen.published
@@ -287,8 +293,6 @@ def route_to_files(
     events = screen.seq
     if events == 0:
         return Unsharded("the trace is empty")
-    np.save(out / "op-starts.npy", np.concatenate(starts))
-    np.save(out / "op-codes.npy", np.concatenate(codes))
     return Routing(path, out, events, screen.published, batch_size)
 
 
@@ -318,13 +322,10 @@ def shown_for_phases(batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, ti
     return shown
 
 
-CHANGE_ARRAYS = ("seqs", "what", "offsets", "consumers")
-"""The arrays of `Changes`, each saved to a file of its own."""
-
-
 @dataclass
 class Changes:
-    """The ledger's predicted changes as arrays (cheap to send to a worker): seq, what, offset, consumer code."""
+    """The ledger's predicted changes as arrays (cheap to send to a Spark task): seq, what, offset, consumer code
+    (check-trace's workers write and read them as files instead, files.py)."""
 
     seqs: np.ndarray
     what: np.ndarray
@@ -368,21 +369,6 @@ class Changes:
             list(names),
         )
 
-    def save(self, prefix: Path) -> None:
-        """Write the arrays and the names to files named after `prefix` (`load` maps them)."""
-        for name in CHANGE_ARRAYS:
-            np.save(prefix.with_name(f"{prefix.name}.{name}.npy"), getattr(self, name))
-        prefix.with_name(f"{prefix.name}.names.json").write_text(json.dumps(self.names))
-
-    @classmethod
-    def load(cls, prefix: Path) -> Changes:
-        """The changes `save` wrote, their arrays mapped (read as they are used)."""
-        seqs, what, offsets, consumers = (
-            np.load(prefix.with_name(f"{prefix.name}.{name}.npy"), mmap_mode="r") for name in CHANGE_ARRAYS
-        )
-        names = json.loads(prefix.with_name(f"{prefix.name}.names.json").read_text())
-        return cls(seqs, what, offsets, consumers, names)
-
     def chunks(self, chunk: int = 65536) -> Iterator[list[Change]]:
         """The changes as lists of (seq, what, offset, consumer) tuples, made a chunk at a time (never all in
         memory)."""
@@ -421,10 +407,17 @@ def predict_shard(routing: Routing, shard: int, detail: str) -> str | None:
     """Predict the ledger's changes for one shard's keys from its own rows (in a worker: every change belongs to one
     key, and the rows that end a consumer's deliveries are every shard's) and write them to the routing's folder; or
     why the trace is not sharded."""
-    changes = predict_batches(routing.rows(shard, LEDGER_COLUMNS), detail)
-    if isinstance(changes, str):
-        return changes
-    changes.save(routing.folder / f"changes-{shard}")
+    files = ChangeFiles(routing.folder / f"changes-{shard}")
+    made: list[Change] = []
+    outcome: list[Prediction] = []
+    for _ in pauses(ledger_stream(ledger_batches(routing.rows(shard, LEDGER_COLUMNS)), detail, made), outcome):
+        if len(made) >= BATCH:  # (a change as a tuple costs five times its 21 bytes in the files)
+            files.append(made)
+            made.clear()
+    if outcome[0].reason is not None:
+        return outcome[0].reason
+    files.append(made)
+    files.close()
     return None
 
 
@@ -434,24 +427,11 @@ RoutedBatch = tuple[pa.RecordBatch, list[int], list[bool]]
 """A batch of one shard's rows, each row's op index, and whether each is another shard's shown for its phase only."""
 
 
-def predict_batches(batches: Iterable[RoutedBatch], detail: str) -> Changes | str:
-    """The ledger's changes predicted from one shard's routed batches, or why the trace is not sharded; they are made
-    arrays a batch at a time (a change as a tuple costs five times its 21 bytes in arrays)."""
-    made: list[Change] = []
-    parts: list[Changes] = []
-
-    def rows() -> Iterator[Row]:
-        for batch, _, phase_only in batches:
-            yield from ledger_rows(batch, phase_only)
-            yield FLUSH_ROW
-
-    outcome: list[Prediction] = []
-    for _ in pauses(ledger_stream(rows(), detail, made), outcome):
-        if len(made) >= BATCH:
-            parts.append(Changes.of(made))
-            made.clear()
-    reason = outcome[0].reason
-    return reason if reason is not None else Changes.concatenate([*parts, Changes.of(made)])
+def ledger_batches(batches: Iterable[RoutedBatch]) -> Iterator[Row]:
+    """The rows the ledger pass reads of a shard's routed batches, a FLUSH row after each batch."""
+    for batch, _, phase_only in batches:
+        yield from ledger_rows(batch, phase_only)
+        yield FLUSH_ROW
 
 
 def judge_shard(routing: Routing, shards: int, shard: int) -> ShardJudgment:
@@ -459,7 +439,7 @@ def judge_shard(routing: Routing, shards: int, shard: int) -> ShardJudgment:
     own predicted changes to prove and the other shards' to apply (read from the routing's folder)."""
     ops = OpWindow(routing.ops.chunks(routing.events), routing.events)
     own = chain.from_iterable(routing.changes(shard).chunks())
-    foreign = Changes.concatenate([routing.changes(number) for number in range(shards) if number != shard]).chunks()
+    foreign = merged_chunks([routing.changes(number) for number in range(shards) if number != shard])
     return judge_batches(routing.rows(shard), ops, foreign, own, shard)
 
 
