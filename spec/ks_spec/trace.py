@@ -465,6 +465,7 @@ def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event,
     """The file's events with their place and, if `checked`, each one's `schema_problem`: read by Arrow a stretch
     of lines at a time (`json_lines_table`), with the line reader from the first stretch Arrow may not read."""
     start = lines_before = 0
+    place = f"{file}:"
     with open(file, "rb") as handle:
         while data := handle.read(JSON_CHUNK):
             if not data.endswith(b"\n"):
@@ -473,16 +474,18 @@ def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event,
             if isinstance(table, str):
                 yield from _read_json_lines(file, start, lines_before, checked)
                 return
-            numbers = (
-                number
-                for number, line in enumerate(data.split(b"\n"), lines_before + 1)
-                if line.strip(JSON_BLANK_BYTES)
+            lines = data.count(b"\n") + (not data.endswith(b"\n"))
+            numbers: Iterable[int] = (
+                range(lines_before + 1, lines_before + 1 + lines)  # (no blank line: one event a line)
+                if table.num_rows == lines
+                else (n for n, line in enumerate(data.split(b"\n"), lines_before + 1) if line.strip(JSON_BLANK_BYTES))
             )
+            numbered = iter(numbers)
             for batch in table.to_batches():
                 clean = schema_vouched_kinds(batch) if checked else None
-                for event, number in zip(batch_events(batch), numbers, strict=False):
+                for event, number in zip(batch_events(batch), numbered, strict=False):
                     problem = None if clean is None or event["event"] in clean else schema_problem(event)
-                    yield f"{file}:{number}", event, problem
+                    yield f"{place}{number}", event, problem
             start += len(data)
             lines_before += data.count(b"\n")
 
