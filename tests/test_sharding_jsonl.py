@@ -134,12 +134,17 @@ REFUSED: dict[str, Callable[[list[bytes]], list[bytes]]] = {
     "a form feed line": lambda lines: [*lines[:3], b"\x0c", *lines[3:]],
     "a raw tab in a string": _publish(b'"key":"', b'"key":"\t'),
     "a trailing comma": _line(4, lambda text: text[:-1] + b",}"),
-    "a field written as null": _publish(b'"event":"publish"', b'"event":"publish","attempt":null'),
+    "a required field written as null": lambda lines: _edit(
+        _publish_line(lines), lambda text: re.sub(rb'"key":"[^"]*"', b'"key":null', text)
+    )(lines),
 }
 """Lines the converter must not turn into events the one-process reader would not read (it reads some of them,
 differently or not at all): the trace is judged in one process."""
 
 ACCEPTED: dict[str, Callable[[list[bytes]], list[bytes]]] = {
+    "null fields the kinds do not use": lambda lines: [
+        text[:-1] + b',"predecessor":null,"range_lo" : null}' for text in lines
+    ],
     "blank lines of JSON whitespace": lambda lines: [*lines[:4], b"", b" \t ", b"\r", *lines[4:]],
     "a byte order mark opening the file": _line(0, lambda text: b"\xef\xbb\xbf" + text),
     "lines ended by CR LF": lambda lines: [line + b"\r" for line in lines],

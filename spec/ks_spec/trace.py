@@ -437,14 +437,12 @@ def json_lines_table(data: bytes, at_start: bool) -> pa.Table | str:
     another type, a field the format has not, a line that is no object, a raw control character in a string (and
     a few lines the line reader reads: a key given twice, a lone surrogate). Checked here: as many rows as lines
     that are not blank (two values on a line, or a line the line reader ends at a lone carriage return, differ),
-    strings that are UTF-8, a byte order mark at the file's start only, and no `null` field (Arrow reads one
-    absent; the line reader keeps it, and a problem with it names it so)."""
+    strings that are UTF-8, and a byte order mark at the file's start only. A field written `null` is read absent,
+    as the format has it (`has_null_field` tells where the line reader would keep it)."""
     if data.startswith(BOM) and not at_start:
         return "a byte order mark after the file's start"
     if data.count(b"\r") != data.count(b"\r\n") + data.endswith(b"\r"):
         return "a carriage return that ends a line alone"
-    if _NULL_FIELD.search(data) and _NULL_FIELD.search(_JSON_STRING.sub(b'""', data)):  # (not within a string)
-        return "a field written as null"
     lines = sum(1 for line in data.split(b"\n") if line.strip(JSON_BLANK_BYTES))
     schema = arrow_schema()
     if lines == 0:
@@ -461,9 +459,26 @@ def json_lines_table(data: bytes, at_start: bool) -> pa.Table | str:
     return table
 
 
+def has_null_field(data: bytes) -> bool:
+    """Whether a field of these JSON lines is written `null` (outside a string)."""
+    return bool(_NULL_FIELD.search(data)) and bool(_NULL_FIELD.search(_JSON_STRING.sub(b'""', data)))
+
+
+def _any_schema_problem(table: pa.Table) -> bool:
+    """Whether a row of the table does not match the schema."""
+    for batch in table.to_batches():
+        clean = schema_vouched_kinds(batch)
+        if any(event["event"] not in clean and schema_problem(event) for event in batch_events(batch)):
+            return True
+    return False
+
+
 def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event, str | None]]:
     """The file's events with their place and, if `checked`, each one's `schema_problem`: read by Arrow a stretch
-    of lines at a time (`json_lines_table`), with the line reader from the first stretch Arrow may not read."""
+    of lines at a time (`json_lines_table`), with the line reader from the first stretch Arrow may not read. A
+    stretch with a field written `null` is Arrow's only when checked and every row matches the schema: an event then
+    reads the same with the field absent (the schema takes null as absent, and the checker reads fields with `get`,
+    tests/test_trace_jsonl_reader.py), while a problem with the field is named as the line reader names it."""
     start = lines_before = 0
     place = f"{file}:"
     with open(file, "rb") as handle:
@@ -471,7 +486,7 @@ def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event,
             if not data.endswith(b"\n"):
                 data += handle.readline()
             table = json_lines_table(data, start == 0)
-            if isinstance(table, str):
+            if isinstance(table, str) or (has_null_field(data) and (not checked or _any_schema_problem(table))):
                 yield from _read_json_lines(file, start, lines_before, checked)
                 return
             lines = data.count(b"\n") + (not data.endswith(b"\n"))

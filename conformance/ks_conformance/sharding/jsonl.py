@@ -4,6 +4,8 @@ folder of parts judged as any Parquet trace is (run.py).
 
 A range is converted exactly or not at all (`ks_spec.trace.json_lines_table`, which the one-process reader uses
 too): whatever Arrow may read otherwise than the line reader leaves the trace to one process, which names the line.
+A field written `null` is read absent, as the format has it; a row that then does not match the schema (a required
+field written `null`) is found by its shard, and one process names it as the line reader does.
 """
 
 from __future__ import annotations
