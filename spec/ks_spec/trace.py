@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -425,8 +424,6 @@ def read_checked_events(path: Path) -> Iterator[tuple[str, Event, str | None]]:
 JSON_CHUNK = 4 << 20
 """The bytes of JSON lines read as one Arrow table (`_read_jsonl`): whole lines, so a little more."""
 BOM = b"\xef\xbb\xbf"
-_NULL_FIELD = re.compile(rb":[ \t\r\n]*null")
-_JSON_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
 
 
 def json_lines_table(data: bytes, at_start: bool) -> pa.Table | str:
@@ -438,7 +435,7 @@ def json_lines_table(data: bytes, at_start: bool) -> pa.Table | str:
     a few lines the line reader reads: a key given twice, a lone surrogate). Checked here: as many rows as lines
     that are not blank (two values on a line, or a line the line reader ends at a lone carriage return, differ),
     strings that are UTF-8, and a byte order mark at the file's start only. A field written `null` is read absent,
-    as the format has it (`has_null_field` tells where the line reader would keep it)."""
+    as the format has it (an `Event` leaves a null field out; the schema takes null as absent)."""
     if data.startswith(BOM) and not at_start:
         return "a byte order mark after the file's start"
     if data.count(b"\r") != data.count(b"\r\n") + data.endswith(b"\r"):
@@ -459,26 +456,23 @@ def json_lines_table(data: bytes, at_start: bool) -> pa.Table | str:
     return table
 
 
-def has_null_field(data: bytes) -> bool:
-    """Whether a field of these JSON lines is written `null` (outside a string)."""
-    return bool(_NULL_FIELD.search(data)) and bool(_NULL_FIELD.search(_JSON_STRING.sub(b'""', data)))
-
-
-def _any_schema_problem(table: pa.Table) -> bool:
-    """Whether a row of the table does not match the schema."""
+def _unproven_events(table: pa.Table) -> Iterator[Event]:
+    """The events of the rows whose kind `schema_vouched_kinds` does not prove, batch by batch (grouped by kind)."""
     for batch in table.to_batches():
         clean = schema_vouched_kinds(batch)
-        if any(event["event"] not in clean and schema_problem(event) for event in batch_events(batch)):
-            return True
-    return False
+        kinds = batch.column("event")
+        distinct = pc.unique(kinds)
+        for position, kind in enumerate(distinct.to_pylist()):
+            if kind not in clean:
+                yield from batch_events(batch.filter(pc.equal(kinds, distinct[position])))
 
 
 def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event, str | None]]:
     """The file's events with their place and, if `checked`, each one's `schema_problem`: read by Arrow a stretch
-    of lines at a time (`json_lines_table`), with the line reader from the first stretch Arrow may not read. A
-    stretch with a field written `null` is Arrow's only when checked and every row matches the schema: an event then
-    reads the same with the field absent (the schema takes null as absent, and the checker reads fields with `get`,
-    tests/test_trace_jsonl_reader.py), while a problem with the field is named as the line reader names it."""
+    of lines at a time (`json_lines_table`), with the line reader from the first stretch Arrow may not read, or,
+    checked, whose rows do not all match the schema: a problem is named as the line reader names it (a required
+    field written `null`, which Arrow reads absent, included). A null field is absent from its event either way (the
+    checker reads the same, tests/test_trace_jsonl_reader.py)."""
     start = lines_before = 0
     place = f"{file}:"
     with open(file, "rb") as handle:
@@ -486,7 +480,7 @@ def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event,
             if not data.endswith(b"\n"):
                 data += handle.readline()
             table = json_lines_table(data, start == 0)
-            if isinstance(table, str) or (has_null_field(data) and (not checked or _any_schema_problem(table))):
+            if isinstance(table, str) or (checked and any(map(schema_problem, _unproven_events(table)))):
                 yield from _read_json_lines(file, start, lines_before, checked)
                 return
             lines = data.count(b"\n") + (not data.endswith(b"\n"))
