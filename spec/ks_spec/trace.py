@@ -427,15 +427,16 @@ BOM = b"\xef\xbb\xbf"
 
 
 def json_lines_table(data: bytes, at_start: bool) -> pa.Table | str:
-    """Whole JSON lines (`at_start`: the file's first) as an Arrow table of the format's columns, holding exactly
-    the events the line reader reads from them; or why it may not (the line reader must read them then).
+    """Whole JSON lines (`at_start`: the file's first) as an Arrow table of the format's columns, holding the events
+    the line reader reads from them (a field written `null` left out); or why it may not (the line reader must read
+    them then).
 
     Given the schema, Arrow's reader refuses a number with a fraction or exponent or beyond int64, a value of
     another type, a field the format has not, a line that is no object, a raw control character in a string (and
     a few lines the line reader reads: a key given twice, a lone surrogate). Checked here: as many rows as lines
     that are not blank (two values on a line, or a line the line reader ends at a lone carriage return, differ),
     strings that are UTF-8, and a byte order mark at the file's start only. A field written `null` is read absent,
-    as the format has it (an `Event` leaves a null field out; the schema takes null as absent)."""
+    as the format has it (an `Event` may leave a null field out; the schema takes null as absent)."""
     if data.startswith(BOM) and not at_start:
         return "a byte order mark after the file's start"
     if data.count(b"\r") != data.count(b"\r\n") + data.endswith(b"\r"):
@@ -471,8 +472,8 @@ def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event,
     """The file's events with their place and, if `checked`, each one's `schema_problem`: read by Arrow a stretch
     of lines at a time (`json_lines_table`), with the line reader from the first stretch Arrow may not read, or,
     checked, whose rows do not all match the schema: a problem is named as the line reader names it (a required
-    field written `null`, which Arrow reads absent, included). A null field is absent from its event either way (the
-    checker reads the same, tests/test_trace_jsonl_reader.py)."""
+    field written `null`, which Arrow reads absent, included). Arrow leaves a field written `null` out of its event,
+    the line reader keeps it as None: the checker judges both alike (tests/test_trace_jsonl_reader.py)."""
     start = lines_before = 0
     place = f"{file}:"
     with open(file, "rb") as handle:
