@@ -139,7 +139,8 @@ REFUSED: dict[str, Callable[[list[bytes]], list[bytes]]] = {
     )(lines),
 }
 """Lines the converter must not turn into events the one-process reader would not read (it reads some of them,
-differently or not at all): the trace is judged in one process."""
+differently or not at all), or that the shards find malformed (a required field written null, which the converter
+reads absent): the trace is judged in one process, which names the line."""
 
 ACCEPTED: dict[str, Callable[[list[bytes]], list[bytes]]] = {
     "null fields the kinds do not use": lambda lines: [
