@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,7 @@ def _judge(args: argparse.Namespace, session: Any) -> int:
     for anomaly in result.anomalies:
         counts[anomaly.name] = counts.get(anomaly.name, 0) + 1
     _verdict_line(result.verdict.value, str(out), result.events, counts)
+    _departures_line(result.config if result.malformed is None else None)
     if result.malformed:
         console.print(f"  cannot judge past {escape(result.malformed)}", soft_wrap=True)
     for problem in result.problems[:3]:
@@ -166,10 +167,22 @@ def _validate_replay(
     with spark_job(str(out)), error_console.status(f"{out}: validate-replay"):
         result = validate(session, str(out), witnesses=min(args.witnesses, MAX_WITNESSES))
     _verdict_line(result.verdict.value, str(out), result.events, result.counts)
+    _departures_line(result.config if result.malformed is None else None)
     if result.malformed:
         console.print(f"  cannot judge: {result.malformed}", soft_wrap=True, markup=False)
     _explain([(f.anomaly, f.events) for f in result.findings], places)
     return EXIT_BY_VERDICT[result.verdict.value]
+
+
+def _departures_line(config: Mapping[str, Any] | None) -> None:
+    """The verdict's second part, as check-trace prints it: what the capture's configuration gives up (none if the
+    trace could not be judged)."""
+    from ks_conformance import report
+    from rich.markup import escape
+
+    sheet = report.trace_departure_lines([config] if config else [])
+    if sheet:
+        console.print(escape(report.departure_summary(sheet)), soft_wrap=True)
 
 
 def _verdict_line(verdict: str, trace: str, events: int, counts: dict[str, int]) -> None:
