@@ -9,8 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from ks_conformance.sharding.facts import Change
-from ks_conformance.sharding.files import ArrayFile, ChangeFiles, merged_chunks
-from ks_conformance.sharding.run import Changes
+from ks_conformance.sharding.files import ArrayFile, ChangeFiles, Changes, merged_chunks
 
 
 def random_changes(rng: random.Random, count: int, seqs: list[int]) -> list[Change]:

@@ -97,9 +97,9 @@ def run_check_trace(args: argparse.Namespace) -> int:
     if len(results) > 1:
         rows = [(r.path, r.events, r.verdict.value, len(r.anomalies)) for r in results]
         console.print(table("check-trace", ("trace", "events", "verdict", "anomalies"), rows))
-    sheet = report.trace_departure_lines(r.config for r in results if r.malformed is None)
-    if sheet:
-        console.print(escape(report.departure_summary(sheet)), soft_wrap=True)
+    departures = report.trace_departure_summary(r.config for r in results if r.malformed is None)
+    if departures:
+        console.print(escape(departures), soft_wrap=True)
     if args.report or args.junit or args.markdown:
         lines = report_lines(results, args.witnesses)
         if args.report:

@@ -180,9 +180,9 @@ def _departures_line(config: Mapping[str, Any] | None) -> None:
     from ks_conformance import report
     from rich.markup import escape
 
-    sheet = report.trace_departure_lines([config] if config else [])
-    if sheet:
-        console.print(escape(report.departure_summary(sheet)), soft_wrap=True)
+    departures = report.trace_departure_summary([config] if config else [])
+    if departures:
+        console.print(escape(departures), soft_wrap=True)
 
 
 def _verdict_line(verdict: str, trace: str, events: int, counts: dict[str, int]) -> None:

@@ -148,6 +148,12 @@ def trace_departure_lines(configs: Iterable[Mapping[str, Any]]) -> list[Line]:
     return [departure_line(d, None, in_effect[d.label]) for d in DEPARTURES if d.label in in_effect]
 
 
+def trace_departure_summary(configs: Iterable[Mapping[str, Any]]) -> str | None:
+    """The verdict's second part for judged traces, as a terminal prints it: None if no configuration departs."""
+    sheet = trace_departure_lines(configs)
+    return departure_summary(sheet) if sheet else None
+
+
 def departure_summary(lines: Sequence[Line]) -> str:
     """The verdict's second part in one phrase: what the judged system gives up, or that it keeps strict Key-Shared."""
     sheet = [line for line in lines if line.get("type") == "departure"]

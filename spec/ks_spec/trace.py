@@ -457,10 +457,10 @@ def json_lines_table(data: bytes, at_start: bool) -> pa.Table | str:
     return table
 
 
-def _unproven_events(table: pa.Table) -> Iterator[Event]:
-    """The events of the rows whose kind `schema_vouched_kinds` does not prove, batch by batch (grouped by kind)."""
-    for batch in table.to_batches():
-        clean = schema_vouched_kinds(batch)
+def _unproven_events(batches: list[pa.RecordBatch], vouched: list[frozenset[str]]) -> Iterator[Event]:
+    """The events of the rows whose kind is not among their batch's `vouched` kinds, batch by batch (grouped by
+    kind)."""
+    for batch, clean in zip(batches, vouched, strict=True):
         kinds = batch.column("event")
         distinct = pc.unique(kinds)
         for position, kind in enumerate(distinct.to_pylist()):
@@ -481,7 +481,9 @@ def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event,
             if not data.endswith(b"\n"):
                 data += handle.readline()
             table = json_lines_table(data, start == 0)
-            if isinstance(table, str) or (checked and any(map(schema_problem, _unproven_events(table)))):
+            batches = [] if isinstance(table, str) else table.to_batches()
+            vouched = [schema_vouched_kinds(batch) for batch in batches] if checked else []
+            if isinstance(table, str) or (checked and any(map(schema_problem, _unproven_events(batches, vouched)))):
                 yield from _read_json_lines(file, start, lines_before, checked)
                 return
             lines = data.count(b"\n") + (not data.endswith(b"\n"))
@@ -491,8 +493,8 @@ def _read_jsonl(file: Path, checked: bool = False) -> Iterator[tuple[str, Event,
                 else (n for n, line in enumerate(data.split(b"\n"), lines_before + 1) if line.strip(JSON_BLANK_BYTES))
             )
             numbered = iter(numbers)
-            for batch in table.to_batches():
-                clean = schema_vouched_kinds(batch) if checked else None
+            for index, batch in enumerate(batches):
+                clean = vouched[index] if checked else None
                 for event, number in zip(batch_events(batch), numbered, strict=False):
                     problem = None if clean is None or event["event"] in clean else schema_problem(event)
                     yield f"{place}{number}", event, problem

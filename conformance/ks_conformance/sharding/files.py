@@ -1,13 +1,14 @@
-"""The routing's files (check-trace --jobs): arrays written as they grow and read back a stretch at a time, never
-mapped. A mapped file's pages stay in a process's memory as it reads on, and the other shards' changes were
-gathered into one array: a worker's peak grew with the trace (827 MB at 10M events). Read in stretches, it follows
-the stretch.
+"""The ledger's predicted changes as arrays (`Changes`, what validate-replay's tasks send each other), and the
+routing's files (check-trace --jobs): arrays written as they grow and read back a stretch at a time, never mapped.
+A mapped file's pages stay in a process's memory as it reads on, and the other shards' changes were gathered into
+one array: a worker's peak grew with the trace (827 MB at 10M events). Read in stretches, it follows the stretch.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -35,6 +36,13 @@ class ArrayFile:
     def __len__(self) -> int:
         return self.path.stat().st_size // self.dtype.itemsize if self.path.exists() else 0
 
+    def __getitem__(self, index: int | slice) -> Any:
+        """One value, or the values of a slice (without a step), read from the file."""
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(len(self))
+            return self.read(start, stop)
+        return self.read(index, index + 1)[0]
+
     def read(self, start: int, stop: int) -> np.ndarray:
         """Values `start` to `stop` (excluded), in fresh memory."""
         if stop <= start:
@@ -42,6 +50,66 @@ class ArrayFile:
         with open(self.path, "rb") as handle:
             handle.seek(start * self.dtype.itemsize)
             return np.fromfile(handle, dtype=self.dtype, count=stop - start)
+
+
+@dataclass
+class Changes:
+    """The ledger's predicted changes as arrays (cheap to send to a Spark task): seq, what, offset, consumer code
+    (check-trace's workers write and read them as files instead, `ChangeFiles`)."""
+
+    seqs: np.ndarray
+    what: np.ndarray
+    offsets: np.ndarray
+    consumers: np.ndarray
+    names: list[str | None]
+
+    @classmethod
+    def of(cls, changes: list[Change]) -> Changes:
+        # Written for speed (once per change): each column read and coded by C loops (map, itemgetter, fromiter).
+        count = len(changes)
+        names: list[str | None] = [None, *sorted(set(map(itemgetter(3), changes)) - {None})]
+        code = {name: number for number, name in enumerate(names)}
+        return cls(
+            np.fromiter(map(itemgetter(0), changes), dtype=np.int64, count=count),
+            np.fromiter(map(itemgetter(1), changes), dtype=np.int8, count=count),
+            np.fromiter(map(itemgetter(2), changes), dtype=np.int64, count=count),
+            np.fromiter(map(code.__getitem__, map(itemgetter(3), changes)), dtype=np.int32, count=count),
+            names,
+        )
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[Changes]) -> Changes:
+        """Several shards' changes in one seq order (a change's shard keeps its own changes' order)."""
+        names: dict[str | None, int] = {None: 0}
+        recoded = []
+        for part in parts:
+            mapping = np.array([names.setdefault(name, len(names)) for name in part.names], dtype=np.int32)
+            recoded.append(mapping[part.consumers] if len(part.consumers) else part.consumers)
+        seqs = np.concatenate([part.seqs for part in parts]) if parts else np.zeros(0, np.int64)
+        order = np.argsort(seqs, kind="stable")
+
+        def ordered(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+            return (np.concatenate(arrays) if arrays else np.zeros(0, dtype))[order]
+
+        return cls(
+            seqs[order],
+            ordered([p.what for p in parts], np.int8),
+            ordered([p.offsets for p in parts], np.int64),
+            ordered(recoded, np.int32),
+            list(names),
+        )
+
+    def chunks(self, chunk: int = 65536) -> Iterator[list[Change]]:
+        """The changes as lists of (seq, what, offset, consumer) tuples, made a chunk at a time (never all in
+        memory)."""
+        for start in range(0, len(self.seqs), chunk):
+            yield self.tuples(slice(start, start + chunk))
+
+    def tuples(self, part: slice) -> list[Change]:
+        """The changes of a slice as (seq, what, offset, consumer) tuples."""
+        consumers = map(self.names.__getitem__, self.consumers[part].tolist())
+        seqs, what, offsets = self.seqs[part].tolist(), self.what[part].tolist(), self.offsets[part].tolist()
+        return list(zip(seqs, what, offsets, consumers, strict=True))
 
 
 class ChangeFiles:
@@ -57,16 +125,18 @@ class ChangeFiles:
         self.names: list[str | None] = [None]
         self.codes: dict[str | None, int] = {None: 0}
 
-    def append(self, changes: Sequence[Change]) -> None:
-        """Add changes (later in seq order than those before), each column by C loops."""
-        count = len(changes)
-        for name in set(map(itemgetter(3), changes)) - self.codes.keys():
-            self.codes[name] = len(self.names)
-            self.names.append(name)
-        self.seqs.append(np.fromiter(map(itemgetter(0), changes), dtype=np.int64, count=count))
-        self.what.append(np.fromiter(map(itemgetter(1), changes), dtype=np.int8, count=count))
-        self.offsets.append(np.fromiter(map(itemgetter(2), changes), dtype=np.int64, count=count))
-        self.consumers.append(np.fromiter(map(self.codes.__getitem__, map(itemgetter(3), changes)), np.int32, count))
+    def append(self, changes: list[Change]) -> None:
+        """Add changes (later in seq order than those before), their consumers coded as in every earlier batch."""
+        part = Changes.of(changes)
+        for name in part.names:
+            if name not in self.codes:
+                self.codes[name] = len(self.names)
+                self.names.append(name)
+        mapping = np.array([self.codes[name] for name in part.names], dtype=np.int32)
+        self.seqs.append(part.seqs)
+        self.what.append(part.what)
+        self.offsets.append(part.offsets)
+        self.consumers.append(mapping[part.consumers])
 
     def close(self) -> None:
         """Write the names (after the last `append`); the files exist even with no change."""
@@ -87,9 +157,14 @@ class ChangeFiles:
     def changes(self, start: int, stop: int) -> tuple[np.ndarray, list[Change]]:
         """Changes `start` to `stop` (excluded): their seqs, and the changes as tuples."""
         seqs = self.seqs.read(start, stop)
-        consumers = map(self.names.__getitem__, self.consumers.read(start, stop).tolist())
-        what, offsets = self.what.read(start, stop).tolist(), self.offsets.read(start, stop).tolist()
-        return seqs, list(zip(seqs.tolist(), what, offsets, consumers, strict=True))
+        read = Changes(
+            seqs,
+            self.what.read(start, stop),
+            self.offsets.read(start, stop),
+            self.consumers.read(start, stop),
+            self.names,
+        )
+        return seqs, read.tuples(slice(None))
 
     def chunks(self, size: int = STRETCH) -> Iterator[list[Change]]:
         """All the changes, a list of `size` at a time."""

@@ -9,7 +9,7 @@ split's raw op starts through Spark's shuffle and apply the rule of zombie ops t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -89,11 +89,17 @@ class OpWindow:
         return self.base + np.searchsorted(self.start_array, seqs, side="right")
 
 
-def table_chunks(
-    starts: Sequence[int] | np.ndarray, kinds_of: Callable[[int, int], list[str]], events: int
-) -> Iterator[OpChunk]:
-    """The chunks of an op table held whole (its first seqs, and the kinds of the ops from `low` to `high` as
-    `kinds_of` reads them; zombie ops' continuations already left out), TRIM ops at a time."""
+class Indexed(Protocol):
+    """What `table_chunks` reads the first seqs from: a list, an array, or a file of them (files.py `ArrayFile`)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: Any, /) -> Any: ...
+
+
+def table_chunks(starts: Indexed, kinds_of: Callable[[int, int], list[str]], events: int) -> Iterator[OpChunk]:
+    """The chunks of an op table (its first seqs, and the kinds of the ops from `low` to `high` as `kinds_of` reads
+    them; zombie ops' continuations already left out), TRIM ops at a time."""
     size = TRIM
     for low in range(0, len(starts), size):
         high = low + size

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, compress
-from operator import itemgetter, not_
+from operator import not_
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +53,7 @@ from ks_conformance.sharding.facts import FLUSH_ROW, Change, Prediction, Row, le
 from ks_conformance.sharding.files import ArrayFile, ChangeFiles, merged_chunks
 from ks_conformance.sharding.jsonl import Mapper, convert_jsonl
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
-from ks_conformance.sharding.ops import TRIM, OpChunk, OpWindow
+from ks_conformance.sharding.ops import OpChunk, OpWindow, table_chunks
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment
 
 BATCH = 65536
@@ -89,14 +89,9 @@ class OpTable:
         return len(self.starts)
 
     def chunks(self, events: int) -> Iterator[OpChunk]:
-        """The ops as an `OpWindow` reads them (as ops.py `table_chunks` makes them of a table in memory)."""
-        total, kinds = len(self.starts), self.kinds
-        for low in range(0, total, TRIM):
-            high = min(low + TRIM, total)
-            starts = self.starts.read(low, min(high + 1, total))  # (and the next op's, which ends this chunk)
-            through = int(starts[-1]) - 1 if high < total else events - 1
-            codes = self.codes.read(low, high).tolist()
-            yield OpChunk(through, starts[: high - low].tolist(), [kinds[code] for code in codes])
+        """The ops as an `OpWindow` reads them (ops.py `table_chunks`)."""
+        kinds, codes = self.kinds, self.codes
+        return table_chunks(self.starts, lambda low, high: [kinds[code] for code in codes[low:high].tolist()], events)
 
 
 @dataclass
@@ -320,64 +315,6 @@ def shown_for_phases(batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, ti
     last[:-1] = first[1:]
     shown[at[first | last]] = True
     return shown
-
-
-@dataclass
-class Changes:
-    """The ledger's predicted changes as arrays (cheap to send to a Spark task): seq, what, offset, consumer code
-    (check-trace's workers write and read them as files instead, files.py)."""
-
-    seqs: np.ndarray
-    what: np.ndarray
-    offsets: np.ndarray
-    consumers: np.ndarray
-    names: list[str | None]
-
-    @classmethod
-    def of(cls, changes: list[Change]) -> Changes:
-        # Written for speed (once per change): each column read and coded by C loops (map, itemgetter, fromiter).
-        count = len(changes)
-        names: list[str | None] = [None, *sorted(set(map(itemgetter(3), changes)) - {None})]
-        code = {name: number for number, name in enumerate(names)}
-        return cls(
-            np.fromiter(map(itemgetter(0), changes), dtype=np.int64, count=count),
-            np.fromiter(map(itemgetter(1), changes), dtype=np.int8, count=count),
-            np.fromiter(map(itemgetter(2), changes), dtype=np.int64, count=count),
-            np.fromiter(map(code.__getitem__, map(itemgetter(3), changes)), dtype=np.int32, count=count),
-            names,
-        )
-
-    @classmethod
-    def concatenate(cls, parts: Sequence[Changes]) -> Changes:
-        """Several shards' changes in one seq order (a change's shard keeps its own changes' order)."""
-        names: dict[str | None, int] = {None: 0}
-        recoded = []
-        for part in parts:
-            mapping = np.array([names.setdefault(name, len(names)) for name in part.names], dtype=np.int32)
-            recoded.append(mapping[part.consumers] if len(part.consumers) else part.consumers)
-        seqs = np.concatenate([part.seqs for part in parts]) if parts else np.zeros(0, np.int64)
-        order = np.argsort(seqs, kind="stable")
-
-        def ordered(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
-            return (np.concatenate(arrays) if arrays else np.zeros(0, dtype))[order]
-
-        return cls(
-            seqs[order],
-            ordered([p.what for p in parts], np.int8),
-            ordered([p.offsets for p in parts], np.int64),
-            ordered(recoded, np.int32),
-            list(names),
-        )
-
-    def chunks(self, chunk: int = 65536) -> Iterator[list[Change]]:
-        """The changes as lists of (seq, what, offset, consumer) tuples, made a chunk at a time (never all in
-        memory)."""
-        names = self.names
-        for start in range(0, len(self.seqs), chunk):
-            part = slice(start, start + chunk)
-            consumers = map(names.__getitem__, self.consumers[part].tolist())
-            seqs, what, offsets = self.seqs[part].tolist(), self.what[part].tolist(), self.offsets[part].tolist()
-            yield list(zip(seqs, what, offsets, consumers, strict=True))
 
 
 def ledger_rows(batch: pa.RecordBatch, phase_only: list[bool]) -> Iterator[Row]:

@@ -47,13 +47,13 @@ from ks_conformance.sharding.facts import (
     pauses,
     unsharded_config,
 )
+from ks_conformance.sharding.files import Changes
 from ks_conformance.sharding.merge import Unsharded, merge
 from ks_conformance.sharding.ops import OpWindow, continued
 from ks_conformance.sharding.run import (
     KINDS,
     OP_STARTS,
     TICK,
-    Changes,
     KeyShards,
     RoutedBatch,
     int_column,
