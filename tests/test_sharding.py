@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import mmh3
 import pytest
 from ks_conformance.checker import Checker
 from ks_conformance.checks import state as state_module
@@ -28,6 +29,7 @@ from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomal
 from ks_conformance.sharding.proof import Proof
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment, judge_shard
 from ks_conformance.vectors import VECTORS_DIR, find_vectors
+from ks_reference.simulate import Behaviour, Simulation
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
 from ks_spec.trace import read_events
@@ -158,6 +160,62 @@ def test_random_faulty_traces_are_judged_alike_in_shards(seed: int) -> None:
     for faulty, shards in random_faulty_traces(seed):
         sharded += judged_alike(faulty, shards) is None
     assert sharded >= 2  # most faulty traces stay well formed (the rest are judged whole, as they must be)
+
+
+def batched_run(rng: random.Random) -> list[Event]:
+    """A reference run in the owner profile that publishes key-based batches (`publish_entry`, several messages of
+    one key) among single messages of other keys, to consumers of small capacity."""
+    sim = Simulation({"profile": "owner", "selector": rng.choice(("ring", "pulsar-consistent"))}, MemoryStore())
+    for index in range(3):
+        sim.add_consumer(f"c{index + 1}", rng.randint(1, 3), Behaviour(delay=rng.randint(0, 2)))
+    for _ in range(rng.randint(6, 14)):
+        for _ in range(rng.randint(1, 3)):
+            key = f"k{rng.randrange(6)}"
+            if rng.random() < 0.5:
+                low = mmh3.hash(key.encode(), 0, signed=False) & 0xFFFF
+                sim.apply({"op": "publish_entry", "keys": [key] * rng.randint(2, 3), "hash_min": low, "hash_max": low})
+            else:
+                sim.publish(key)
+        sim.tick()
+    sim.settle()
+    return sim.events
+
+
+def interleaved(rng: random.Random, events: list[Event]) -> list[Event] | None:
+    """The run with a delivery of another key moved between two deliveries of one batch (which must go delivery
+    after delivery, KS-BKT-10), or None if it has no such pair."""
+    events = [dict(event) for event in events]
+    entry_of = {event["offset"]: event.get("entry") for event in events if event["event"] == "publish"}
+    pairs = [
+        at
+        for at in range(1, len(events) - 1)
+        if events[at]["event"] == events[at + 1]["event"] == "deliver"
+        and entry_of[events[at]["offset"]] is not None
+        and entry_of[events[at]["offset"]] == entry_of[events[at + 1]["offset"]]
+    ]
+    if not pairs:
+        return None
+    at = rng.choice(pairs)
+    others = [i for i, e in enumerate(events) if e["event"] == "deliver" and e["key"] != events[at]["key"] and i > at]
+    if not others:
+        return None
+    events.insert(at + 1, events.pop(rng.choice(others)))
+    return renumber(events)
+
+
+def test_a_batch_interrupted_by_another_shards_delivery_is_judged_alike() -> None:
+    """A batch's run of deliveries spans keys: another key's delivery in the middle of it, whichever shard holds
+    that key, ends the run (entry-split, and the rest of the batch is no longer exempt from capacity)."""
+    rng = random.Random(29)
+    judged = split = 0
+    for _ in range(40):
+        faulty = interleaved(rng, batched_run(rng))
+        if faulty is None:
+            continue
+        split += "entry-split" in {anomaly[1] for anomaly in whole(faulty)[0]}
+        for shards in (2, 3, 7):
+            judged += judged_alike(faulty, shards) is None
+    assert judged >= 30 and split >= 10
 
 
 @pytest.mark.parametrize(

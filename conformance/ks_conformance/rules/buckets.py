@@ -689,22 +689,7 @@ def check_batch(st: CheckerState, message: Message, event: Event) -> None:
             if not run.expected:
                 st.batch_run = None
             return
-        st.batch_run = None
-        st._batch_findings.append(
-            (
-                [run.first_seq, seq],
-                entry_split_interrupted(
-                    run.entry,
-                    run.first_offset,
-                    run.consumer,
-                    run.first_seq,
-                    run.expected[0],
-                    message.offset,
-                    name,
-                    seq,
-                ),
-            )
-        )
+        interrupt_batch(st, message.offset, name, seq)
     if message.entry is None or not anew:
         return
     waiting = [
@@ -727,6 +712,22 @@ def check_batch(st: CheckerState, message: Message, event: Event) -> None:
         )
         return
     st.batch_run = BatchRun(message.entry, name, message.offset, seq, waiting)
+
+
+def interrupt_batch(st: CheckerState, offset: int, name: str, seq: int) -> None:
+    """KS-BKT-10: a delivery of m`offset` to `name` that does not continue the batch being delivered ends its run;
+    the finding is reported when the op closes (a shard of keys calls this for another shard's delivery too)."""
+    run = st.batch_run
+    assert run is not None
+    st.batch_run = None
+    st._batch_findings.append(
+        (
+            [run.first_seq, seq],
+            entry_split_interrupted(
+                run.entry, run.first_offset, run.consumer, run.first_seq, run.expected[0], offset, name, seq
+            ),
+        )
+    )
 
 
 def check_checkpoint_resurrected(st: CheckerState, message: Message, seq: int) -> None:

@@ -5,7 +5,8 @@ What a shard needs besides its own events:
 - every op's boundaries (`Op`, read in order through an `OpWindow`, ops.py): the checks at an op's end run for its
   keys at every op, even one all of whose events belong to other shards, since the facts they read (a consumer's
   room, the window) change there;
-- the other shards' changes to the facts that span keys (facts.py), applied in seq order as the shard goes;
+- the other shards' changes to the facts that span keys (facts.py), applied in seq order as the shard goes (a
+  delivery among them also ends a batch's run of deliveries, KS-BKT-10, which must go delivery after delivery);
 - who judges the subscription: the first shard alone runs the persistence checks at ops' ends (KS-CUR-5, KS-CUR-10),
   which read nothing but the facts and the cursor's own history.
 
@@ -30,6 +31,7 @@ from ks_conformance.checks.changes import (
     DELIVERED,
     DELIVERY_ENDED,
     PARKED,
+    PHANTOM,
     PUBLISHED,
     REOPENED,
     RESOLVED,
@@ -41,6 +43,7 @@ from ks_conformance.checks.end_of_op import close_op, open_op, tick_phase
 from ks_conformance.checks.hooks import END_OF_OP_CHECKS
 from ks_conformance.checks.records import Incarnation, Message, OpState, Problem
 from ks_conformance.checks.state import DANUBE_PHASE_3, logged_name, phase_of
+from ks_conformance.rules.buckets import interrupt_batch
 from ks_conformance.rules.cursor import check_persistence, persisted_and_unmoved
 from ks_conformance.rules.isolation import check_idle
 from ks_conformance.sharding.facts import NOTHING, Change
@@ -225,6 +228,8 @@ class ShardChecker(Checker):
                 mine[offset] = seq
                 if self.heartbeat_reads and offset >= self.read_below:
                     self.read_below = offset + 1  # req: KS-GEN-8 (a message named was read, and all before it)
+                if self.batch_run is not None:  # req: KS-BKT-10 (a batch goes delivery after delivery)
+                    interrupt_batch(self, offset, consumer.removeprefix(PHANTOM), seq)
                 member = self.members.get(consumer)  # (the ledger predicts deliveries to members only: a trace
                 if member is not None:  # where this checker thinks otherwise has a problem, and is judged whole)
                     if member.permits is not None:
