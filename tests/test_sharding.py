@@ -218,6 +218,20 @@ def test_a_batch_interrupted_by_another_shards_delivery_is_judged_alike() -> Non
     assert judged >= 30 and split >= 10
 
 
+def test_a_delivery_to_a_consumer_a_restart_ended_is_judged_in_shards() -> None:
+    """A restart ends every member: a delivery to one of them before it rejoins is a non-member's, for the ledger as
+    for the checker (the ledger once kept the members, mispredicted, and left such a trace to one process)."""
+    events = run_named("crash-restart", size=120, seed=3, store=MemoryStore()).events
+    restart = next(at for at, event in enumerate(events) if event["event"] == "restart")
+    later = next(at for at in range(restart, len(events)) if events[at]["event"] == "deliver")
+    moved = [dict(event) for event in events]
+    moved.insert(restart + 1, moved.pop(later))
+    moved = renumber(moved)
+    assert not whole(moved)[2]  # well formed: a sharded judgment must not fall back
+    for shards in (2, 7):
+        assert judged_alike(moved, shards) is None
+
+
 @pytest.mark.parametrize(
     ("made", "failed"),
     [

@@ -189,6 +189,8 @@ def ledger_stream(
                     holes.add_range(int(low), int(high) + 1)
             elif kind == "restart":
                 end_every_delivery(seq, members, held, holder_of, add, ended)
+                members.clear()  # (a restart ends every member: a delivery to one of them before it rejoins is a
+                # non-member's, kept apart as the checker keeps it)
                 for reopened in () if without_cursor else published:  # req: KS-CUR-3 (after the last persistence)
                     if reopened >= cursor and reopened not in unresolved and reopened not in holes:
                         add((seq, REOPENED, reopened, None))
