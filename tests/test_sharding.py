@@ -32,6 +32,7 @@ from ks_conformance.vectors import VECTORS_DIR, find_vectors
 from ks_reference.simulate import Behaviour, Simulation
 from ks_reference.store import MemoryStore
 from ks_reference.workloads import run_named
+from ks_spec.errors import UserError
 from ks_spec.trace import read_events
 from spark_support.faults import INJECTIONS, renumber
 from test_checker import ALL_CASES
@@ -160,6 +161,69 @@ def test_random_faulty_traces_are_judged_alike_in_shards(seed: int) -> None:
     for faulty, shards in random_faulty_traces(seed):
         sharded += judged_alike(faulty, shards) is None
     assert sharded >= 2  # most faulty traces stay well formed (the rest are judged whole, as they must be)
+
+
+VARIANTS: dict[str, tuple[object, ...]] = {
+    "ack_timeout": (0, 2, 4),
+    "max_unacked": (0, 2, 3),
+    "flow_control": ("capacity", "permits"),
+    "read_bound": ("window", "lookahead"),
+    "lookahead_per_subscription": (3, 10000),
+    "lookahead_per_consumer": (0, 1, 2),
+    "park_after": (0, 1, 2),
+    "read_trigger": ("every-op", "heartbeat"),
+    "tick_order": ("standard", "danube"),
+    "persist_interval": (0, 1, 3),
+    "persist_ack_holes": (False, True),
+    "window": (4, 16, 10000),
+    "returns_as_failures": (False, True),
+    "timer_slack": (0, 1),
+    "ack_by_id": (False, True),
+    "persist_trigger": ("tick", "advance"),
+    "persist_flush": (0, 2),
+    "drain_granularity": ("key", "hash"),
+    "selector": ("ring", "pulsar-consistent", "pulsar-auto-split", "danube", "partitions", "any"),
+    "out_of_order": (False, True),
+    "evict_after": (2, 6),
+}
+"""Configuration values the varied runs draw from (a few fields a run, over a workload's own configuration)."""
+
+
+def interleaved_keys(rng: random.Random, events: list[Event]) -> list[Event]:
+    """The run with a later event of another key (not a publish) moved right after an event of some key: what a
+    shard sees of its keys stays, what lies between them in other shards changes."""
+    events = [dict(event) for event in events]
+    keyed = [at for at in range(1, len(events) - 1) if events[at].get("key") is not None]
+    if not keyed:
+        return events
+    at = rng.choice(keyed)
+    others = [
+        later
+        for later in range(at + 1, len(events))
+        if events[later].get("key") not in (None, events[at]["key"]) and events[later]["event"] != "publish"
+    ]
+    if others:
+        events.insert(at + 1, events.pop(rng.choice(others)))
+    return renumber(events)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_varied_configurations_are_judged_alike_in_shards(seed: int) -> None:
+    """Reference runs of every workload sharded by key, under a few configuration values drawn from `VARIANTS`,
+    perturbed or with events of other keys moved between a key's: judged alike in 2, 3 and 7 shards."""
+    rng = random.Random(seed)
+    sharded = 0
+    for _ in range(3):
+        overrides = {field: rng.choice(VARIANTS[field]) for field in rng.sample(sorted(VARIANTS), rng.randint(1, 4))}
+        workload = rng.choice(WORKLOADS)
+        try:
+            events = run_named(workload, size=60, seed=rng.randrange(1000), overrides=overrides, store=MemoryStore()).events
+        except UserError:
+            continue  # a combination the configuration refuses (the reference names it)
+        for faulty in (perturbed(rng, events), interleaved_keys(rng, events)):
+            for shards in (2, 3, 7):
+                sharded += judged_alike(faulty, shards) is None
+    assert sharded >= 3
 
 
 def batched_run(rng: random.Random) -> list[Event]:
