@@ -217,10 +217,10 @@ def test_varied_configurations_are_judged_alike_in_shards(seed: int) -> None:
         overrides = {field: rng.choice(VARIANTS[field]) for field in rng.sample(sorted(VARIANTS), rng.randint(1, 4))}
         workload = rng.choice(WORKLOADS)
         try:
-            events = run_named(workload, size=60, seed=rng.randrange(1000), overrides=overrides, store=MemoryStore()).events
+            run = run_named(workload, size=60, seed=rng.randrange(1000), overrides=overrides, store=MemoryStore())
         except UserError:
             continue  # a combination the configuration refuses (the reference names it)
-        for faulty in (perturbed(rng, events), interleaved_keys(rng, events)):
+        for faulty in (perturbed(rng, run.events), interleaved_keys(rng, run.events)):
             for shards in (2, 3, 7):
                 sharded += judged_alike(faulty, shards) is None
     assert sharded >= 3
