@@ -212,18 +212,19 @@ def test_varied_configurations_are_judged_alike_in_shards(seed: int) -> None:
     """Reference runs of every workload sharded by key, under a few configuration values drawn from `VARIANTS`,
     perturbed or with events of other keys moved between a key's: judged alike in 2, 3 and 7 shards."""
     rng = random.Random(seed)
-    sharded = 0
-    for _ in range(3):
+    runs = sharded = 0
+    while runs < 3:
         overrides = {field: rng.choice(VARIANTS[field]) for field in rng.sample(sorted(VARIANTS), rng.randint(1, 4))}
         workload = rng.choice(WORKLOADS)
         try:
             run = run_named(workload, size=60, seed=rng.randrange(1000), overrides=overrides, store=MemoryStore())
         except UserError:
-            continue  # a combination the configuration refuses (the reference names it)
+            continue  # a combination the configuration refuses (the reference names it): draw another
+        runs += 1
         for faulty in (perturbed(rng, run.events), interleaved_keys(rng, run.events)):
             for shards in (2, 3, 7):
                 sharded += judged_alike(faulty, shards) is None
-    assert sharded >= 3
+    assert sharded >= 3  # most of them well formed (the rest are judged whole, as they must be)
 
 
 def batched_run(rng: random.Random) -> list[Event]:
