@@ -24,7 +24,7 @@ from ks_conformance.checks import state as state_module
 from ks_conformance.sharding import facts as facts_module
 from ks_conformance.sharding import merge as sharding
 from ks_conformance.sharding import shard as shard_module
-from ks_conformance.sharding.facts import NOTHING, UNSHARDED_KINDS
+from ks_conformance.sharding.facts import NOTHING, UNSHARDED
 from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomaly_order, judge_in_shards
 from ks_conformance.sharding.proof import Proof
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment, judge_shard
@@ -39,10 +39,7 @@ from test_checker import ALL_CASES
 
 Event = dict[str, Any]
 SHARDS = (1, 2, 7)
-DECLARED = (
-    "selector buckets",
-    *UNSHARDED_KINDS.values(),
-)
+DECLARED = (UNSHARDED,)
 """What the sharding says it does not cover yet (facts.py): a reason to judge a trace whole."""
 
 
@@ -476,7 +473,39 @@ class SharedCountedAsOwn(ShardChecker):
         self._exercise(name, count)
 
 
-@pytest.mark.parametrize("broken", [OwnHoldingsOnly, SharedCountedAsOwn], ids=lambda c: c.__name__)
+class OthersMessagesUnindexed(ShardChecker):
+    """Broken (selector buckets): keeps the other shards' messages out of their segments' and buckets' unresolved
+    ones (a checkpoint or a successor then passes them unseen)."""
+
+    def shadow_publish(self, event: Event) -> None:
+        super().shadow_publish(event)
+        shadow = self.shadows[int(event["offset"])]
+        if shadow.segment in self.segments:
+            self.segments[shadow.segment].unresolved.discard(shadow.offset)
+        if (shadow.segment, shadow.bucket) in self.bucket_unresolved:
+            self.bucket_unresolved[shadow.segment, shadow.bucket].discard(shadow.offset)  # type: ignore[index]
+
+
+class OthersDeliveriesUnseen(ShardChecker):
+    """Broken (selector buckets): leaves the other shards' deliveries out of their buckets (owners, outstanding)."""
+
+    def shadow_delivered(self, seq: int, offset: int, consumer: str) -> None:
+        pass
+
+
+class LayoutJudgedAtOwnRows(ShardChecker):
+    """Broken (selector buckets): judges a reported layout at this shard's next event of its own, not where the
+    whole trace's next event is."""
+
+    def layout_ends(self, seq: int, kind: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [OwnHoldingsOnly, SharedCountedAsOwn, OthersDeliveriesUnseen, LayoutJudgedAtOwnRows],
+    ids=lambda c: c.__name__,
+)
 def test_a_broken_shard_checker_is_told_apart(broken: type[ShardChecker], monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison has teeth: with a broken shard checker, some case of the corpus is judged differently."""
 
@@ -484,10 +513,45 @@ def test_a_broken_shard_checker_is_told_apart(broken: type[ShardChecker], monkey
         return [judge_shard(*shard, checker_class=broken) for shard in work]
 
     differing = 0
-    for _, _, pair in ALL_CASES:
-        events = pair[0]().events
+    for events in [recipe().events for _, _, pair in ALL_CASES for recipe in pair]:
         anomalies, exercised, problems = whole(events)
         judgment = judge_in_shards(events, 7, judge=judge_with)
+        if not problems and not isinstance(judgment, Unsharded):
+            differing += in_shards(judgment, list(exercised)) != (anomalies, exercised)
+    assert differing > 0
+
+
+def bucket_runs() -> Iterator[list[Event]]:
+    """Reference runs of selector buckets (joins and leaves, a rollover, a split) under two bucket policies, and
+    faulty ones made from them."""
+    rng = random.Random(17)
+    for seed, policy in ((3, "sorted"), (5, "sticky"), (8, "controller")):
+        overrides = {"bucket_assignment": policy}
+        run = run_named("bucket-rollover", size=120, seed=seed, overrides=overrides, store=MemoryStore())
+        yield run.events
+        yield perturbed(rng, run.events)
+
+
+@pytest.mark.parametrize("shards", [2, 7])
+def test_selector_buckets_runs_are_judged_alike_in_shards(shards: int) -> None:
+    """The bucket checks read other shards' messages (shown to every shard) and deliveries (from the ledger):
+    reference runs of selector buckets are judged in shards, alike."""
+    judged = sum(judged_alike(events, shards) is None for events in bucket_runs())
+    assert judged >= 4
+
+
+@pytest.mark.parametrize("broken", [OthersMessagesUnindexed, OthersDeliveriesUnseen], ids=lambda c: c.__name__)
+def test_a_shard_blind_to_other_shards_buckets_is_told_apart(broken: type[ShardChecker]) -> None:
+    """Teeth: a shard that leaves the other shards' messages or deliveries out of their buckets judges some run of
+    selector buckets otherwise than the whole checker."""
+
+    def judge_with(work: list[ShardWork]) -> list[ShardJudgment]:
+        return [judge_shard(*shard, checker_class=broken) for shard in work]
+
+    differing = 0
+    for events in bucket_runs():
+        anomalies, exercised, problems = whole(events)
+        judgment = judge_in_shards(events, 2, judge=judge_with)
         if not problems and not isinstance(judgment, Unsharded):
             differing += in_shards(judgment, list(exercised)) != (anomalies, exercised)
     assert differing > 0

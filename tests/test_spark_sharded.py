@@ -285,7 +285,7 @@ def _giving_up(rows: Any, detail: Any, changes: Any) -> Any:
 def test_a_router_that_hides_the_tick_phases_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Teeth: a router that shows no other shard's row for its tick phase (the shards then disagree on the phases of
     KS-GEN-7). The checker's cases do not need those rows; reference runs do."""
-    monkeypatch.setattr(sharded, "shown_for_phases", lambda batch, *_: np.zeros(batch.num_rows, dtype=bool))
+    monkeypatch.setattr(sharded, "shown_rows", lambda batch, *_: np.zeros(batch.num_rows, dtype=bool))
     differs = 0
     for workload in WORKLOADS:
         events = run_named(workload, size=120, seed=5, store=MemoryStore()).events

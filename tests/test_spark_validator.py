@@ -398,13 +398,33 @@ def test_shards_of_keys_judge_as_one_task_does(
 def test_a_trace_the_shards_do_not_cover_is_judged_in_one_task_saying_why(spark: Any, tmp_path: Path) -> None:
     from ks_spark.validation.validator import validate
 
-    events = run_named("bucket-rollover", size=60, seed=3, store=MemoryStore()).events
+    overrides = {"checkpoint_resume": True}
+    events = run_named("bucket-rollover", size=60, seed=3, store=MemoryStore(), overrides=overrides).events
     write_jsonl(events, tmp_path / "buckets.jsonl")
     result = validate(spark, str(tmp_path / "buckets.jsonl"), everything=True, shards=2)
-    assert result.judged == "in one task: selector buckets"
+    assert result.judged == (
+        "in one task: selector buckets with checkpoint_resume (a restart resumes each bucket from its checkpoint)"
+    )
     python = check_events(events)
     assert result.counts == {name: sum(a.name == name for a in python.anomalies) for name in result.counts}
     assert sum(result.counts.values()) == sum(1 for a in python.anomalies if a.name in result.sequential)
+
+
+def test_selector_buckets_is_judged_in_shards_as_in_one_task(spark: Any, tmp_path: Path) -> None:
+    """Selector buckets in shards of keys: every publish goes to every shard's task (the bucket checks read other
+    keys' messages), and the judgment is one task's, on a reference run and on a faulty one."""
+    from ks_spark.validation.twins import fault_twin
+    from ks_spark.validation.validator import validate
+
+    events = run_named("bucket-rollover", size=80, seed=5, store=MemoryStore()).events
+    for name, trace in (("run", events), ("faulty", fault_twin(events))):
+        write_parquet(trace, tmp_path / f"{name}.parquet", rows_per_group=97)
+        one = validate(spark, str(tmp_path / f"{name}.parquet"), everything=True, shards=1)
+        sharded = validate(spark, str(tmp_path / f"{name}.parquet"), everything=True, shards=2)
+        assert sharded.judged == "in 2 shards of keys"
+        assert_judged_alike(sharded, one)
+        python = check_events(trace)
+        assert one.counts == {kind: sum(a.name == kind for a in python.anomalies) for kind in one.counts}
 
 
 def test_parked_messages_are_judged_in_shards_as_in_one_task(spark: Any, tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def register(commands: Any) -> None:
         metavar="N",
         help="judge each trace in N shards of keys, in N processes (default 1; JSON lines are converted to Parquet by "
         "the workers first); the judgment is the same, and a trace the shards do not cover yet (such as selector "
-        "buckets or a malformed trace) is judged in one process, with the reason printed",
+        "buckets with checkpoint_resume, or a malformed trace) is judged in one process, with the reason printed",
     )
     check.set_defaults(handler=run_check_trace)
 

@@ -276,8 +276,13 @@ class CheckerState:
                 continue
             seen.add(ancestor.number)
             for offset in ancestor.unresolved:
-                yield ancestor, self.messages[offset]
+                yield ancestor, self.message_at(offset)
             pending += ancestor.predecessors
+
+    def message_at(self, offset: int) -> Message:
+        """The message at `offset`, whichever key (a shard of keys also holds what the bucket checks read of other
+        shards' messages: sharding/shard.py)."""
+        return self.messages[offset]
 
     def applies(self, name: str) -> bool:
         """True if the anomaly's requirement applies to the trace's profile."""

@@ -419,7 +419,7 @@ def check_layout(st: CheckerState) -> None:
     created, st.created_in_op = st.created_in_op, []
     findings, st.layout_findings = st.layout_findings, []
     if created:
-        st._exercise("invalid-layout")
+        st._exercise_shared("invalid-layout")  # (a layout change: every shard of keys sees it)
         found = layout_problem(st.segments, created, int(st.config["bucket_max"]))
         if found is not None:
             findings.insert(0, found)
@@ -432,10 +432,10 @@ def publish_placement(st: CheckerState, message: Message, event: Event) -> None:
     """KS-BKT-2 and KS-BKT-11 at a publish under `buckets`: the message is placed in the bucket of the active
     segment its hash falls in, and that segment was reported first."""
     seq = message.publish_seq
-    if event.get("hash") is None or event.get("segment") is None or event.get("bucket") is None:
+    if not place(message, event):
         st._problem(seq, "a publish with selector 'buckets' must carry hash, segment and bucket")
         return
-    message.hash, message.segment, message.bucket = int(event["hash"]), int(event["segment"]), int(event["bucket"])
+    assert message.hash is not None and message.segment is not None and message.bucket is not None
     high, low = message.hash >> 16, message.hash & 0xFFFF
     st._exercise("misrouted-bucket")
     right = next((s for s in st.segments.values() if not s.sealed and s.lo <= high <= s.hi), None)
@@ -466,8 +466,22 @@ def publish_placement(st: CheckerState, message: Message, event: Event) -> None:
                 *message.facts, message.hash, segment.buckets, segment.created_seq, message.bucket
             ),
         )
-    if segment is not None:
-        segment.unresolved.add(message.offset)
+    index_placement(st, message)
+
+
+def place(message: Message, event: Event) -> bool:
+    """Take a publish's hash, segment and bucket into its message; False if one is missing."""
+    if event.get("hash") is None or event.get("segment") is None or event.get("bucket") is None:
+        return False
+    message.hash, message.segment, message.bucket = int(event["hash"]), int(event["segment"]), int(event["bucket"])
+    return True
+
+
+def index_placement(st: CheckerState, message: Message) -> None:
+    """Count a placed, unresolved message among its segment's and its bucket's (a shard of keys does this for
+    another shard's messages too: sharding/shard.py)."""
+    if message.segment is not None and message.bucket is not None and message.segment in st.segments:
+        st.segments[message.segment].unresolved.add(message.offset)
         st.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(message.offset)
 
 
@@ -492,7 +506,7 @@ def bucket_decision(st: CheckerState, event: Event) -> None:
     if st.controller_moves and st.op is not None and st.op.seq > changes[-1][2]:
         return  # req: KS-BKT-3 (with controller_moves: an op after the change, so the controller's own move)
     # req: KS-BKT-8
-    st._exercise("unstable-buckets")
+    st._exercise_shared("unstable-buckets")  # (a handoff event: every shard of keys sees it)
     previous, previous_seq = decided[0], decided[1]
     names = [c[1].name for c in changes if c[1] is not None]
     last_change, last_changed, change_seq = changes[-1]
@@ -545,7 +559,8 @@ def check_bucket_delivery(
     bucket = (message.segment, message.bucket)
     names = sorted(st.members)
     if names and st.config["bucket_assignment"] != "sorted":
-        check_bucket_owner(st, message, seq, incarnation, name)
+        if incarnation is not None:  # (a delivery to a non-member is its own anomaly: KS-MEM-3)
+            check_bucket_owner(st, message, seq, incarnation, name)
     elif names:
         # req: KS-BKT-3
         st._exercise("bucket-misassigned")
@@ -759,11 +774,11 @@ def checkpointed(st: CheckerState, message: Message) -> tuple[int, int] | None:
 def check_checkpoint(st: CheckerState, bucket: tuple[int, int], cursor: int, seq: int) -> None:
     """KS-BKT-6 at a `checkpoint`: a bucket's checkpoint passes none of its unresolved messages and never moves
     back."""
-    st._exercise("checkpoint-skip")
+    st._exercise_shared("checkpoint-skip")  # (a checkpoint event: every shard of keys sees it)
     pending = st.bucket_unresolved.get(bucket)
     first = pending.first() if pending is not None else None
     if first is not None and first < cursor:
-        skipped = st.messages[first]
+        skipped = st.message_at(first)
         st._report(
             "checkpoint-skip",
             seq,

@@ -47,20 +47,16 @@ shard that looks for the next change never reads further than the next chunk (va
 RESOLVING = frozenset({"ack", "drop", "dead_letter", "filter", "outcome"})
 """Effects that resolve their message (and end its delivery), as `resolve` in rules/resolutions.py does (an
 implementation-defined outcome too, declared or not: checks/resolution.py `on_outcome`)."""
-UNSHARDED_KINDS = {
-    "bucket_assigned": "selector buckets",
-    "bucket_withheld": "selector buckets",
-    "segment_created": "selector buckets",
-    "segment_sealed": "selector buckets",
-    "checkpoint": "selector buckets",
-}
-"""Event kinds a trace is not yet judged in shards with, and why (the caller judges it in one process)."""
+UNSHARDED = "selector buckets"
+"""How every reason a well-formed trace is judged in one process begins (what the shards do not cover yet)."""
 
 
 def unsharded_config(config: Mapping[str, Any]) -> str | None:
     """Why a configuration is not yet judged in shards (its rules read facts the ledger does not keep), or None."""
     full = {**CONFIG_DEFAULTS, **config}
-    return "selector buckets" if full["selector"] == "buckets" else None
+    if full["selector"] == "buckets" and full["checkpoint_resume"]:
+        return f"{UNSHARDED} with checkpoint_resume (a restart resumes each bucket from its checkpoint)"
+    return None
 
 
 Row = tuple[str, int, int | None, str | None, bool, "Persisted | None", str | None]
@@ -173,8 +169,6 @@ def ledger_stream(
 
     for kind, seq, offset, consumer, delayed, persisted, key in rows:
         if offset is None:
-            if kind in UNSHARDED_KINDS:
-                return Prediction([], UNSHARDED_KINDS[kind])
             if kind == "consumer_added":
                 members[str(consumer)] = None
             elif kind == "consumer_removed" or kind == "consumer_evicted":
@@ -251,8 +245,6 @@ def ledger_stream(
                 unresolved.discard(offset)
                 delivered.add(offset)
             continue
-        if kind in UNSHARDED_KINDS:
-            return Prediction([], UNSHARDED_KINDS[kind])
         if heartbeat and kind in DANUBE_PHASE_3:
             add((seq, SHOWN, offset, None))  # (before its resolution: the checker reads it first, KS-GEN-8)
         resolving = kind in RESOLVING

@@ -70,7 +70,8 @@ class Routed:
 
 
 def route_events(events: Sequence[Event], shards: int, config: dict[str, object]) -> Routed | Unsharded:
-    """Route events in memory: a row naming a key (or a published offset) to its key's shard, any other to all."""
+    """Route events in memory: a row naming a key (or a published offset) to its key's shard, any other to all;
+    rows shown to every shard (merge.phase_boundaries; with selector buckets, every publish) too."""
     by_key = shard_of_key(config, shards)
     rows: list[list[tuple[Event, int, bool]]] = [[] for _ in range(shards)]
     ops: list[Op] = []
@@ -78,6 +79,7 @@ def route_events(events: Sequence[Event], shards: int, config: dict[str, object]
     key_of_offset: list[str] = []
     zombie_pending = False
     shown = phase_boundaries(events)
+    buckets = {**CONFIG_DEFAULTS, **config}["selector"] == "buckets"
     for position, event in enumerate(events):
         kind, seq = str(event["event"]), int(event["seq"])
         if kind in ACK_CLASS and zombie_pending:
@@ -109,8 +111,9 @@ def route_events(events: Sequence[Event], shards: int, config: dict[str, object]
             for mine in rows:
                 mine.append((event, len(ops), False))
         else:
+            shown_here = position in shown or (buckets and kind == "publish")  # (run.py `shown_rows`)
             for other, mine in enumerate(rows):
-                if other == shard or position in shown:
+                if other == shard or shown_here:
                     mine.append((event, len(ops), other != shard))
     return Routed(rows, ops, shard_of_offset)
 
@@ -177,6 +180,9 @@ def _judge_here(work: list[ShardWork]) -> list[ShardJudgment]:
 
 def merge(judgments: Sequence[ShardJudgment]) -> Judgment | Unsharded:
     """The whole trace's judgment from its shards', once each shard is shown to have made the predicted changes."""
+    for judgment in judgments:
+        if judgment.unsharded is not None:  # (first: a shard that found one may have judged the rest amiss)
+            return Unsharded(judgment.unsharded)
     for shard, judgment in enumerate(judgments):
         if judgment.problems:
             problem = judgment.problems[0]

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from ks_spec.config import config_problem
+from ks_spec.config import CONFIG_DEFAULTS, config_problem
 from ks_spec.trace import (
     OP_EVENTS,
     SequenceRules,
@@ -71,7 +71,7 @@ PHASES["drop"] = 5
 PHASE_OF_CODE = np.array([PHASES.get(kind, 0) for kind in KINDS] + [0], dtype=np.int64)
 """Each kind code's tick phase (0: none)."""
 KIND_CODES = pa.array(KINDS, pa.string())
-SEEK, TICK = KINDS.index("seek"), KINDS.index("tick")
+SEEK, TICK, PUBLISH = KINDS.index("seek"), KINDS.index("tick"), KINDS.index("publish")
 
 
 def kind_codes(kinds: pa.Array) -> np.ndarray:
@@ -231,8 +231,9 @@ def route_to_files(
     path: Path, shards: int, config: dict[str, object], out: Path, batch_size: int = BATCH
 ) -> Routing | Unsharded:
     """Screen the trace (`Screen`) and write, for each row, its shard, its op's index and whether every shard sees it
-    for its phase, to files in `out` (see the module doc and `Routing`)."""
+    for its phase (or, selector buckets, as a publish), to files in `out` (see the module doc and `Routing`)."""
     key_shards = KeyShards(config, shards)
+    buckets = {**CONFIG_DEFAULTS, **config}["selector"] == "buckets"
     shard_of_offset = np.zeros(1 << 16, dtype=np.int16)
     screen = Screen()
     op_starts, op_codes = ArrayFile(out / "op-starts", np.int64), ArrayFile(out / "op-codes", np.int8)
@@ -279,7 +280,7 @@ def route_to_files(
             is_tick = code == TICK
             tick_rows = np.where(opened >= 0, is_tick[np.maximum(opened, 0)], in_tick)
             in_tick = bool(tick_rows[-1])
-            shown = shown_for_phases(batch, code, op, tick_rows)
+            shown = shown_rows(batch, code, op, tick_rows, buckets)
             for file, column in zip(files, (shard, op.astype(np.int64), shown), strict=True):
                 file.write(column.tobytes())
     finally:
@@ -289,6 +290,17 @@ def route_to_files(
     if events == 0:
         return Unsharded("the trace is empty")
     return Routing(path, out, events, screen.published, batch_size)
+
+
+def shown_rows(
+    batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, tick_rows: np.ndarray, buckets: bool
+) -> np.ndarray:
+    """Rows every shard sees, whichever key they name: the boundaries of a tick's phases (`shown_for_phases`) and,
+    with selector buckets, every publish (the bucket checks read the other shards' messages, shard.py)."""
+    shown = shown_for_phases(batch, code, op, tick_rows)
+    if buckets:
+        shown |= code == PUBLISH
+    return shown
 
 
 def shown_for_phases(batch: pa.RecordBatch, code: np.ndarray, op: np.ndarray, tick_rows: np.ndarray) -> np.ndarray:

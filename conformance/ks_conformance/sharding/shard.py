@@ -8,10 +8,20 @@ What a shard needs besides its own events:
 - the other shards' changes to the facts that span keys (facts.py), applied in seq order as the shard goes (a
   delivery among them also ends a batch's run of deliveries, KS-BKT-10, which must go delivery after delivery);
 - who judges the subscription: the first shard alone runs the persistence checks at ops' ends (KS-CUR-5, KS-CUR-10),
-  which read nothing but the facts and the cursor's own history.
+  which read nothing but the facts and the cursor's own history;
+- with selector `buckets`, the other shards' messages as the bucket checks read them (section 17: a bucket's and a
+  segment's unresolved messages, its outstanding deliveries and last owner): every publish is shown to every shard,
+  which keeps a shadow of another shard's message (hash, segment, bucket) and follows its deliveries and resolution
+  from the ledger's changes through the checker's own functions, judging nothing of it. Segment, handoff and
+  checkpoint events name no key, so every shard judges them alike and the merge keeps one finding. What a shard
+  cannot see it says (`ShardJudgment.unsharded`: a batch of several shards' keys, whose checks read the other keys'
+  states; a delivery to a non-member) and the trace is judged in one process.
 
 A situation of the whole subscription may be counted as exercised by several shards (`_exercise_shared`): each
 records where (an op's index or an event's seq) and the merge counts each place once.
+
+Long because the shard checker overrides the checker where it reads what spans keys (the ledger's facts, the ops of
+other shards, the shadows of selector buckets), and each override belongs beside the others it must agree with.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from typing import NamedTuple
 from pyroaring import BitMap
 
 from ks_conformance.anomalies import Anomaly
-from ks_conformance.checker import Checker, Event
+from ks_conformance.checker import LAYOUT_EVENTS, Checker, Event
 from ks_conformance.checks.changes import (
     DELIVERED,
     DELIVERY_ENDED,
@@ -41,9 +51,9 @@ from ks_conformance.checks.changes import (
 )
 from ks_conformance.checks.end_of_op import close_op, open_op, tick_phase
 from ks_conformance.checks.hooks import END_OF_OP_CHECKS
-from ks_conformance.checks.records import Incarnation, Message, OpState, Problem
+from ks_conformance.checks.records import Delivery, Incarnation, Message, OpState, Problem
 from ks_conformance.checks.state import DANUBE_PHASE_3, logged_name, phase_of
-from ks_conformance.rules.buckets import interrupt_batch
+from ks_conformance.rules.buckets import check_bucket_delivery, check_layout, index_placement, interrupt_batch, place
 from ks_conformance.rules.cursor import check_persistence, persisted_and_unmoved
 from ks_conformance.rules.isolation import check_idle
 from ks_conformance.sharding.facts import NOTHING, Change
@@ -53,7 +63,14 @@ from ks_conformance.sharding.proof import Proof
 FIRST_SHARD_KINDS = frozenset({"persist-late", "persist-early", "seek-unpersisted"})
 """Anomaly kinds of the persisted cursor's schedule, which the persistence checks at ops' ends keep (KS-CUR-5, KS-CUR-7,
 KS-CUR-10): the first shard alone runs those, so only its findings and counts of these kinds are taken."""
-TEMPTATIONS = ("key-reorder", "overtaken-hold", "retry-overtaken", "blocked-key-leak", "split-owner")
+TEMPTATIONS = (
+    "key-reorder",
+    "overtaken-hold",
+    "retry-overtaken",
+    "blocked-key-leak",
+    "split-owner",
+    "bucket-split-owner",
+)
 """The situations an op's end counts for its keys (count_temptations in checks/end_of_op.py): between two ops of
 this shard's keys nothing of theirs changes, so an op with none of their events counts as the op before it did."""
 
@@ -91,6 +108,9 @@ class ShardJudgment:
     """Places where such a situation was counted more than once (a tick with several evictions due)."""
     mispredicted: int | None = None
     """None if the shard made exactly the ledger's predicted changes for its keys, else the seq where it did not."""
+    unsharded: str | None = None
+    """Why the trace must be judged in one process after all, if this shard found a reason (selector buckets: a
+    batch of keys of several shards, a delivery to a non-member, another shard's message it no longer holds)."""
     peak_rss: int = 0
     """The peak memory of the process that judged it, in bytes (0 if not measured)."""
     seconds: float = 0.0
@@ -134,6 +154,11 @@ class ShardChecker(Checker):
         """The temptations counted there (see TEMPTATIONS)."""
         self.tempted_at = 0
         """The op `tempted` was read at."""
+        self.shadows: dict[int, Message] = {}
+        """Selector buckets: the other shards' messages, as far as the bucket checks read them (hash, segment, bucket,
+        outstanding delivery), from their publish (shown to every shard) until they settle below the cursor."""
+        self.unsharded: str | None = None
+        """Why this trace must be judged in one process after all (see `ShardJudgment.unsharded`), once found."""
 
     # --- the facts that span keys: this shard's part plus the ledger's ---------------------------------------
 
@@ -184,6 +209,29 @@ class ShardChecker(Checker):
             return own.min()
         return foreign.min() if foreign else self.messages.published
 
+    def message_at(self, offset: int) -> Message:
+        shadow = self.shadows.get(offset)
+        return shadow if shadow is not None else self.messages[offset]
+
+    def _settle(self) -> None:
+        super()._settle()
+        if self.shadows:  # (below the cursor and the persisted cursor every message is resolved for good)
+            limit = self.cursor()
+            if self.has_cursor and not self.best_effort:
+                limit = min(limit, self.persisted_cursor)
+            shadows = self.shadows
+            for offset in list(shadows):
+                if offset >= limit:
+                    break
+                del shadows[offset]
+
+    def _rebuild_indexes(self) -> None:
+        super()._rebuild_indexes()
+        for offset in self.foreign_unresolved if self.shadows else ():
+            shadow = self.shadows.get(offset)
+            if shadow is not None:
+                index_placement(self, shadow)
+
     def _exercise_shared(self, name: str, count: int = 1) -> None:
         if not self._applies.get(name) or count <= 0:
             return
@@ -215,6 +263,7 @@ class ShardChecker(Checker):
         unresolved = self.foreign_unresolved
         op = self.op
         published = resolved = 0
+        buckets = self.buckets
         while change[0] < before:
             seq, what, offset, consumer = change
             if what == PUBLISHED:
@@ -222,6 +271,8 @@ class ShardChecker(Checker):
                 published += 1
             elif what == DELIVERED:
                 assert consumer is not None
+                if buckets:
+                    self.shadow_delivered(seq, offset, consumer)
                 mine = held.get(consumer)
                 if mine is None:
                     mine = held[consumer] = {}
@@ -240,6 +291,8 @@ class ShardChecker(Checker):
             elif what == DELIVERY_ENDED:
                 assert consumer is not None
                 del held[consumer][offset]
+                if buckets:
+                    self.shadow_ended(offset)
                 holder = self.members.get(consumer)
                 if holder is not None and holder.unacked_blocked_seq is not None:
                     if self.holding(holder) <= self.max_unacked // 2:
@@ -247,6 +300,8 @@ class ShardChecker(Checker):
             elif what == RESOLVED:
                 unresolved.discard(offset)
                 resolved += 1
+                if buckets:
+                    self.shadow_resolved(offset)
                 self.last_resolution_seq = seq
                 if op is not None and seq >= op.seq:
                     op.resolved = True
@@ -255,9 +310,13 @@ class ShardChecker(Checker):
                     self.read_below = offset + 1  # req: KS-GEN-8 (a message named was read, and all before it)
             elif what == REOPENED:
                 unresolved.add(offset)  # (a restart or seek counts its state's change once, for all shards)
+                if buckets:
+                    self.shadow_reopened(offset)
             elif what == SEEKED:
                 unresolved.discard(offset)
                 self.last_resolution_seq = seq
+                if buckets:
+                    self.shadow_resolved(offset)
             elif what == PARKED:
                 self.foreign_parked.add(offset)
             elif what == UNPARKED:
@@ -278,6 +337,73 @@ class ShardChecker(Checker):
             self.messages.published += published
         self.state_version += published + resolved
 
+    # --- selector buckets: the other shards' messages, as the bucket checks read them --------------------------
+
+    def shadow_publish(self, event: Event) -> None:
+        """Another shard's publish, shown to this shard: its message is placed in its segment and bucket as the
+        checker places one (rules/buckets.py), unjudged (its shard judges it)."""
+        op = self.op
+        assert op is not None
+        offset, seq = int(event["offset"]), int(event["seq"])
+        shadow = Message(offset, str(event["key"]), seq, op.index, last_event_seq=seq)
+        if place(shadow, event):
+            index_placement(self, shadow)
+        self.shadows[offset] = shadow
+
+    def shadow_delivered(self, seq: int, offset: int, consumer: str) -> None:
+        """Another shard's delivery: what the bucket checks keep of it (its bucket's outstanding deliveries, last
+        owner and moves), through the checker's own `check_bucket_delivery` with nothing judged or counted."""
+        shadow = self.shadows.get(offset)
+        incarnation = self.members.get(consumer)
+        if shadow is None or incarnation is None:
+            self.unsharded = self.unsharded or (
+                f"selector buckets: seq {seq} delivers m{offset} to a non-member"
+                if incarnation is None
+                else f"selector buckets: seq {seq} delivers m{offset}, settled (another shard's message)"
+            )
+            return
+        if shadow.segment is None or shadow.bucket is None:
+            return
+        if shadow.outstanding is not None:
+            self.shadow_ended(offset)
+        applies, self._applies = self._applies, {}  # (nothing applies: no finding, no count)
+        try:
+            check_bucket_delivery(self, shadow, seq, incarnation, consumer)
+        finally:
+            self._applies = applies
+        delivery = Delivery(0, offset, incarnation, 0, self.now, seq, self.epoch)
+        shadow.outstanding = delivery
+        shadow.delivered_since_restart = True
+        self.bucket_outstanding.setdefault((shadow.segment, shadow.bucket), {})[offset] = delivery
+
+    def shadow_ended(self, offset: int) -> None:
+        """Another shard's delivery ended."""
+        shadow = self.shadows.get(offset)
+        if shadow is not None and shadow.outstanding is not None:
+            shadow.outstanding = None
+            self.bucket_outstanding.get((shadow.segment or 0, shadow.bucket or 0), {}).pop(offset, None)
+
+    def shadow_resolved(self, offset: int) -> None:
+        """Another shard's message resolved (or passed by a seek)."""
+        shadow = self.shadows.get(offset)
+        if shadow is not None and shadow.segment is not None:
+            segment = self.segments.get(shadow.segment)
+            if segment is not None:
+                segment.unresolved.discard(offset)
+            pending = self.bucket_unresolved.get((shadow.segment, shadow.bucket or 0))
+            if pending is not None:
+                pending.discard(offset)
+
+    def shadow_reopened(self, offset: int) -> None:
+        """Another shard's message unresolved again by a restart or seek."""
+        shadow = self.shadows.get(offset)
+        if shadow is None:
+            self.unsharded = self.unsharded or f"selector buckets: m{offset} reopened, settled (another shard's)"
+            return
+        shadow.outstanding = None
+        shadow.delivered_since_restart = False
+        index_placement(self, shadow)
+
     # --- the ops ---------------------------------------------------------------------------------------------
 
     def feed_routed(self, event: Event, op_index: int, phase_only: bool = False) -> None:
@@ -285,6 +411,8 @@ class ShardChecker(Checker):
         go through the tick phase of another shard's event (a boundary of its tick's phases, KS-GEN-7)."""
         # Written for speed (it runs once per row): the common cases behind one test each.
         seq = event["seq"]
+        if self.created_in_op or self.layout_findings:
+            self.layout_ends(seq, str(event["event"]))
         if op_index != self.op_index:
             if op_index == self.op_index + 1 and seq == self.last_seq + 1 and not phase_only:
                 # The next op, begun by this event right after this shard's last one: `feed` closes the op before it
@@ -298,7 +426,7 @@ class ShardChecker(Checker):
                 ops = self.ops
                 start = ops.starts[op_index - 1 - ops.base]
                 self.op_count = op_index - 1
-                if start != seq:  # the op began with another shard's event: open it here
+                if start != seq or phase_only:  # the op began with another shard's event: open it here
                     self.catch_up(start)
                     self.now = int(event["tick"])
                     open_op(self, ops.kinds[op_index - 1 - ops.base], start)
@@ -306,11 +434,29 @@ class ShardChecker(Checker):
             self.catch_up(seq)
         self.current_seq = seq
         if phase_only:
+            if self.buckets and event["event"] == "publish":
+                self.shadow_publish(event)
+                self.last_seq = seq
+                return
             self.pass_phase(event)
             return
         if event["event"] == "publish":
             self.own_offsets.add(event["offset"])
+            entry = event.get("entry")
+            if self.buckets and entry is not None and entry not in self.own_offsets and self.unsharded is None:
+                # (a batch spans keys under buckets: the checks of one message read the others' key states)
+                self.unsharded = f"selector buckets: seq {seq} publishes a batch of several shards' keys"
         self.feed(event)
+
+    def layout_ends(self, seq: int, kind: str) -> None:
+        """Selector buckets: judge the layout reported (KS-BKT-11) where the whole trace's checker does, at the first
+        event after the segment events (or after a publish routed by an unreported segment): this row, or another
+        shard's row before it (segment events are every shard's, so any row not shown here is none of them)."""
+        unseen = seq != self.last_seq + 1
+        if (self.created_in_op and (unseen or kind != "segment_created")) or (
+            self.layout_findings and (unseen or kind not in LAYOUT_EVENTS)
+        ):
+            check_layout(self)  # req: KS-BKT-11
 
     def pass_phase(self, event: Event) -> None:
         """What `feed` does for the tick phase of an effect, for another shard's effect."""
@@ -462,11 +608,13 @@ class ShardChecker(Checker):
         if self.next_change_seq <= end:
             self.catch_up(end + 1)
         self.last_seq = end
-        close_op(self)  # (the layout checks of `end_op` are for selector buckets, which is not judged in shards)
+        close_op(self)  # (the layout checks `end_op` adds are judged in `layout_ends`)
         self.last_closed = index
 
     def finish_shard(self) -> ShardJudgment:
         """Judge the ends of the ops left (through the trace's last) and return what the shard found."""
+        if self.created_in_op or self.layout_findings:
+            self.layout_ends(sys.maxsize, "")
         self.ops.load_all()
         self.close_through(len(self.ops))
         self.finish()
@@ -480,6 +628,7 @@ class ShardChecker(Checker):
             self.points,
             self.point_counts,
             mispredicted,
+            unsharded=self.unsharded,
         )
 
 

@@ -62,9 +62,10 @@ from ks_conformance.sharding.run import (
     ledger_rows,
     measured,
     row_shards,
-    shown_for_phases,
+    shown_rows,
 )
 from ks_conformance.sharding.shard import ShardJudgment
+from ks_spec.config import CONFIG_DEFAULTS
 from ks_spec.trace import batch_events
 
 from ks_spark.session import cache_level
@@ -211,17 +212,24 @@ def route_function(shard_of_offset: np.ndarray, config: dict[str, object], shard
     """The route stage's body: for each stretch of consecutive seqs, its op starts (to every shard) and each shard's
     rows with whether each is shown for its phase only (one Arrow IPC piece); see `RECORDS`."""
 
+    buckets = {**CONFIG_DEFAULTS, **config}["selector"] == "buckets"  # (every publish shown to every shard)
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key_shards = KeyShards(config, shards)
         for batch in batches:
             if batch.num_rows:
-                yield _batch(list(_route(batch, key_shards, shard_of_offset, shards, parts)))
+                yield _batch(list(_route(batch, key_shards, shard_of_offset, shards, parts, buckets)))
 
     return run
 
 
 def _route(
-    batch: pa.RecordBatch, key_shards: KeyShards, shard_of_offset: np.ndarray, shards: int, parts: list[int]
+    batch: pa.RecordBatch,
+    key_shards: KeyShards,
+    shard_of_offset: np.ndarray,
+    shards: int,
+    parts: list[int],
+    buckets: bool,
 ) -> Iterator[Record]:
     rows = batch.num_rows
     seqs = int_column(batch, "seq")
@@ -237,7 +245,7 @@ def _route(
     # A row before its stretch's first op start is in an op begun elsewhere: taken as a tick's (a row shown that is
     # no boundary of a tick's phases changes nothing).
     in_tick = np.where(opened >= stretch_start, code[np.maximum(opened, 0)] == TICK, True)
-    shown = shown_for_phases(batch, code, np.cumsum(is_start), in_tick)
+    shown = shown_rows(batch, code, np.cumsum(is_start), in_tick, buckets)
     everyone = shard == -1
     for low, high in pairwise([*np.flatnonzero(begins).tolist(), rows]):
         starts = is_start[low:high]
