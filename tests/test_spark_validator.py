@@ -412,19 +412,19 @@ def test_a_trace_the_shards_do_not_cover_is_judged_in_one_task_saying_why(spark:
 
 def test_selector_buckets_is_judged_in_shards_as_in_one_task(spark: Any, tmp_path: Path) -> None:
     """Selector buckets in shards of keys: every publish goes to every shard's task (the bucket checks read other
-    keys' messages), and the judgment is one task's, on a reference run and on a faulty one."""
+    keys' messages), and the judgment is one task's (a faulty reference run: tests/test_spark_sharded.py runs the
+    stages on every checker case)."""
     from ks_spark.validation.twins import fault_twin
     from ks_spark.validation.validator import validate
 
-    events = run_named("bucket-rollover", size=80, seed=5, store=MemoryStore()).events
-    for name, trace in (("run", events), ("faulty", fault_twin(events))):
-        write_parquet(trace, tmp_path / f"{name}.parquet", rows_per_group=97)
-        one = validate(spark, str(tmp_path / f"{name}.parquet"), everything=True, shards=1)
-        sharded = validate(spark, str(tmp_path / f"{name}.parquet"), everything=True, shards=2)
-        assert sharded.judged == "in 2 shards of keys"
-        assert_judged_alike(sharded, one)
-        python = check_events(trace)
-        assert one.counts == {kind: sum(a.name == kind for a in python.anomalies) for kind in one.counts}
+    trace = fault_twin(run_named("bucket-rollover", size=80, seed=5, store=MemoryStore()).events)
+    write_parquet(trace, tmp_path / "faulty.parquet", rows_per_group=97)
+    one = validate(spark, str(tmp_path / "faulty.parquet"), everything=True, shards=1)
+    sharded = validate(spark, str(tmp_path / "faulty.parquet"), everything=True, shards=2)
+    assert sharded.judged == "in 2 shards of keys" and one.verdict.value == "invalid"
+    assert_judged_alike(sharded, one)
+    python = check_events(trace)
+    assert one.counts == {kind: sum(a.name == kind for a in python.anomalies) for kind in one.counts}
 
 
 def test_parked_messages_are_judged_in_shards_as_in_one_task(spark: Any, tmp_path: Path) -> None:
