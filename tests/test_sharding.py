@@ -224,6 +224,27 @@ def test_varied_configurations_are_judged_alike_in_shards(seed: int) -> None:
     assert sharded >= 3  # most of them well formed (the rest are judged whole, as they must be)
 
 
+@pytest.mark.parametrize("selector", ["ring", "buckets"])
+def test_a_best_effort_restart_is_judged_in_shards(selector: str) -> None:
+    """Best-effort outcomes are final: a restart reopens nothing (KS-BEF-1), for the ledger as for the checker (the
+    ledger once reopened what the cursor had not passed, mispredicted, and left such a trace to one process)."""
+    sim = Simulation({"profile": "best-effort", "selector": selector}, MemoryStore())
+    rng = random.Random(4)
+    for round_ in range(2):
+        sim.add_consumer("c1", 3, Behaviour(delay=2))
+        sim.add_consumer("c2", 3, Behaviour(delay=1))
+        for _ in range(12):
+            sim.publish(f"k{rng.randrange(20)}")
+            sim.publish(f"k{rng.randrange(20)}")
+            sim.tick()
+        if round_ == 0:
+            sim.apply({"op": "restart"})
+    sim.settle()
+    assert any(event["event"] == "restart" for event in sim.events)
+    for shards in (2, 7):
+        assert judged_alike(sim.events, shards) is None
+
+
 def batched_run(rng: random.Random) -> list[Event]:
     """A reference run in the owner profile that publishes key-based batches (`publish_entry`, several messages of
     one key) among single messages of other keys, to consumers of small capacity."""

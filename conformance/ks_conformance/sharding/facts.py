@@ -185,7 +185,8 @@ def ledger_stream(
                 end_every_delivery(seq, members, held, holder_of, add, ended)
                 members.clear()  # (a restart ends every member: a delivery to one of them before it rejoins is a
                 # non-member's, kept apart as the checker keeps it)
-                for reopened in () if without_cursor else published:  # req: KS-CUR-3 (after the last persistence)
+                for reopened in () if without_cursor or best_effort else published:  # req: KS-CUR-3 (after the last
+                    # persistence; best-effort outcomes are final, KS-BEF-1)
                     if reopened >= cursor and reopened not in unresolved and reopened not in holes:
                         add((seq, REOPENED, reopened, None))
                         unresolved.add(reopened)

@@ -215,7 +215,7 @@ class ShardChecker(Checker):
 
     def _settle(self) -> None:
         super()._settle()
-        if self.shadows:  # (below the cursor and the persisted cursor every message is resolved for good)
+        if self.shadows:  # (as the checker archives: resolved below the cursor and the persisted one, not held)
             limit = self.cursor()
             if self.has_cursor and not self.best_effort:
                 limit = min(limit, self.persisted_cursor)
@@ -223,7 +223,8 @@ class ShardChecker(Checker):
             for offset in list(shadows):
                 if offset >= limit:
                     break
-                del shadows[offset]
+                if shadows[offset].outstanding is None:
+                    del shadows[offset]
 
     def _rebuild_indexes(self) -> None:
         super()._rebuild_indexes()
