@@ -183,6 +183,7 @@ def ledger_stream(
                     holes.add_range(int(low), int(high) + 1)
             elif kind == "restart":
                 end_every_delivery(seq, members, held, holder_of, add, ended)
+                holder_of.clear()  # (a non-member's deliveries: the checker forgets them, logging nothing)
                 members.clear()  # (a restart ends every member: a delivery to one of them before it rejoins is a
                 # non-member's, kept apart as the checker keeps it)
                 for reopened in () if without_cursor or best_effort else published:  # req: KS-CUR-3 (after the last
@@ -214,6 +215,7 @@ def ledger_stream(
             continue
         if kind == "seek":
             end_every_delivery(seq, members, held, holder_of, add, ended)
+            holder_of.clear()  # (a non-member's deliveries: the checker forgets them, logging nothing)
             for moved in published:  # req: KS-CUR-8, KS-CUR-9
                 if moved >= offset and moved not in unresolved:
                     add((seq, REOPENED, moved, None))
