@@ -24,7 +24,7 @@ from ks_conformance.checks import state as state_module
 from ks_conformance.sharding import facts as facts_module
 from ks_conformance.sharding import merge as sharding
 from ks_conformance.sharding import shard as shard_module
-from ks_conformance.sharding.facts import NOTHING, UNSHARDED
+from ks_conformance.sharding.facts import NOTHING, UNPUBLISHED_ANSWER, UNSHARDED
 from ks_conformance.sharding.merge import Judgment, ShardWork, Unsharded, anomaly_order, judge_in_shards
 from ks_conformance.sharding.proof import Proof
 from ks_conformance.sharding.shard import ShardChecker, ShardJudgment, judge_shard
@@ -39,7 +39,7 @@ from test_checker import ALL_CASES
 
 Event = dict[str, Any]
 SHARDS = (1, 2, 7)
-DECLARED = (UNSHARDED,)
+DECLARED = (UNSHARDED, UNPUBLISHED_ANSWER)
 """What the sharding says it does not cover yet (facts.py): a reason to judge a trace whole."""
 
 

@@ -158,3 +158,22 @@ def test_a_folder_of_parquet_files_is_judged_in_shards(tmp_path: Path) -> None:
     result = check_trace(gap, jobs=2)
     assert result.judged.startswith("in one process: ") and result.verdict.value == "unknown"
     assert result.malformed is not None and "part-00001.parquet" in result.malformed
+
+
+def test_an_ignored_answer_of_an_unpublished_offset_is_judged_whole_saying_so(tmp_path: Path) -> None:
+    """An `ack_ignored` of an unknown offset (legal: spec/trace.md section 2) names no message to route it by: the
+    Parquet router and the in-memory one both leave the trace to one process, saying why in the same words."""
+    from ks_conformance.sharding.facts import UNPUBLISHED_ANSWER
+    from spark_support.faults import renumber
+
+    events = [dict(event) for event in run_named("steady", size=30, seed=3, store=MemoryStore()).events]
+    at = next(at for at, event in enumerate(events) if event["event"] == "ack")
+    stray = {**events[at], "event": "ack_ignored", "offset": 999, "reason": "unknown-offset"}
+    stray.pop("key", None)
+    events.insert(at, stray)
+    events = renumber(events)
+    assert not whole(events)[2]  # well formed
+    path = tmp_path / "trace.parquet"
+    write_parquet(events, path)
+    for judged in (judge_in_shards_with(path, 2, map, 64), judge_in_shards(events, 2)):
+        assert isinstance(judged, Unsharded) and judged.reason.startswith(UNPUBLISHED_ANSWER), judged

@@ -48,7 +48,10 @@ RESOLVING = frozenset({"ack", "drop", "dead_letter", "filter", "outcome"})
 """Effects that resolve their message (and end its delivery), as `resolve` in rules/resolutions.py does (an
 implementation-defined outcome too, declared or not: checks/resolution.py `on_outcome`)."""
 UNSHARDED = "selector buckets"
-"""How every reason a well-formed trace is judged in one process begins (what the shards do not cover yet)."""
+"""How a reason a well-formed trace is judged in one process begins (what the shards do not cover yet)."""
+UNPUBLISHED_ANSWER = "an ignored ack or nack names an offset not published yet"
+"""The other such reason: `ack_ignored` or `nack_ignored` of an unknown offset (legal) names no key and no message to
+route it by."""
 
 
 def unsharded_config(config: Mapping[str, Any]) -> str | None:

@@ -24,7 +24,7 @@ from pyroaring import BitMap
 from ks_conformance.anomalies import Anomaly, listing_order
 from ks_conformance.checker import Event
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3, phase_of
-from ks_conformance.sharding.facts import Change, ledger_changes, rows_of
+from ks_conformance.sharding.facts import UNPUBLISHED_ANSWER, Change, ledger_changes, rows_of
 from ks_conformance.sharding.shard import FIRST_SHARD_KINDS, Op, ShardJudgment, judge_shard
 
 ZOMBIE_OPS = frozenset({"zombie_ack", "zombie_nack"})
@@ -99,6 +99,8 @@ def route_events(events: Sequence[Event], shards: int, config: dict[str, object]
             key_of_offset.append(str(key))
         elif offset is not None and kind != "seek":
             if not 0 <= int(offset) < len(shard_of_offset):
+                if kind in ("ack_ignored", "nack_ignored"):
+                    return Unsharded(f"{UNPUBLISHED_ANSWER} (seq {seq}, offset {offset})")
                 return Unsharded(f"seq {seq}: {kind} names offset {offset}, which was not published")
             if key is not None and key != key_of_offset[int(offset)]:
                 return Unsharded(f"seq {seq}: {kind} of offset {offset} names another key than its own")

@@ -49,7 +49,15 @@ from ks_conformance.checker import Checker
 from ks_conformance.checks.records import Problem
 from ks_conformance.checks.state import ACK_CLASS, DANUBE_PHASE_3
 from ks_conformance.pacing import fewer_collections, peak_rss
-from ks_conformance.sharding.facts import FLUSH_ROW, Change, Prediction, Row, ledger_stream, pauses
+from ks_conformance.sharding.facts import (
+    FLUSH_ROW,
+    UNPUBLISHED_ANSWER,
+    Change,
+    Prediction,
+    Row,
+    ledger_stream,
+    pauses,
+)
 from ks_conformance.sharding.files import ArrayFile, ChangeFiles, merged_chunks
 from ks_conformance.sharding.jsonl import Mapper, convert_jsonl
 from ks_conformance.sharding.merge import ZOMBIE_OPS, Unsharded, merge, shard_of_key
@@ -159,6 +167,10 @@ def int_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
     return np.asarray(batch.column(name).fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
+BROKEN = "its seqs, ticks or offsets break spec/trace.md section 2"
+"""Why the screen leaves a trace to one process, which names the problem exactly."""
+
+
 class Screen:
     """The rules of spec/trace.md section 2 that span events (seqs, ticks, offsets), column by column: a screen that
     never accepts what `ks_spec.trace.SequenceRules` refuses; when it doubts, the trace is judged in one process,
@@ -167,30 +179,34 @@ class Screen:
     def __init__(self) -> None:
         self.seq = self.tick = self.published = 0
 
-    def holds(self, batch: pa.RecordBatch, kinds: pa.Array, is_publish: np.ndarray, offsets: np.ndarray) -> bool:
-        """True if this batch, following the ones screened before, keeps the rules."""
+    def breaks(self, batch: pa.RecordBatch, kinds: pa.Array, is_publish: np.ndarray, offsets: np.ndarray) -> str | None:
+        """Why this batch, following the ones screened before, is not judged in shards, or None if it keeps the
+        rules."""
         rows = batch.num_rows
         if self.seq == 0 and SequenceRules().check(next(batch_events(batch.slice(0, 1)))) is not None:
-            return False
+            return BROKEN
         configs = int(pc.sum(pc.equal(kinds, "config")).as_py() or 0)
         if configs > (1 if self.seq == 0 else 0):
-            return False
+            return BROKEN
         if not np.array_equal(int_column(batch, "seq"), np.arange(self.seq, self.seq + rows)):
-            return False
+            return BROKEN
         is_tick = np.asarray(pc.equal(kinds, "tick").to_numpy(zero_copy_only=False), dtype=bool)
         if not np.array_equal(int_column(batch, "tick"), self.tick + np.cumsum(is_tick)):
-            return False
+            return BROKEN
         before = self.published + np.cumsum(is_publish) - is_publish  # messages published before each row
         if not np.array_equal(offsets[is_publish], before[is_publish]):
-            return False
+            return BROKEN
         named = (offsets >= 0) & ~is_publish
         is_seek = np.asarray(pc.equal(kinds, "seek").to_numpy(zero_copy_only=False), dtype=bool)
-        if np.any(named & (offsets > before)) or np.any(named & ~is_seek & (offsets == before)):
-            return False  # (an unknown-offset ack_ignored is legal, but such a trace is judged in one process)
+        unknown = (named & (offsets > before)) | (named & ~is_seek & (offsets == before))
+        if np.any(unknown):  # (an unknown-offset ack_ignored is legal, but such a trace is judged in one process)
+            if not is_in(kinds, ("ack_ignored", "nack_ignored"))[unknown].all():
+                return BROKEN
+            return f"{UNPUBLISHED_ANSWER} (seq {int(self.seq + np.argmax(unknown))})"
         self.seq += rows
         self.tick += int(is_tick.sum())
         self.published += int(is_publish.sum())
-        return True
+        return None
 
 
 class KeyShards:
@@ -249,8 +265,9 @@ def route_to_files(
             kinds = batch.column("event")
             offsets = int_column(batch, "offset")
             is_publish = np.asarray(pc.equal(kinds, "publish").to_numpy(zero_copy_only=False), dtype=bool)
-            if not screen.holds(batch, kinds, is_publish, offsets):
-                return Unsharded("its seqs, ticks or offsets break spec/trace.md section 2")
+            broken = screen.breaks(batch, kinds, is_publish, offsets)
+            if broken is not None:
+                return Unsharded(broken)
             seqs = int_column(batch, "seq")
             is_start = is_in(kinds, OP_STARTS)
             if zombie_open or bool(is_in(kinds, ZOMBIE_OPS).any()):

@@ -41,6 +41,7 @@ from ks_conformance.checker import Checker
 from ks_conformance.sharding.facts import (
     FLUSH_ROW,
     NOTHING,
+    UNPUBLISHED_ANSWER,
     Change,
     Prediction,
     ledger_stream,
@@ -201,7 +202,7 @@ def unpublished_acks(acks: list[tuple[int, int]], published_at: Mapping[int, int
         return Unsharded(f"more than {UNKNOWN_ACKS} acks of unknown offsets")
     for seq, offset in acks:
         if published_at.get(offset, seq) >= seq:
-            return Unsharded("an ack names an offset not published yet")
+            return Unsharded(f"{UNPUBLISHED_ANSWER} (seq {seq}, offset {offset})")
     return None
 
 
