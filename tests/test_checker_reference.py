@@ -52,3 +52,33 @@ def test_a_delivery_to_a_non_member_under_buckets_is_judged_not_a_crash(policy: 
     checker = check_events(events)
     assert checker.problems == []
     assert "inactive-delivery" in {a.name for a in checker.anomalies if a.witness[-1] == events[first]["seq"]}
+
+
+@pytest.mark.parametrize("selector", ["ring", "danube", "pulsar-consistent"])
+def test_a_key_moved_across_a_seek_is_key_moved(selector: str) -> None:
+    """A seek keeps the members, so every key keeps its target (spec section 14): a key delivered to another member
+    after a seek is KS-ASN-1's finding (under these stable selectors the checker once failed an
+    assertion there, reading the seek as a membership change without a member)."""
+    from ks_conformance.checker import check_events
+    from ks_reference.simulate import Behaviour, Simulation
+    from ks_reference.store import MemoryStore
+
+    sim = Simulation({"profile": "owner", "selector": selector}, MemoryStore())
+    sim.add_consumer("c1", 4, Behaviour(delay=1))
+    sim.add_consumer("c2", 4, Behaviour(delay=1))
+    for _ in range(3):
+        sim.publish("k")
+        sim.tick()
+    sim.apply({"op": "seek", "offset": 0})
+    sim.settle()
+    events = [dict(event) for event in sim.events]
+    assert check_events(events).anomalies == []
+    seek = next(at for at, event in enumerate(events) if event["event"] == "seek")
+    after = next(at for at in range(seek, len(events)) if events[at]["event"] == "deliver")
+    holder = events[after]["consumer"]
+    for event in events[after:]:
+        if event.get("consumer") == holder and event["event"] in ("deliver", "ack"):
+            event["consumer"] = "c1" if holder == "c2" else "c2"
+    checker = check_events(events)
+    assert checker.problems == []
+    assert "key-moved" in {a.name for a in checker.anomalies if events[after]["seq"] in a.witness}

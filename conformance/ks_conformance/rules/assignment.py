@@ -85,6 +85,11 @@ def unstable_assignment(
 # The checks of this section's rules: functions of the checker's state (ks_conformance.checks).
 
 
+def seeks_only(st: CheckerState, epoch: int) -> bool:
+    """Whether every epoch begun since `epoch` was begun by a seek: the membership epoch is still `epoch`'s."""
+    return all(st.epoch_change.get(later, ("",))[0] == "seek" for later in range(epoch + 1, st.epoch + 1))
+
+
 def check_assignment(
     st: CheckerState, message: Message, state: KeyState, seq: int, incarnation: Incarnation | None, name: str
 ) -> None:
@@ -96,8 +101,8 @@ def check_assignment(
     epoch, previous, previous_seq, segment = last
     if segment != message.segment:
         return  # selector `buckets`: each segment has its own N, so its own bucket and target (KS-BKT-3)
-    if epoch == st.epoch:
-        # req: KS-ASN-1
+    if epoch == st.epoch or seeks_only(st, epoch):
+        # req: KS-ASN-1 (a seek starts a new epoch for draining but keeps the membership, spec section 14)
         st._exercise("key-moved")
         if previous.name != name and not st.controller_moved(message.segment, message.bucket, name, previous_seq):
             st._report(
