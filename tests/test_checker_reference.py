@@ -82,3 +82,25 @@ def test_a_key_moved_across_a_seek_is_key_moved(selector: str) -> None:
     checker = check_events(events)
     assert checker.problems == []
     assert "key-moved" in {a.name for a in checker.anomalies if events[after]["seq"] in a.witness}
+
+
+def test_a_restart_after_publishes_to_an_unknown_segment_is_judged_not_a_crash() -> None:
+    """Selector buckets, the segment_created of segment 0 missing: each publish is a problem (no active segment), and
+    a restart then rebuilds the buckets' indexes without the segment (it once raised KeyError there)."""
+    from ks_conformance.checker import check_events
+    from ks_reference.simulate import Behaviour, Simulation
+    from ks_reference.store import MemoryStore
+
+    sim = Simulation({"profile": "owner", "selector": "buckets"}, MemoryStore())
+    sim.add_consumer("c1", 1, Behaviour(delay=3))
+    for key in ("a", "b", "c"):
+        sim.publish(key)
+    sim.tick()
+    sim.restart()
+    sim.add_consumer("c1", 4, Behaviour(delay=1))
+    sim.settle()
+    events = [dict(event) for event in sim.events if event["event"] != "segment_created"]
+    for seq, event in enumerate(events):
+        event["seq"] = seq
+    checker = check_events(events)
+    assert checker.problems and "no active segment contains" in checker.problems[0].message

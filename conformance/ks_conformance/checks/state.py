@@ -656,11 +656,10 @@ class CheckerState:
         self.bucket_unresolved = {}
         for segment in self.segments.values():
             segment.unresolved = OrderedOffsets()
+        from ks_conformance.rules.buckets import index_placement  # (the rules import this module)
+
         for offset in self.unresolved:
-            message = self.messages[offset]
-            if message.segment is not None and message.bucket is not None:
-                self.segments[message.segment].unresolved.add(offset)
-                self.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(offset)
+            index_placement(self, self.messages[offset])  # (a message of a segment never created: none)
         self._timeouts = []
         self._readiness = []
         self._disconnected = {}
