@@ -600,9 +600,9 @@ class OthersMessagesUnindexed(ShardChecker):
     """Broken (selector buckets): keeps the other shards' messages out of their segments' and buckets' unresolved
     ones (a checkpoint or a successor then passes them unseen)."""
 
-    def shadow_publish(self, event: Event) -> None:
-        super().shadow_publish(event)
-        shadow = self.shadows[int(event["offset"])]
+    def shadow_publish(self, offset: int) -> None:
+        super().shadow_publish(offset)
+        shadow = self.shadows[offset]
         if shadow.segment in self.segments:
             self.segments[shadow.segment].unresolved.discard(shadow.offset)
         if (shadow.segment, shadow.bucket) in self.bucket_unresolved:

@@ -154,6 +154,9 @@ class ShardChecker(Checker):
         """The temptations counted there (see TEMPTATIONS)."""
         self.tempted_at = 0
         """The op `tempted` was read at."""
+        self.shown_publishes: dict[int, tuple[Event, int]] = {}
+        """Selector buckets: other shards' publishes shown to this shard (with their op's index), until the ledger's
+        change of their seq places them (`shadow_publish`), in seq order with every other change."""
         self.shadows: dict[int, Message] = {}
         """Selector buckets: the other shards' messages, as far as the bucket checks read them (hash, segment, bucket,
         outstanding delivery), from their publish (shown to every shard) until they settle below the cursor."""
@@ -270,6 +273,8 @@ class ShardChecker(Checker):
             if what == PUBLISHED:
                 unresolved.add(offset)
                 published += 1
+                if buckets:
+                    self.shadow_publish(offset)
             elif what == DELIVERED:
                 assert consumer is not None
                 if buckets:
@@ -340,13 +345,16 @@ class ShardChecker(Checker):
 
     # --- selector buckets: the other shards' messages, as the bucket checks read them --------------------------
 
-    def shadow_publish(self, event: Event) -> None:
-        """Another shard's publish, shown to this shard: its message is placed in its segment and bucket as the
-        checker places one (rules/buckets.py), unjudged (its shard judges it)."""
-        op = self.op
-        assert op is not None
-        offset, seq = int(event["offset"]), int(event["seq"])
-        shadow = Message(offset, str(event["key"]), seq, op.index, last_event_seq=seq)
+    def shadow_publish(self, offset: int) -> None:
+        """Another shard's publish, shown to this shard, at its change's turn: its message is placed in its segment and
+        bucket as the checker places one (rules/buckets.py), unjudged (its shard judges it)."""
+        shown = self.shown_publishes.pop(offset, None)
+        if shown is None:  # (the router shows every publish of selector buckets before its change is applied)
+            self.unsharded = self.unsharded or f"selector buckets: m{offset}'s publish was not shown to every shard"
+            return
+        event, op_index = shown
+        seq = int(event["seq"])
+        shadow = Message(offset, str(event["key"]), seq, op_index, last_event_seq=seq)
         if place(shadow, event):
             index_placement(self, shadow)
         self.shadows[offset] = shadow
@@ -414,6 +422,9 @@ class ShardChecker(Checker):
         seq = event["seq"]
         if self.created_in_op or self.layout_findings:
             self.layout_ends(seq, str(event["event"]))
+        if phase_only and self.buckets and event["event"] == "publish":
+            self.shown_publishes[int(event["offset"])] = (event, op_index)  # (placed with its change: catch_up)
+            return
         if op_index != self.op_index:
             if op_index == self.op_index + 1 and seq == self.last_seq + 1 and not phase_only:
                 # The next op, begun by this event right after this shard's last one: `feed` closes the op before it
@@ -427,7 +438,7 @@ class ShardChecker(Checker):
                 ops = self.ops
                 start = ops.starts[op_index - 1 - ops.base]
                 self.op_count = op_index - 1
-                if start != seq or phase_only:  # the op began with another shard's event: open it here
+                if start != seq:  # the op began with another shard's event: open it here
                     self.catch_up(start)
                     self.now = int(event["tick"])
                     open_op(self, ops.kinds[op_index - 1 - ops.base], start)
@@ -435,10 +446,6 @@ class ShardChecker(Checker):
             self.catch_up(seq)
         self.current_seq = seq
         if phase_only:
-            if self.buckets and event["event"] == "publish":
-                self.shadow_publish(event)
-                self.last_seq = seq
-                return
             self.pass_phase(event)
             return
         if event["event"] == "publish":
