@@ -279,6 +279,13 @@ class CheckerState:
                 yield ancestor, self.message_at(offset)
             pending += ancestor.predecessors
 
+    def index_placement(self, message: Message) -> None:
+        """Selector buckets: count a placed, unresolved message among its segment's and its bucket's (none for a
+        segment never created; a shard of keys does this for other shards' messages too, sharding/shard.py)."""
+        if message.segment is not None and message.bucket is not None and message.segment in self.segments:
+            self.segments[message.segment].unresolved.add(message.offset)
+            self.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(message.offset)
+
     def message_at(self, offset: int) -> Message:
         """The message at `offset`, whichever key (a shard of keys also holds what the bucket checks read of other
         shards' messages: sharding/shard.py)."""
@@ -656,10 +663,8 @@ class CheckerState:
         self.bucket_unresolved = {}
         for segment in self.segments.values():
             segment.unresolved = OrderedOffsets()
-        from ks_conformance.rules.buckets import index_placement  # (the rules import this module)
-
         for offset in self.unresolved:
-            index_placement(self, self.messages[offset])  # (a message of a segment never created: none)
+            self.index_placement(self.messages[offset])
         self._timeouts = []
         self._readiness = []
         self._disconnected = {}

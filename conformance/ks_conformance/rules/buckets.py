@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ks_conformance import explain
 from ks_conformance.checks.hooks import at_delivery
 from ks_conformance.checks.layout import layout_problem
-from ks_conformance.checks.records import BatchRun, OrderedOffsets
+from ks_conformance.checks.records import BatchRun
 from ks_conformance.checks.selectors import SLOTS, bucket_owner
 from ks_conformance.explain import (
     Explained,
@@ -466,7 +466,7 @@ def publish_placement(st: CheckerState, message: Message, event: Event) -> None:
                 *message.facts, message.hash, segment.buckets, segment.created_seq, message.bucket
             ),
         )
-    index_placement(st, message)
+    st.index_placement(message)
 
 
 def place(message: Message, event: Event) -> bool:
@@ -475,14 +475,6 @@ def place(message: Message, event: Event) -> bool:
         return False
     message.hash, message.segment, message.bucket = int(event["hash"]), int(event["segment"]), int(event["bucket"])
     return True
-
-
-def index_placement(st: CheckerState, message: Message) -> None:
-    """Count a placed, unresolved message among its segment's and its bucket's (a shard of keys does this for
-    another shard's messages too: sharding/shard.py)."""
-    if message.segment is not None and message.bucket is not None and message.segment in st.segments:
-        st.segments[message.segment].unresolved.add(message.offset)
-        st.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(message.offset)
 
 
 def bucket_decision(st: CheckerState, event: Event) -> None:

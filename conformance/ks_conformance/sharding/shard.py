@@ -53,7 +53,7 @@ from ks_conformance.checks.end_of_op import close_op, open_op, tick_phase
 from ks_conformance.checks.hooks import END_OF_OP_CHECKS
 from ks_conformance.checks.records import Delivery, Incarnation, Message, OpState, Problem
 from ks_conformance.checks.state import DANUBE_PHASE_3, logged_name, phase_of
-from ks_conformance.rules.buckets import check_bucket_delivery, check_layout, index_placement, interrupt_batch, place
+from ks_conformance.rules.buckets import check_bucket_delivery, check_layout, interrupt_batch, place
 from ks_conformance.rules.cursor import check_persistence, persisted_and_unmoved
 from ks_conformance.rules.isolation import check_idle
 from ks_conformance.sharding.facts import NOTHING, Change
@@ -234,7 +234,7 @@ class ShardChecker(Checker):
         for offset in self.foreign_unresolved if self.shadows else ():
             shadow = self.shadows.get(offset)
             if shadow is not None:
-                index_placement(self, shadow)
+                self.index_placement(shadow)
 
     def _exercise_shared(self, name: str, count: int = 1) -> None:
         if not self._applies.get(name) or count <= 0:
@@ -356,7 +356,7 @@ class ShardChecker(Checker):
         seq = int(event["seq"])
         shadow = Message(offset, str(event["key"]), seq, op_index, last_event_seq=seq)
         if place(shadow, event):
-            index_placement(self, shadow)
+            self.index_placement(shadow)
         self.shadows[offset] = shadow
 
     def shadow_delivered(self, seq: int, offset: int, consumer: str) -> None:
@@ -411,7 +411,7 @@ class ShardChecker(Checker):
             return
         shadow.outstanding = None
         shadow.delivered_since_restart = False
-        index_placement(self, shadow)
+        self.index_placement(shadow)
 
     # --- the ops ---------------------------------------------------------------------------------------------
 
