@@ -286,6 +286,18 @@ class CheckerState:
             self.segments[message.segment].unresolved.add(message.offset)
             self.bucket_unresolved.setdefault((message.segment, message.bucket), OrderedOffsets()).add(message.offset)
 
+    def unindex_placement(self, message: Message) -> None:
+        """Selector buckets: a resolved message leaves its segment's and its bucket's unresolved ones."""
+        if message.segment is None:
+            return
+        segment = self.segments.get(message.segment)
+        if segment is not None:
+            segment.unresolved.discard(message.offset)
+        if message.bucket is not None:
+            pending = self.bucket_unresolved.get((message.segment, message.bucket))
+            if pending is not None:
+                pending.discard(message.offset)
+
     def message_at(self, offset: int) -> Message:
         """The message at `offset`, whichever key (a shard of keys also holds what the bucket checks read of other
         shards' messages: sharding/shard.py)."""
@@ -377,10 +389,7 @@ class CheckerState:
 
         Below the cursor every message is resolved; below the persisted cursor a restart resumes none of them.
         """
-        limit = self.cursor()
-        if self.has_cursor and not self.best_effort:
-            limit = min(limit, self.persisted_cursor)
-        self.messages.settle(limit, _settled)
+        self.messages.settle(self.settle_limit(), _settled)
         self._rest_keys()
         archived = self.messages.archived_below
         while self.batches:  # a batch whose messages are all archived (resolved) has no mate left to wait for
@@ -388,6 +397,14 @@ class CheckerState:
             if self.batches[first][-1] >= archived:
                 break
             del self.batches[first]
+
+    def settle_limit(self) -> int:
+        """Below this offset every message is resolved for good: below the cursor, and (with a cursor) below the
+        persisted one a restart resumes from."""
+        limit = self.cursor()
+        if self.has_cursor and not self.best_effort:
+            limit = min(limit, self.persisted_cursor)
+        return limit
 
     def _key(self, key: str) -> KeyState:
         """The state of a key that has been published, woken from rest if it had nothing left."""
@@ -603,14 +620,8 @@ class CheckerState:
         if offset in state.blocked:
             state.blocked.discard(offset)
             message.blocked = False
-        if message.segment is not None:
-            segment = self.segments.get(message.segment)
-            if segment is not None:
-                segment.unresolved.discard(message.offset)
-            if message.bucket is not None:
-                pending = self.bucket_unresolved.get((message.segment, message.bucket))
-                if pending is not None:
-                    pending.discard(message.offset)
+        if message.segment is not None:  # (selector buckets only: no call on the common path)
+            self.unindex_placement(message)
         self._refresh_head(key)
 
     def _reset_volatile(self, message: Message) -> None:

@@ -219,9 +219,7 @@ class ShardChecker(Checker):
     def _settle(self) -> None:
         super()._settle()
         if self.shadows:  # (as the checker archives: resolved below the cursor and the persisted one, not held)
-            limit = self.cursor()
-            if self.has_cursor and not self.best_effort:
-                limit = min(limit, self.persisted_cursor)
+            limit = self.settle_limit()
             shadows = self.shadows
             for offset in list(shadows):
                 if offset >= limit:
@@ -395,13 +393,8 @@ class ShardChecker(Checker):
     def shadow_resolved(self, offset: int) -> None:
         """Another shard's message resolved (or passed by a seek)."""
         shadow = self.shadows.get(offset)
-        if shadow is not None and shadow.segment is not None:
-            segment = self.segments.get(shadow.segment)
-            if segment is not None:
-                segment.unresolved.discard(offset)
-            pending = self.bucket_unresolved.get((shadow.segment, shadow.bucket or 0))
-            if pending is not None:
-                pending.discard(offset)
+        if shadow is not None:
+            self.unindex_placement(shadow)
 
     def shadow_reopened(self, offset: int) -> None:
         """Another shard's message unresolved again by a restart or seek."""
@@ -450,8 +443,8 @@ class ShardChecker(Checker):
             return
         if event["event"] == "publish":
             self.own_offsets.add(event["offset"])
-            entry = event.get("entry")
-            if self.buckets and entry is not None and entry not in self.own_offsets and self.unsharded is None:
+            entry = event.get("entry") if self.buckets else None
+            if entry is not None and entry not in self.own_offsets and self.unsharded is None:
                 # (a batch spans keys under buckets: the checks of one message read the others' key states)
                 self.unsharded = f"selector buckets: seq {seq} publishes a batch of several shards' keys"
         self.feed(event)
