@@ -384,22 +384,48 @@ REUSE_CORPUS = False
 """`build --reuse-corpus`: a mutant not searched takes the scenarios of the corpus vectors it fails (set by main)."""
 
 
+CHECKED_IN: list[Vector] = []
+"""The corpus as checked in, read once (`build` rewrites the folder after curating)."""
+
+
+def checked_in() -> list[Vector]:
+    """The checked-in vectors (none if the corpus folder is missing)."""
+    if not CHECKED_IN and VECTORS_DIR.is_dir():
+        CHECKED_IN.extend(find_vectors(VECTORS_DIR))
+    return CHECKED_IN
+
+
 def corpus_scenarios(name: str) -> list[Scenario]:
     """The scenarios of the checked-in vectors that the mutant fails: those it was found on first, then the rest.
 
     Regenerating after a change that leaves most mutants alone (a new check, a new mutant) then needs a search of
     the changed mutants only; every vector is judged again by today's checker before it is kept.
     """
-    if not VECTORS_DIR.is_dir():
-        return []
-    vectors = find_vectors(VECTORS_DIR)
+    vectors = checked_in()
     own = [v for v in vectors if (v.scenario.found or {}).get("mutant") == name]
     caught = [v for v in vectors if v not in own and any(c.mutant == name for c in v.caught)]
     return [v.scenario for v in (*own, *caught) if v.scenario.steps]
 
 
+def kept_vector(judges: Judge, mutant: Mutant, target: str) -> Candidate | None:
+    """`build --reuse-corpus`, for a mutant not searched again: its checked-in vector of `target` as it is, if the
+    mutant still fails it there (and the reference passes it), so that a rebuild rewrites no vector it need not."""
+    if not REUSE_CORPUS or (CACHE / mutant.name / "done.json").is_file():
+        return None
+    source = f"{target}/{mutant.name}"
+    if source not in SITUATIONS:
+        return None
+    name = situation(source)
+    kept = next((v for v in checked_in() if v.name == name and v.scenario.steps), None)
+    return None if kept is None else judge_candidate(judges, mutant, target, kept.scenario)
+
+
 def curate(judges: Judge, mutant: Mutant, target: str) -> Candidate | None:
-    """The smallest vector of `target` that the mutant's saved scenarios give, minimised."""
+    """The smallest vector of `target` that the mutant's saved scenarios give, minimised (with `--reuse-corpus`, the
+    checked-in one while it still holds)."""
+    kept = kept_vector(judges, mutant, target)
+    if kept is not None:
+        return kept
     for scenario in saved_scenarios(mutant.name):
         for variant in variants(scenario, mutant, target):
             found = judge_candidate(judges, mutant, target, variant)
@@ -521,6 +547,8 @@ def write_table(out: Path, missing: list[str]) -> None:
         lines += [f"- `{item}`" for item in missing] + [""]
     lines.append(GENERATED_END)
     readme = out / "README.md"
+    if not readme.is_file():  # (a new corpus folder, `--out`: the README around the table is the checked-in one)
+        shutil.copyfile(VECTORS_DIR / "README.md", readme)
     text = readme.read_text(encoding="utf-8")
     if GENERATED_BEGIN in text:
         head, _, rest = text.partition(GENERATED_BEGIN)
