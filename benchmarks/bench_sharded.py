@@ -5,7 +5,8 @@ the floor (reading every event with the checker's reader, bench_checker's `floor
 process, and check-trace with `--jobs N` for each N asked. Printed: events/s, each against the floor and against one
 process, the seconds of the sequential part (routing, and merging, in the parent process) and its share of the
 sharded run's time, with the speed-up Amdahl's law allows with that share, and the peak memory of the parent and
-of its largest worker. With `--formats parquet,jsonl`, the same on the trace written as JSON lines (which `--jobs`
+of its largest worker; and N one-process checks started together, the machine's own bound for `--jobs N` (what N
+busy cores give). With `--formats parquet,jsonl`, the same on the trace written as JSON lines (which `--jobs`
 converts to Parquet in its workers first; its floor is reading the JSON). The targets of issue 29: one process >= 0.3
 of the floor, `--jobs 2` >= 1.7x one process on two cores, the sequential part under 5% at 10M events.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -81,6 +83,23 @@ def fastest(mode: str, trace: Path, runs: int) -> dict[str, Any]:
     """The fastest of `runs` measurements (this two-core machine's figures move by a tenth from run to run)."""
     runs_of = (run_child(mode, trace, "benchmarks.bench_sharded") for _ in range(runs))
     return min(runs_of, key=lambda figures: float(figures["seconds"]))
+
+
+def at_once(trace: Path, copies: int, runs: int) -> float:
+    """The machine's own bound for `--jobs copies`: `copies` one-process checks of the whole trace started together,
+    the wall time of the slowest (the fastest of `runs` tries). Work split perfectly in `copies` parts, with nothing
+    repeated and nothing routed, would take that time over `copies`: what the cores give when all are busy."""
+    command = [sys.executable, "-m", "benchmarks.bench_sharded", "--child", "one", str(trace)]
+    walls = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        children = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(copies)]
+        for child in children:
+            _, stderr = child.communicate()
+            if child.returncode != 0:
+                raise SystemExit(f"{copies} checks at once failed:\n{stderr.decode().strip()}")
+        walls.append(time.perf_counter() - started)
+    return min(walls)
 
 
 def child_main(mode: str, trace: Path) -> None:
@@ -187,6 +206,21 @@ def main() -> None:
                 f"{sharded['verdict']}, {sharded['judged']}"
                 + (f" (converted in {phases['convert']:,.1f} s)" if "convert" in phases else ""),
             )
+            if n > 1:
+                together = at_once(trace, n, args.repeat)
+                table.add_row(
+                    "",
+                    f"{n} whole checks at once",
+                    "",
+                    "",
+                    f"bound {n * one['seconds'] / together:.2f}",
+                    f"{together:,.1f}",
+                    "",
+                    "",
+                    "",
+                    "",
+                    f"the machine's bound for --jobs {n}",
+                )
             if sharded["verdict"] != one["verdict"] or sharded["anomalies"] != 0:
                 problems.append(f"--jobs {n} at {label(events)}: {sharded['verdict']} ({sharded['judged']})")
     console.print(table)
@@ -215,7 +249,10 @@ def main() -> None:
         "parent s: routing the trace (column by column) and merging the shards' findings, in the parent process; "
         "the shards' own work, the ledger prediction included, runs in the workers (their start is overlapped "
         "with routing). parent's bound: the speed-up that share alone would allow with any number of workers; "
-        "what each shard repeats bounds it much lower (the scale-out line, with --scale)."
+        "what each shard repeats bounds it much lower (the scale-out line, with --scale). N whole checks at once: N "
+        "one-process checks of the whole trace started together, the slowest's wall time; its bound, N times one "
+        "process's seconds over that time, is what N cores give work split perfectly (nothing repeated, nothing "
+        "routed): no --jobs N beats it on this machine."
     )
     if problems:
         raise SystemExit(
