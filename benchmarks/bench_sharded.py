@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -89,16 +89,12 @@ def at_once(trace: Path, copies: int, runs: int) -> float:
     """The machine's own bound for `--jobs copies`: `copies` one-process checks of the whole trace started together,
     the wall time of the slowest (the fastest of `runs` tries). Work split perfectly in `copies` parts, with nothing
     repeated and nothing routed, would take that time over `copies`: what the cores give when all are busy."""
-    command = [sys.executable, "-m", "benchmarks.bench_sharded", "--child", "one", str(trace)]
     walls = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        children = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(copies)]
-        for child in children:
-            _, stderr = child.communicate()
-            if child.returncode != 0:
-                raise SystemExit(f"{copies} checks at once failed:\n{stderr.decode().strip()}")
-        walls.append(time.perf_counter() - started)
+    with ThreadPoolExecutor(copies) as pool:  # (each thread waits on its own child process)
+        for _ in range(runs):
+            started = time.perf_counter()
+            list(pool.map(lambda _: run_child("one", trace, "benchmarks.bench_sharded"), range(copies)))
+            walls.append(time.perf_counter() - started)
     return min(walls)
 
 
