@@ -187,7 +187,7 @@ def test_the_recipe_maps_as_the_readme_says(broker: dict[str, str]) -> None:
     """Classic queues: the first subscriber is active on every queue; prefetch bounds it; a nack requeues to the
     front; its leave hands everything, in order, to the next subscriber. Per-consumer QoS: under global QoS the
     nacked message is now and then overtaken by the next one (a race the report documents as a RabbitMQ defect,
-    `repro.py nack-race`), so the mapping is asserted where RabbitMQ's nack is deterministic."""
+    `repro.py nack-race`), so the mapping is asserted where that race was never seen."""
     adapter = _module().RabbitMQAdapter(broker["KS_RABBITMQ_URL"], "classic", 2, qos="per-consumer")
     try:
         assert adapter.start(2)["implementation"]["version"].startswith("3.")
